@@ -1,0 +1,12 @@
+//! Wire formats and time for onepipe.
+//!
+//! Two things every other crate agrees on live here: the nanosecond time types ([`Instant`],
+//! [`Duration`], 48-bit wire timestamps with wraparound-safe comparison, paper section 6.1) and
+//! the packet header ([`packet`]). Nothing in this crate allocates on the packet path, reads a
+//! clock or panics on input bytes.
+
+pub mod packet;
+pub mod time;
+
+pub use packet::{Opcode, Packet, ParseError, Repr, HEADER_LEN};
+pub use time::{Duration, Instant, Timestamp48};
