@@ -1,1 +1,25 @@
+//! Checkers that verify the 1Pipe delivery guarantees from per-process event logs.
+//!
+//! Each process records its [`Event`]s in program order (see [`log`] for the text format). The
+//! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
+//! the simulator and benchmarks can all judge an execution the same way.
+//!
+//! A message is identified by `(sender, msg_id)`. Every check runs in time and memory linear in
+//! the number of events, because logs can hold tens of millions of events.
 
+mod causality;
+mod index;
+mod integrity;
+pub mod log;
+mod matching;
+mod order;
+mod report;
+mod violation;
+
+pub use causality::check_causality;
+pub use integrity::check_no_duplicates;
+pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};
+pub use matching::{check_fifo, check_no_creation, check_no_loss};
+pub use order::check_total_order;
+pub use report::{CheckResult, Checks, MAX_EXAMPLES, Report, check_all};
+pub use violation::{Rule, Violation, ViolationKind};

@@ -8,5 +8,5 @@
 pub mod packet;
 pub mod time;
 
-pub use packet::{Opcode, Packet, ParseError, Repr, HEADER_LEN};
+pub use packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
 pub use time::{Duration, Instant, Timestamp48};

@@ -428,7 +428,10 @@ mod tests {
         repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
         let short = &buf[..buf.len() - 1];
         assert_eq!(Packet::new_checked(short).unwrap_err(), ParseError::Truncated);
-        assert_eq!(Repr::parse(&Packet::new_unchecked(short)), Err(ParseError::Truncated));
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(short)),
+            Err(ParseError::Truncated)
+        );
     }
 
     #[test]
@@ -437,7 +440,10 @@ mod tests {
         repr.end_of_message = true; // index 1 of 3 is not the last
         let mut buf = vec![0u8; repr.buffer_len()];
         repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
-        assert_eq!(Repr::parse(&Packet::new_unchecked(&buf[..])), Err(ParseError::BadFragment));
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&buf[..])),
+            Err(ParseError::BadFragment)
+        );
     }
 
     #[test]
@@ -449,7 +455,13 @@ mod tests {
         p.set_barrier(Timestamp48::new(0xffff_ffff_ffff));
         let parsed = Repr::parse(&p).unwrap();
         assert_eq!(parsed.barrier.raw(), 0xffff_ffff_ffff);
-        assert_eq!(Repr { barrier: repr.barrier, ..parsed }, repr);
+        assert_eq!(
+            Repr {
+                barrier: repr.barrier,
+                ..parsed
+            },
+            repr
+        );
     }
 
     proptest! {

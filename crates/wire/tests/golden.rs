@@ -1,7 +1,7 @@
 //! Golden byte vectors shared with other languages: `vectors/packets.json`.
 
-use onepipe_wire::packet::{Opcode, Packet, Repr};
 use onepipe_wire::Timestamp48;
+use onepipe_wire::packet::{Opcode, Packet, Repr};
 use serde_json::Value;
 
 fn load() -> Value {

@@ -1,0 +1,538 @@
+//! The inproc runtime: a whole topology inside one OS process.
+//!
+//! Nodes are spread over a small pool of worker threads (one per core, never one per node).
+//! Every directed link is a bounded single-producer single-consumer byte ring holding frames
+//! `[len: u16][ready_at_ns: u64][bytes]`; a frame becomes visible to the receiver at
+//! `ready_at_ns`, which models propagation delay. Rings are FIFO, so links are FIFO, which is
+//! all that 1Pipe's barrier aggregation needs (paper section 4.1).
+//!
+//! The fabric is lossless: when the ring of the port a frame must leave on is full, the frame
+//! waits in its input ring and the input stalls behind it, as with PFC in the paper's RoCE
+//! testbed. Up/down routing has no cyclic buffer dependency, so this cannot deadlock.
+
+#![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
+
+use crate::node::{FRAME_MAX, Node, PortId, Route};
+use onepipe_wire::{Duration, Instant};
+use rtrb::{Consumer, Producer, RingBuffer};
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+const FRAME_HEADER_LEN: usize = 10;
+/// Frames taken from one input ring per visit, so one busy link cannot starve the rest.
+const INPUT_BUDGET_FRAMES: usize = 256;
+/// Frames a node may originate on one port per visit.
+const OUTPUT_BUDGET_FRAMES: usize = 256;
+/// Empty passes over a worker's nodes before the worker yields its core.
+const IDLE_PASSES_BEFORE_YIELD: u32 = 64;
+
+/// The shared time source: the OS monotonic clock, shifted to start at `start`.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: std::time::Instant,
+    start: Instant,
+}
+
+impl Clock {
+    pub fn new(start: Instant) -> Clock {
+        Clock {
+            origin: std::time::Instant::now(),
+            start,
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.start + Duration::from_nanos(self.origin.elapsed().as_nanos() as u64)
+    }
+}
+
+/// A directed link from one node's port to another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkSpec {
+    pub from: (usize, PortId),
+    pub to: (usize, PortId),
+    pub delay: Duration,
+}
+
+#[derive(Clone, Debug)]
+pub struct InprocConfig {
+    pub workers: usize,
+    /// Capacity of each link's ring in bytes.
+    pub link_capacity_bytes: usize,
+    /// Largest frame any node originates or forwards; a port takes output only when it has
+    /// room for one of these.
+    pub frame_max_bytes: usize,
+}
+
+impl Default for InprocConfig {
+    fn default() -> InprocConfig {
+        InprocConfig {
+            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            link_capacity_bytes: 64 * 1024,
+            frame_max_bytes: 1500,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InprocError {
+    #[error("link from node {node} port {port} is declared twice")]
+    DuplicateOutput { node: usize, port: PortId },
+    #[error("link into node {node} port {port} is declared twice")]
+    DuplicateInput { node: usize, port: PortId },
+    #[error("link names node {0}, which does not exist")]
+    UnknownNode(usize),
+    #[error("node {node} is assigned to worker {worker}, but there are {workers} workers")]
+    BadAssignment {
+        node: usize,
+        worker: usize,
+        workers: usize,
+    },
+    #[error("link capacity {capacity} bytes cannot hold one frame of {frame} bytes")]
+    CapacityTooSmall { capacity: usize, frame: usize },
+    #[error("frame_max_bytes must be between 64 and {FRAME_MAX}")]
+    BadFrameMax,
+    #[error("a worker thread could not be started: {0}")]
+    Spawn(String),
+}
+
+struct Output {
+    ring: Producer<u8>,
+    delay: Duration,
+}
+
+/// One node and its rings.
+struct Slot<N> {
+    index: usize,
+    node: N,
+    inputs: Vec<(PortId, Consumer<u8>)>,
+    outputs: Vec<Option<Output>>,
+}
+
+/// A running topology. Dropping it without [`Runtime::stop`] stops the workers too.
+pub struct Runtime<N: Node + 'static> {
+    stop: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<Vec<Slot<N>>>>,
+    node_count: usize,
+}
+
+impl<N: Node + 'static> Runtime<N> {
+    /// Starts `nodes` connected by `links`; `worker_of[i]` is the worker that runs node `i`.
+    pub fn start(
+        nodes: Vec<N>,
+        links: &[LinkSpec],
+        worker_of: &[usize],
+        config: &InprocConfig,
+        clock: Clock,
+    ) -> Result<Runtime<N>, InprocError> {
+        if !(64..=FRAME_MAX).contains(&config.frame_max_bytes) {
+            return Err(InprocError::BadFrameMax);
+        }
+        let frame_room = FRAME_HEADER_LEN + config.frame_max_bytes;
+        if config.link_capacity_bytes < frame_room {
+            return Err(InprocError::CapacityTooSmall {
+                capacity: config.link_capacity_bytes,
+                frame: config.frame_max_bytes,
+            });
+        }
+        let node_count = nodes.len();
+        let mut slots: Vec<Slot<N>> = nodes
+            .into_iter()
+            .enumerate()
+            .map(|(index, node)| Slot {
+                index,
+                node,
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+            })
+            .collect();
+        for l in links {
+            let (fnode, fport) = l.from;
+            let (tnode, tport) = l.to;
+            if fnode >= node_count {
+                return Err(InprocError::UnknownNode(fnode));
+            }
+            if tnode >= node_count {
+                return Err(InprocError::UnknownNode(tnode));
+            }
+            let (producer, consumer) = RingBuffer::new(config.link_capacity_bytes);
+            let outs = &mut slots[fnode].outputs;
+            if outs.len() <= fport as usize {
+                outs.resize_with(fport as usize + 1, || None);
+            }
+            if outs[fport as usize].is_some() {
+                return Err(InprocError::DuplicateOutput {
+                    node: fnode,
+                    port: fport,
+                });
+            }
+            outs[fport as usize] = Some(Output {
+                ring: producer,
+                delay: l.delay,
+            });
+            if slots[tnode].inputs.iter().any(|(p, _)| *p == tport) {
+                return Err(InprocError::DuplicateInput {
+                    node: tnode,
+                    port: tport,
+                });
+            }
+            slots[tnode].inputs.push((tport, consumer));
+        }
+        let workers = config.workers.max(1);
+        let mut per_worker: Vec<Vec<Slot<N>>> = (0..workers).map(|_| Vec::new()).collect();
+        for slot in slots.into_iter().rev() {
+            let w = worker_of.get(slot.index).copied().unwrap_or(slot.index % workers);
+            if w >= workers {
+                return Err(InprocError::BadAssignment {
+                    node: slot.index,
+                    worker: w,
+                    workers,
+                });
+            }
+            per_worker[w].push(slot);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(workers);
+        for (w, mut mine) in per_worker.into_iter().enumerate() {
+            mine.reverse();
+            let stop = stop.clone();
+            let frame_max = config.frame_max_bytes;
+            let handle = std::thread::Builder::new()
+                .name(format!("onepipe-worker-{w}"))
+                .spawn(move || worker_loop(mine, &stop, clock, frame_max))
+                .map_err(|e| InprocError::Spawn(e.to_string()))?;
+            handles.push(handle);
+        }
+        Ok(Runtime {
+            stop,
+            workers: handles,
+            node_count,
+        })
+    }
+
+    /// Stops the workers and hands the nodes back in their original order.
+    pub fn stop(mut self) -> Vec<N> {
+        self.stop.store(true, Ordering::Release);
+        let mut all: Vec<Slot<N>> = Vec::with_capacity(self.node_count);
+        for h in self.workers.drain(..) {
+            match h.join() {
+                Ok(slots) => all.extend(slots),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all.sort_by_key(|s| s.index);
+        all.into_iter().map(|s| s.node).collect()
+    }
+}
+
+impl<N: Node + 'static> Drop for Runtime<N> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn worker_loop<N: Node>(
+    mut slots: Vec<Slot<N>>,
+    stop: &AtomicBool,
+    clock: Clock,
+    frame_max: usize,
+) -> Vec<Slot<N>> {
+    let mut scratch = vec![0u8; FRAME_HEADER_LEN + FRAME_MAX];
+    let mut idle_passes = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let mut worked = false;
+        for slot in &mut slots {
+            worked |= visit(slot, clock.now(), &mut scratch, frame_max);
+        }
+        if worked {
+            idle_passes = 0;
+        } else {
+            idle_passes += 1;
+            if idle_passes >= IDLE_PASSES_BEFORE_YIELD {
+                std::thread::yield_now();
+            }
+        }
+    }
+    slots
+}
+
+/// Copies `len` bytes at `offset` of a ring chunk split in two slices.
+fn copy_out(a: &[u8], b: &[u8], offset: usize, dst: &mut [u8]) {
+    let len = dst.len();
+    if offset + len <= a.len() {
+        dst.copy_from_slice(&a[offset..offset + len]);
+    } else if offset >= a.len() {
+        let o = offset - a.len();
+        dst.copy_from_slice(&b[o..o + len]);
+    } else {
+        let first = a.len() - offset;
+        dst[..first].copy_from_slice(&a[offset..]);
+        dst[first..].copy_from_slice(&b[..len - first]);
+    }
+}
+
+fn write_frame_header(buf: &mut [u8], len: usize, ready_at: Instant) {
+    buf[0..2].copy_from_slice(&(len as u16).to_le_bytes());
+    buf[2..10].copy_from_slice(&ready_at.as_nanos().to_le_bytes());
+}
+
+/// Runs one node for one visit: inputs, timers, outputs. Returns whether anything happened.
+fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_max: usize) -> bool {
+    let mut worked = false;
+    let Slot {
+        node,
+        inputs,
+        outputs,
+        ..
+    } = slot;
+    for (port, ring) in inputs.iter_mut() {
+        let available = ring.slots();
+        if available < FRAME_HEADER_LEN {
+            continue;
+        }
+        let Ok(chunk) = ring.read_chunk(available) else {
+            continue;
+        };
+        let (a, b) = chunk.as_slices();
+        let mut offset = 0;
+        for _ in 0..INPUT_BUDGET_FRAMES {
+            if available - offset < FRAME_HEADER_LEN {
+                break;
+            }
+            let mut header = [0u8; FRAME_HEADER_LEN];
+            copy_out(a, b, offset, &mut header);
+            let len = u16::from_le_bytes([header[0], header[1]]) as usize;
+            let ready_at =
+                Instant::from_nanos(u64::from_le_bytes(header[2..10].try_into().expect("8 bytes")));
+            if ready_at > now {
+                break;
+            }
+            let frame = &mut scratch[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
+            copy_out(a, b, offset + FRAME_HEADER_LEN, frame);
+            let route = node.classify(now, *port, frame);
+            if let Route::Forward(out) = route {
+                match outputs.get(out as usize) {
+                    Some(Some(o)) if o.ring.slots() >= FRAME_HEADER_LEN + len => {}
+                    // Full output: the frame waits here (lossless fabric).
+                    Some(Some(_)) => break,
+                    // No link on that port: let the node count the drop.
+                    _ => {
+                        node.handle_frame(now, *port, frame, Route::Drop);
+                        offset += FRAME_HEADER_LEN + len;
+                        continue;
+                    }
+                }
+            }
+            node.handle_frame(now, *port, frame, route);
+            offset += FRAME_HEADER_LEN + len;
+            worked = true;
+            if let Route::Forward(out) = route {
+                let o = outputs[out as usize].as_mut().expect("checked above");
+                write_frame_header(scratch, len, now + o.delay);
+                o.ring
+                    .write_all(&scratch[..FRAME_HEADER_LEN + len])
+                    .expect("room was checked");
+            }
+        }
+        chunk.commit(offset);
+    }
+    if node.poll_timeout().is_some_and(|t| t <= now) {
+        node.handle_timeout(now);
+        worked = true;
+    }
+    for (port, o) in outputs.iter_mut().enumerate() {
+        let Some(o) = o else { continue };
+        for _ in 0..OUTPUT_BUDGET_FRAMES {
+            if o.ring.slots() < FRAME_HEADER_LEN + frame_max {
+                break;
+            }
+            let Some(len) = node.poll_transmit(now, port as PortId, &mut scratch[FRAME_HEADER_LEN..]) else {
+                break;
+            };
+            assert!(
+                len <= frame_max,
+                "node emitted a {len}-byte frame; frame_max_bytes is {frame_max}"
+            );
+            write_frame_header(scratch, len, now + o.delay);
+            o.ring
+                .write_all(&scratch[..FRAME_HEADER_LEN + len])
+                .expect("room was checked");
+            worked = true;
+        }
+    }
+    worked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    /// Sends `count` numbered frames on port 0 and records what arrives.
+    struct Pinger {
+        next: u64,
+        count: u64,
+        received: Arc<AtomicU64>,
+        in_order: Arc<AtomicBool>,
+        expect: u64,
+    }
+
+    impl Node for Pinger {
+        fn classify(&self, _: Instant, _: PortId, _: &[u8]) -> Route {
+            Route::Consume
+        }
+        fn handle_frame(&mut self, _: Instant, _: PortId, frame: &mut [u8], _: Route) {
+            let v = u64::from_le_bytes(frame[..8].try_into().unwrap());
+            if v != self.expect {
+                self.in_order.store(false, Ordering::Relaxed);
+            }
+            self.expect = v + 1;
+            self.received.fetch_add(1, Ordering::Relaxed);
+        }
+        fn poll_transmit(&mut self, _: Instant, _: PortId, buf: &mut [u8]) -> Option<usize> {
+            if self.next == self.count {
+                return None;
+            }
+            buf[..8].copy_from_slice(&self.next.to_le_bytes());
+            buf[8..100].fill(0xab);
+            self.next += 1;
+            Some(100)
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    /// A two-port relay that forwards everything from one port to the other.
+    struct Relay;
+
+    impl Node for Relay {
+        fn classify(&self, _: Instant, port: PortId, _: &[u8]) -> Route {
+            Route::Forward(1 - port)
+        }
+        fn handle_frame(&mut self, _: Instant, _: PortId, _: &mut [u8], _: Route) {}
+        fn poll_transmit(&mut self, _: Instant, _: PortId, _: &mut [u8]) -> Option<usize> {
+            None
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    enum TestNode {
+        P(Pinger),
+        R(Relay),
+    }
+
+    impl Node for TestNode {
+        fn classify(&self, now: Instant, port: PortId, f: &[u8]) -> Route {
+            match self {
+                TestNode::P(n) => n.classify(now, port, f),
+                TestNode::R(n) => n.classify(now, port, f),
+            }
+        }
+        fn handle_frame(&mut self, now: Instant, port: PortId, f: &mut [u8], r: Route) {
+            match self {
+                TestNode::P(n) => n.handle_frame(now, port, f, r),
+                TestNode::R(n) => n.handle_frame(now, port, f, r),
+            }
+        }
+        fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+            match self {
+                TestNode::P(n) => n.poll_transmit(now, port, buf),
+                TestNode::R(n) => n.poll_transmit(now, port, buf),
+            }
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    /// Frames cross a relay on another worker through small rings: FIFO, none lost, none
+    /// duplicated, even though the rings fill up and the relay stalls on backpressure.
+    #[test]
+    fn lossless_fifo_through_a_relay_under_backpressure() {
+        let count = 20_000;
+        let received = Arc::new(AtomicU64::new(0));
+        let in_order = Arc::new(AtomicBool::new(true));
+        let pinger = |count| Pinger {
+            next: 0,
+            count,
+            received: received.clone(),
+            in_order: in_order.clone(),
+            expect: 0,
+        };
+        let nodes = vec![
+            TestNode::P(pinger(count)),
+            TestNode::R(Relay),
+            TestNode::P(pinger(0)),
+        ];
+        let d = Duration::from_micros(1);
+        let links = [
+            LinkSpec {
+                from: (0, 0),
+                to: (1, 0),
+                delay: d,
+            },
+            LinkSpec {
+                from: (1, 1),
+                to: (2, 0),
+                delay: d,
+            },
+        ];
+        let config = InprocConfig {
+            workers: 2,
+            link_capacity_bytes: 2048,
+            frame_max_bytes: 128,
+        };
+        let rt = Runtime::start(nodes, &links, &[0, 1, 0], &config, Clock::new(Instant::ZERO)).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while received.load(Ordering::Relaxed) < count && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        rt.stop();
+        assert_eq!(received.load(Ordering::Relaxed), count);
+        assert!(in_order.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn rejects_bad_wiring() {
+        let config = InprocConfig {
+            workers: 1,
+            link_capacity_bytes: 2048,
+            frame_max_bytes: 128,
+        };
+        let l = LinkSpec {
+            from: (0, 0),
+            to: (1, 0),
+            delay: Duration::ZERO,
+        };
+        let nodes = || vec![TestNode::R(Relay), TestNode::R(Relay)];
+        let clock = Clock::new(Instant::ZERO);
+        assert!(matches!(
+            Runtime::start(nodes(), &[l, l], &[0, 0], &config, clock),
+            Err(InprocError::DuplicateOutput { .. })
+        ));
+        let far = LinkSpec { to: (5, 0), ..l };
+        assert!(matches!(
+            Runtime::start(nodes(), &[far], &[0, 0], &config, clock),
+            Err(InprocError::UnknownNode(5))
+        ));
+        let small = InprocConfig {
+            link_capacity_bytes: 64,
+            ..config.clone()
+        };
+        assert!(matches!(
+            Runtime::start(nodes(), &[l], &[0, 0], &small, clock),
+            Err(InprocError::CapacityTooSmall { .. })
+        ));
+    }
+}

@@ -1,0 +1,46 @@
+//! The shape every participant of the fabric has, so that one runtime (inproc, udp, sim) can
+//! drive switches and endpoints alike without knowing what they do.
+//!
+//! A node owns no socket, thread, clock or RNG. The runtime calls, in any order it likes:
+//! - [`Node::classify`] then [`Node::handle_frame`] for each frame that arrives on a port.
+//!   `classify` is pure, so a runtime may ask where a frame goes, find that port's queue full,
+//!   and leave the frame where it is (backpressure, like PFC in a lossless fabric);
+//! - [`Node::poll_transmit`] per port, whenever that port has room, until it returns `None`;
+//! - [`Node::handle_timeout`] when [`Node::poll_timeout`] has passed (an extra call is harmless).
+
+use onepipe_wire::Instant;
+
+/// A port of a node; endpoints have one port, 0.
+pub type PortId = u16;
+
+/// Largest frame a node may hand to a runtime or receive from one.
+pub const FRAME_MAX: usize = 9216;
+
+/// What happens to an arriving frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Rewritten in place by `handle_frame` and sent on this port.
+    Forward(PortId),
+    /// Taken by the node itself (delivered, or a beacon absorbed).
+    Consume,
+    /// Discarded; `handle_frame` still sees it, to count why.
+    Drop,
+}
+
+pub trait Node: Send {
+    /// Where `frame`, arriving on `port`, will go. Must not change state.
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route;
+
+    /// Processes a frame after the runtime made room for the route `classify` gave. For
+    /// `Route::Forward` the node may rewrite the frame in place before the runtime sends it.
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route);
+
+    /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
+    /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;
+
+    /// When the node next wants [`Node::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    fn handle_timeout(&mut self, now: Instant);
+}

@@ -1,0 +1,658 @@
+//! Topologies: switches in layers, hosts under top-of-rack switches, links between adjacent
+//! layers (paper section 3.1: multi-rooted trees, whose up/down routes form a DAG).
+//!
+//! Built from presets or from a TOML file; every way in goes through [`Topology::validate`], so
+//! the rest of the code can rely on: unique names, hosts attached to layer-1 switches, links only
+//! between adjacent layers, one connected fabric.
+
+use serde::Deserialize;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+
+/// Index into [`Topology::switches`].
+pub type SwitchIndex = usize;
+/// Index into [`Topology::hosts`].
+pub type HostIndex = usize;
+
+/// Default one-way delay of a link, in nanoseconds, when a file names none.
+pub const LINK_DELAY_NS_DEFAULT: u64 = 0;
+/// Ports of one switch are numbered in 16 bits on the wire.
+pub const PORTS_PER_SWITCH_MAX: usize = u16::MAX as usize;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwitchSpec {
+    pub name: String,
+    /// 1 for top-of-rack switches, one more per layer above.
+    pub layer: u8,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostSpec {
+    pub name: String,
+    /// The top-of-rack switch the host hangs under.
+    pub tor: SwitchIndex,
+    pub delay_ns: u64,
+}
+
+/// A full-duplex link between switches of adjacent layers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkSpec {
+    pub lower: SwitchIndex,
+    pub upper: SwitchIndex,
+    pub delay_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub name: String,
+    pub switches: Vec<SwitchSpec>,
+    pub hosts: Vec<HostSpec>,
+    pub links: Vec<LinkSpec>,
+}
+
+/// What is wrong with a topology; each names the offending element.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopologyError {
+    #[error("cannot read topology file {path}: {reason}")]
+    Io { path: String, reason: String },
+    #[error("invalid topology file: {0}")]
+    Syntax(String),
+    #[error("topology has no switches")]
+    NoSwitches,
+    #[error("topology has no hosts")]
+    NoHosts,
+    #[error("name `{0}` is used twice")]
+    DuplicateName(String),
+    #[error("{context} names unknown node `{name}`")]
+    UnknownNode { context: String, name: String },
+    #[error("link {a}-{b} connects a node to itself")]
+    SelfLink { a: String, b: String },
+    #[error("link {a}-{b} is listed twice")]
+    DuplicateLink { a: String, b: String },
+    #[error("link {a}-{b} must connect two switches (hosts attach with `switch = ...`)")]
+    LinkToHost { a: String, b: String },
+    #[error("switch `{0}` has no path to any host")]
+    Disconnected(String),
+    #[error(
+        "link {a}-{b} joins layers {layer_a} and {layer_b}; up/down routing needs links between adjacent layers"
+    )]
+    LayerSkip {
+        a: String,
+        b: String,
+        layer_a: u8,
+        layer_b: u8,
+    },
+    #[error("switch `{name}` is declared layer {declared} but sits at layer {derived}")]
+    LayerMismatch { name: String, declared: u8, derived: u8 },
+    #[error("switch `{name}` has {ports} ports; at most {max} are supported")]
+    TooManyPorts { name: String, ports: usize, max: usize },
+    #[error("preset `{0}`: {1}")]
+    BadPreset(String, String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTopology {
+    name: Option<String>,
+    link_delay_ns: Option<u64>,
+    #[serde(default)]
+    switch: Vec<FileSwitch>,
+    #[serde(default)]
+    host: Vec<FileHost>,
+    #[serde(default)]
+    link: Vec<FileLink>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSwitch {
+    name: String,
+    layer: Option<u8>,
+    /// Shorthand: this many hosts named `<switch>-h<i>` under this switch.
+    hosts: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHost {
+    name: String,
+    switch: String,
+    delay_ns: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLink {
+    between: [String; 2],
+    delay_ns: Option<u64>,
+}
+
+impl Topology {
+    /// One switch with `hosts` hosts.
+    pub fn single_switch(hosts: usize) -> Result<Topology, TopologyError> {
+        Topology::leaf_spine(1, 0, hosts).map(|mut t| {
+            t.name = format!("single-switch:{hosts}");
+            t
+        })
+    }
+
+    /// Two layers: every leaf connects to every spine.
+    pub fn leaf_spine(
+        leaves: usize,
+        spines: usize,
+        hosts_per_leaf: usize,
+    ) -> Result<Topology, TopologyError> {
+        let mut b = Builder::new(format!("leaf-spine:{leaves},{spines},{hosts_per_leaf}"));
+        let leaf: Vec<_> = (0..leaves).map(|i| b.switch(format!("leaf{i}"), 1)).collect();
+        let spine: Vec<_> = (0..spines).map(|i| b.switch(format!("spine{i}"), 2)).collect();
+        for &l in &leaf {
+            b.hosts(l, hosts_per_leaf);
+            for &s in &spine {
+                b.link(l, s);
+            }
+        }
+        b.finish()
+    }
+
+    /// Three layers: `pods` pods of `tors_per_pod` ToRs fully connected to `spines_per_pod`
+    /// spines; every spine connects to every one of `cores` core switches.
+    pub fn three_layer(
+        pods: usize,
+        tors_per_pod: usize,
+        spines_per_pod: usize,
+        cores: usize,
+        hosts_per_tor: usize,
+    ) -> Result<Topology, TopologyError> {
+        let mut b = Builder::new(format!(
+            "three-layer:{pods},{tors_per_pod},{spines_per_pod},{cores},{hosts_per_tor}"
+        ));
+        let core: Vec<_> = (0..cores).map(|i| b.switch(format!("core{i}"), 3)).collect();
+        for p in 0..pods {
+            let spines: Vec<_> = (0..spines_per_pod)
+                .map(|i| b.switch(format!("spine{p}.{i}"), 2))
+                .collect();
+            for t in 0..tors_per_pod {
+                let tor = b.switch(format!("tor{p}.{t}"), 1);
+                b.hosts(tor, hosts_per_tor);
+                for &s in &spines {
+                    b.link(tor, s);
+                }
+            }
+            for &s in &spines {
+                for &c in &core {
+                    b.link(s, c);
+                }
+            }
+        }
+        b.finish()
+    }
+
+    /// The paper's testbed (section 7.1): a 3-layer fat-tree of 4 ToRs, 4 spines and 2 cores
+    /// with 32 hosts, 8 per rack.
+    pub fn paper_testbed() -> Topology {
+        let mut t = Topology::three_layer(2, 2, 2, 2, 8).expect("testbed preset is valid");
+        t.name = "testbed".into();
+        t
+    }
+
+    /// The classic k-ary fat-tree: k pods of k/2 ToRs and k/2 aggregation switches, (k/2)^2
+    /// cores, k/2 hosts per ToR (k^3/4 hosts). Aggregation switch j of a pod connects to cores
+    /// j*k/2 .. (j+1)*k/2.
+    pub fn fat_tree(k: usize) -> Result<Topology, TopologyError> {
+        if k < 2 || k % 2 != 0 {
+            return Err(TopologyError::BadPreset(
+                format!("fat-tree:{k}"),
+                "k must be even and >= 2".into(),
+            ));
+        }
+        let half = k / 2;
+        let mut b = Builder::new(format!("fat-tree:{k}"));
+        let core: Vec<_> = (0..half * half)
+            .map(|i| b.switch(format!("core{i}"), 3))
+            .collect();
+        for p in 0..k {
+            let aggs: Vec<_> = (0..half).map(|i| b.switch(format!("agg{p}.{i}"), 2)).collect();
+            for t in 0..half {
+                let tor = b.switch(format!("tor{p}.{t}"), 1);
+                b.hosts(tor, half);
+                for &a in &aggs {
+                    b.link(tor, a);
+                }
+            }
+            for (j, &a) in aggs.iter().enumerate() {
+                for &c in &core[j * half..(j + 1) * half] {
+                    b.link(a, c);
+                }
+            }
+        }
+        b.finish()
+    }
+
+    /// Parses a preset name: `single:N`, `leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF`, `testbed`,
+    /// `three-layer:PODS,TORS,SPINES,CORES,HOSTS`, `fat-tree:K`.
+    pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
+        let (kind, args) = spec.split_once(':').unwrap_or((spec, ""));
+        let nums: Result<Vec<usize>, _> = args
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim().parse::<usize>())
+            .collect();
+        let bad = |why: &str| TopologyError::BadPreset(spec.to_string(), why.to_string());
+        let nums = nums.map_err(|_| bad("arguments must be non-negative integers"))?;
+        match (kind, nums.as_slice()) {
+            ("testbed", []) => Ok(Topology::paper_testbed()),
+            ("single", [h]) => Topology::single_switch(*h),
+            ("leaf-spine", [l, s, h]) => Topology::leaf_spine(*l, *s, *h),
+            ("three-layer", [p, t, s, c, h]) => Topology::three_layer(*p, *t, *s, *c, *h),
+            ("fat-tree", [k]) => Topology::fat_tree(*k),
+            _ => Err(bad(
+                "expected testbed | single:HOSTS | leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF | \
+                 three-layer:PODS,TORS_PER_POD,SPINES_PER_POD,CORES,HOSTS_PER_TOR | fat-tree:K",
+            )),
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Topology, TopologyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Topology::from_toml(&text)
+    }
+
+    /// Parses and validates a TOML topology (format in docs/topology.md).
+    pub fn from_toml(text: &str) -> Result<Topology, TopologyError> {
+        let file: FileTopology = toml::from_str(text).map_err(|e| TopologyError::Syntax(e.to_string()))?;
+        let default_delay_ns = file.link_delay_ns.unwrap_or(LINK_DELAY_NS_DEFAULT);
+        let mut names: HashMap<String, Named> = HashMap::new();
+        let mut switches = Vec::new();
+        let mut declared_layers = Vec::new();
+        for s in &file.switch {
+            claim(&mut names, &s.name, Named::Switch(switches.len()))?;
+            switches.push(SwitchSpec {
+                name: s.name.clone(),
+                layer: 0,
+            });
+            declared_layers.push(s.layer);
+        }
+        let mut hosts = Vec::new();
+        for (i, s) in file.switch.iter().enumerate() {
+            for h in 0..s.hosts.unwrap_or(0) {
+                let name = format!("{}-h{h}", s.name);
+                claim(&mut names, &name, Named::Host)?;
+                hosts.push(HostSpec {
+                    name,
+                    tor: i,
+                    delay_ns: default_delay_ns,
+                });
+            }
+        }
+        for h in &file.host {
+            let tor = match names.get(&h.switch) {
+                Some(Named::Switch(i)) => *i,
+                _ => {
+                    return Err(TopologyError::UnknownNode {
+                        context: format!("host `{}`", h.name),
+                        name: h.switch.clone(),
+                    });
+                }
+            };
+            claim(&mut names, &h.name, Named::Host)?;
+            hosts.push(HostSpec {
+                name: h.name.clone(),
+                tor,
+                delay_ns: h.delay_ns.unwrap_or(default_delay_ns),
+            });
+        }
+        let mut links = Vec::new();
+        for l in &file.link {
+            let [a, b] = &l.between;
+            let end = |n: &String| match names.get(n) {
+                Some(Named::Switch(i)) => Ok(*i),
+                Some(Named::Host) => Err(TopologyError::LinkToHost {
+                    a: a.clone(),
+                    b: b.clone(),
+                }),
+                None => Err(TopologyError::UnknownNode {
+                    context: format!("link {a}-{b}"),
+                    name: n.clone(),
+                }),
+            };
+            let (ia, ib) = (end(a)?, end(b)?);
+            // Orientation is fixed in validate() once layers are known.
+            links.push(LinkSpec {
+                lower: ia,
+                upper: ib,
+                delay_ns: l.delay_ns.unwrap_or(default_delay_ns),
+            });
+        }
+        let mut t = Topology {
+            name: file.name.unwrap_or_else(|| "file".into()),
+            switches,
+            hosts,
+            links,
+        };
+        t.assign_layers()?;
+        for (i, declared) in declared_layers.into_iter().enumerate() {
+            if let Some(d) = declared
+                && d != t.switches[i].layer
+            {
+                return Err(TopologyError::LayerMismatch {
+                    name: t.switches[i].name.clone(),
+                    declared: d,
+                    derived: t.switches[i].layer,
+                });
+            }
+        }
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Layer = 1 + hop distance to the nearest switch with hosts; links are then oriented so
+    /// that `lower` is the switch of the lower layer.
+    fn assign_layers(&mut self) -> Result<(), TopologyError> {
+        let n = self.switches.len();
+        let mut adj = vec![Vec::new(); n];
+        for l in &self.links {
+            adj[l.lower].push(l.upper);
+            adj[l.upper].push(l.lower);
+        }
+        let mut layer = vec![0u8; n];
+        let mut queue = VecDeque::new();
+        for h in &self.hosts {
+            if layer[h.tor] == 0 {
+                layer[h.tor] = 1;
+                queue.push_back(h.tor);
+            }
+        }
+        while let Some(s) = queue.pop_front() {
+            for &m in &adj[s] {
+                if layer[m] == 0 {
+                    layer[m] = layer[s].saturating_add(1);
+                    queue.push_back(m);
+                }
+            }
+        }
+        for (s, spec) in self.switches.iter_mut().enumerate() {
+            spec.layer = layer[s];
+        }
+        for l in &mut self.links {
+            if layer[l.lower] > layer[l.upper] {
+                std::mem::swap(&mut l.lower, &mut l.upper);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every structural rule; presets and files both pass through here.
+    pub fn validate(&self) -> Result<(), TopologyError> {
+        if self.switches.is_empty() {
+            return Err(TopologyError::NoSwitches);
+        }
+        if self.hosts.is_empty() {
+            return Err(TopologyError::NoHosts);
+        }
+        let mut seen = HashSet::new();
+        for name in self
+            .switches
+            .iter()
+            .map(|s| &s.name)
+            .chain(self.hosts.iter().map(|h| &h.name))
+        {
+            if !seen.insert(name) {
+                return Err(TopologyError::DuplicateName(name.clone()));
+            }
+        }
+        let name = |s: SwitchIndex| self.switches[s].name.clone();
+        let mut pairs = HashSet::new();
+        for l in &self.links {
+            if l.lower == l.upper {
+                return Err(TopologyError::SelfLink {
+                    a: name(l.lower),
+                    b: name(l.upper),
+                });
+            }
+            if !pairs.insert((l.lower.min(l.upper), l.lower.max(l.upper))) {
+                return Err(TopologyError::DuplicateLink {
+                    a: name(l.lower),
+                    b: name(l.upper),
+                });
+            }
+        }
+        for (i, s) in self.switches.iter().enumerate() {
+            if s.layer == 0 {
+                return Err(TopologyError::Disconnected(name(i)));
+            }
+        }
+        for h in &self.hosts {
+            if self.switches[h.tor].layer != 1 {
+                return Err(TopologyError::LayerMismatch {
+                    name: name(h.tor),
+                    declared: 1,
+                    derived: 0,
+                });
+            }
+        }
+        for l in &self.links {
+            let (la, lb) = (self.switches[l.lower].layer, self.switches[l.upper].layer);
+            if lb != la + 1 {
+                return Err(TopologyError::LayerSkip {
+                    a: name(l.lower),
+                    b: name(l.upper),
+                    layer_a: la,
+                    layer_b: lb,
+                });
+            }
+        }
+        let mut ports = vec![0usize; self.switches.len()];
+        for h in &self.hosts {
+            ports[h.tor] += 1;
+        }
+        for l in &self.links {
+            ports[l.lower] += 1;
+            ports[l.upper] += 1;
+        }
+        for (i, &p) in ports.iter().enumerate() {
+            if p > PORTS_PER_SWITCH_MAX {
+                return Err(TopologyError::TooManyPorts {
+                    name: name(i),
+                    ports: p,
+                    max: PORTS_PER_SWITCH_MAX,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of hops on the longest up/down path (for summaries).
+    pub fn layers(&self) -> u8 {
+        self.switches.iter().map(|s| s.layer).max().unwrap_or(0)
+    }
+}
+
+enum Named {
+    Switch(SwitchIndex),
+    Host,
+}
+
+fn claim(names: &mut HashMap<String, Named>, name: &str, what: Named) -> Result<(), TopologyError> {
+    if names.insert(name.to_string(), what).is_some() {
+        return Err(TopologyError::DuplicateName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Small helper for presets.
+struct Builder {
+    t: Topology,
+}
+
+impl Builder {
+    fn new(name: String) -> Builder {
+        Builder {
+            t: Topology {
+                name,
+                switches: Vec::new(),
+                hosts: Vec::new(),
+                links: Vec::new(),
+            },
+        }
+    }
+    fn switch(&mut self, name: String, layer: u8) -> SwitchIndex {
+        self.t.switches.push(SwitchSpec { name, layer });
+        self.t.switches.len() - 1
+    }
+    fn hosts(&mut self, tor: SwitchIndex, count: usize) {
+        for i in 0..count {
+            let name = format!("{}-h{i}", self.t.switches[tor].name);
+            self.t.hosts.push(HostSpec {
+                name,
+                tor,
+                delay_ns: LINK_DELAY_NS_DEFAULT,
+            });
+        }
+    }
+    fn link(&mut self, lower: SwitchIndex, upper: SwitchIndex) {
+        self.t.links.push(LinkSpec {
+            lower,
+            upper,
+            delay_ns: LINK_DELAY_NS_DEFAULT,
+        });
+    }
+    fn finish(self) -> Result<Topology, TopologyError> {
+        self.t.validate()?;
+        Ok(self.t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn testbed_matches_paper_section_7_1() {
+        let t = Topology::paper_testbed();
+        let count = |layer| t.switches.iter().filter(|s| s.layer == layer).count();
+        assert_eq!((count(1), count(2), count(3)), (4, 4, 2));
+        assert_eq!(t.hosts.len(), 32);
+        // 4 ToRs x 2 spines + 4 spines x 2 cores.
+        assert_eq!(t.links.len(), 16);
+    }
+
+    #[test]
+    fn fat_tree_sizes() {
+        let t = Topology::fat_tree(4).unwrap();
+        assert_eq!(t.hosts.len(), 16);
+        assert_eq!(t.switches.len(), 20);
+        assert!(Topology::fat_tree(3).is_err());
+    }
+
+    #[test]
+    fn presets_parse() {
+        assert_eq!(Topology::preset("single:4").unwrap().hosts.len(), 4);
+        assert_eq!(Topology::preset("leaf-spine:2,2,3").unwrap().hosts.len(), 6);
+        assert_eq!(Topology::preset("testbed").unwrap().hosts.len(), 32);
+        assert!(matches!(
+            Topology::preset("ring:3"),
+            Err(TopologyError::BadPreset(..))
+        ));
+        assert!(matches!(
+            Topology::preset("single:x"),
+            Err(TopologyError::BadPreset(..))
+        ));
+        assert!(matches!(
+            Topology::preset("single:0"),
+            Err(TopologyError::NoHosts)
+        ));
+    }
+
+    const GOOD: &str = r#"
+        name = "two-racks"
+        link_delay_ns = 100
+        [[switch]]
+        name = "tor0"
+        hosts = 2
+        [[switch]]
+        name = "tor1"
+        layer = 1
+        [[switch]]
+        name = "spine"
+        [[host]]
+        name = "db"
+        switch = "tor1"
+        delay_ns = 7
+        [[link]]
+        between = ["spine", "tor0"]
+        [[link]]
+        between = ["tor1", "spine"]
+        delay_ns = 50
+    "#;
+
+    #[test]
+    fn toml_file_loads_and_orients_links() {
+        let t = Topology::from_toml(GOOD).unwrap();
+        assert_eq!(t.name, "two-racks");
+        assert_eq!(t.hosts.len(), 3);
+        assert_eq!(t.hosts[2].delay_ns, 7);
+        assert_eq!(t.switches[2].layer, 2);
+        assert!(t.links.iter().all(|l| t.switches[l.lower].layer == 1));
+        assert_eq!(t.links[0].delay_ns, 100);
+        assert_eq!(t.links[1].delay_ns, 50);
+    }
+
+    fn err(text: &str) -> TopologyError {
+        Topology::from_toml(text).unwrap_err()
+    }
+
+    #[test]
+    fn toml_errors_name_the_problem() {
+        assert!(matches!(err("[[switch]]\nname = 3"), TopologyError::Syntax(_)));
+        assert!(matches!(
+            err("[[switch]]\nname = \"a\"\ncolour = 1"),
+            TopologyError::Syntax(_)
+        ));
+        assert_eq!(err(""), TopologyError::NoSwitches);
+        assert_eq!(err("[[switch]]\nname = \"a\""), TopologyError::NoHosts);
+        assert_eq!(
+            err("[[switch]]\nname = \"a\"\nhosts = 1\n[[switch]]\nname = \"a\""),
+            TopologyError::DuplicateName("a".into())
+        );
+        let unknown = err("[[switch]]\nname = \"a\"\nhosts = 1\n[[link]]\nbetween = [\"a\", \"b\"]");
+        assert!(matches!(unknown, TopologyError::UnknownNode { ref name, .. } if name == "b"));
+        assert!(unknown.to_string().contains("unknown node `b`"));
+        let host_link = err("[[switch]]\nname = \"a\"\nhosts = 1\n[[link]]\nbetween = [\"a\", \"a-h0\"]");
+        assert!(matches!(host_link, TopologyError::LinkToHost { .. }));
+        let self_link = err("[[switch]]\nname = \"a\"\nhosts = 1\n[[link]]\nbetween = [\"a\", \"a\"]");
+        assert!(matches!(self_link, TopologyError::SelfLink { .. }));
+        let dup = err("[[switch]]\nname = \"a\"\nhosts = 1\n[[switch]]\nname = \"s\"\n\
+             [[link]]\nbetween = [\"a\", \"s\"]\n[[link]]\nbetween = [\"s\", \"a\"]");
+        assert!(matches!(dup, TopologyError::DuplicateLink { .. }));
+        let lonely = err("[[switch]]\nname = \"a\"\nhosts = 1\n[[switch]]\nname = \"island\"");
+        assert_eq!(lonely, TopologyError::Disconnected("island".into()));
+        // Two ToRs linked directly: a same-layer link would make the barrier graph cyclic.
+        let flat = err(
+            "[[switch]]\nname = \"a\"\nhosts = 1\n[[switch]]\nname = \"b\"\nhosts = 1\n\
+             [[link]]\nbetween = [\"a\", \"b\"]",
+        );
+        assert!(matches!(
+            flat,
+            TopologyError::LayerSkip {
+                layer_a: 1,
+                layer_b: 1,
+                ..
+            }
+        ));
+        let mismatch = err(
+            "[[switch]]\nname = \"a\"\nhosts = 1\n[[switch]]\nname = \"s\"\nlayer = 3\n\
+             [[link]]\nbetween = [\"a\", \"s\"]",
+        );
+        assert!(matches!(
+            mismatch,
+            TopologyError::LayerMismatch {
+                declared: 3,
+                derived: 2,
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,199 @@
+//! Wiring: a topology expanded into ports, with every process attached to its ToR.
+//!
+//! Paper section 6.1: "Processes within a host are exposed directly to the Top-of-Rack switch",
+//! so each process is its own endpoint with its own link to the ToR, and the ToR aggregates
+//! barriers over processes, not hosts. Process `p` lives on host `p / processes_per_host`.
+//!
+//! Ports of a switch are numbered: process ports first (ToRs only), then links to lower
+//! switches, then links to upper switches. A packet carries, as its link id, the port number at
+//! the receiving end, so a receiver that shares one socket among links (the udp runtime) knows
+//! the input link without a lookup.
+
+use crate::topology::{HostIndex, SwitchIndex, Topology};
+
+/// Where the peer of a port sits relative to the switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortDirection {
+    /// A process or a lower-layer switch: packets from it enter the uplink half.
+    Down,
+    /// A higher-layer switch: packets from it enter the downlink half.
+    Up,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Process(u32),
+    Switch { switch: SwitchIndex, port: u16 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortSpec {
+    pub peer: Peer,
+    pub direction: PortDirection,
+    pub delay_ns: u64,
+}
+
+impl PortSpec {
+    /// The port number at the peer's end, stamped as link id on packets sent here.
+    pub fn peer_port(&self) -> u16 {
+        match self.peer {
+            Peer::Process(_) => 0,
+            Peer::Switch { port, .. } => port,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessSpec {
+    pub host: HostIndex,
+    pub tor: SwitchIndex,
+    pub tor_port: u16,
+    pub delay_ns: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Wiring {
+    pub topology: Topology,
+    pub processes_per_host: u32,
+    pub switch_ports: Vec<Vec<PortSpec>>,
+    pub processes: Vec<ProcessSpec>,
+}
+
+/// Processes are numbered in 32 bits on the wire.
+pub const PROCESSES_MAX: usize = u32::MAX as usize;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WiringError {
+    #[error("processes per host must be at least 1")]
+    NoProcesses,
+    #[error("{0} processes exceed the supported maximum")]
+    TooManyProcesses(usize),
+    #[error("switch `{name}` would have {ports} ports with these processes; at most 65535 are supported")]
+    TooManyPorts { name: String, ports: usize },
+}
+
+impl Wiring {
+    pub fn new(topology: Topology, processes_per_host: u32) -> Result<Wiring, WiringError> {
+        if processes_per_host == 0 {
+            return Err(WiringError::NoProcesses);
+        }
+        let total = topology.hosts.len().saturating_mul(processes_per_host as usize);
+        if total > PROCESSES_MAX {
+            return Err(WiringError::TooManyProcesses(total));
+        }
+        let mut switch_ports: Vec<Vec<PortSpec>> = vec![Vec::new(); topology.switches.len()];
+        let mut processes = Vec::with_capacity(total);
+        for (host, h) in topology.hosts.iter().enumerate() {
+            for k in 0..processes_per_host {
+                let pid = host as u32 * processes_per_host + k;
+                let ports = &mut switch_ports[h.tor];
+                processes.push(ProcessSpec {
+                    host,
+                    tor: h.tor,
+                    tor_port: ports.len() as u16,
+                    delay_ns: h.delay_ns,
+                });
+                ports.push(PortSpec {
+                    peer: Peer::Process(pid),
+                    direction: PortDirection::Down,
+                    delay_ns: h.delay_ns,
+                });
+            }
+        }
+        // Down-facing links first on every switch, then up-facing ones, so port numbers group by
+        // direction; the peer port numbers are filled in a second pass.
+        let mut link_ports = Vec::with_capacity(topology.links.len());
+        for l in &topology.links {
+            let at_upper = switch_ports[l.upper].len();
+            switch_ports[l.upper].push(PortSpec {
+                peer: Peer::Switch {
+                    switch: l.lower,
+                    port: 0,
+                },
+                direction: PortDirection::Down,
+                delay_ns: l.delay_ns,
+            });
+            link_ports.push(at_upper);
+        }
+        for (i, l) in topology.links.iter().enumerate() {
+            let at_lower = switch_ports[l.lower].len();
+            switch_ports[l.lower].push(PortSpec {
+                peer: Peer::Switch {
+                    switch: l.upper,
+                    port: link_ports[i] as u16,
+                },
+                direction: PortDirection::Up,
+                delay_ns: l.delay_ns,
+            });
+            switch_ports[l.upper][link_ports[i]].peer = Peer::Switch {
+                switch: l.lower,
+                port: at_lower as u16,
+            };
+        }
+        for (s, ports) in switch_ports.iter().enumerate() {
+            if ports.len() > u16::MAX as usize {
+                return Err(WiringError::TooManyPorts {
+                    name: topology.switches[s].name.clone(),
+                    ports: ports.len(),
+                });
+            }
+        }
+        Ok(Wiring {
+            topology,
+            processes_per_host,
+            switch_ports,
+            processes,
+        })
+    }
+
+    pub fn process_count(&self) -> usize {
+        self.processes.len()
+    }
+
+    pub fn switch_count(&self) -> usize {
+        self.switch_ports.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_point_at_each_other() {
+        let w = Wiring::new(Topology::paper_testbed(), 2).unwrap();
+        assert_eq!(w.process_count(), 64);
+        for (s, ports) in w.switch_ports.iter().enumerate() {
+            for (p, spec) in ports.iter().enumerate() {
+                match spec.peer {
+                    Peer::Switch { switch, port } => {
+                        let back = w.switch_ports[switch][port as usize];
+                        assert_eq!(
+                            back.peer,
+                            Peer::Switch {
+                                switch: s,
+                                port: p as u16
+                            }
+                        );
+                        assert_ne!(back.direction, spec.direction);
+                    }
+                    Peer::Process(pid) => {
+                        let proc_ = w.processes[pid as usize];
+                        assert_eq!((proc_.tor, proc_.tor_port as usize), (s, p));
+                        assert_eq!(spec.direction, PortDirection::Down);
+                    }
+                }
+            }
+        }
+        // A ToR of the testbed: 8 hosts x 2 processes + 2 spines.
+        assert_eq!(w.switch_ports[w.processes[0].tor].len(), 18);
+    }
+
+    #[test]
+    fn rejects_zero_processes() {
+        assert_eq!(
+            Wiring::new(Topology::paper_testbed(), 0).unwrap_err(),
+            WiringError::NoProcesses
+        );
+    }
+}
