@@ -22,9 +22,9 @@ use std::thread::JoinHandle;
 
 const FRAME_HEADER_LEN: usize = 10;
 /// Frames taken from one input ring per visit, so one busy link cannot starve the rest.
-const INPUT_BUDGET_FRAMES: usize = 256;
+const INPUT_BUDGET_FRAMES: usize = 32;
 /// Frames a node may originate on one port per visit.
-const OUTPUT_BUDGET_FRAMES: usize = 256;
+const OUTPUT_BUDGET_FRAMES: usize = 32;
 /// Empty passes over a worker's nodes before the worker yields its core.
 const IDLE_PASSES_BEFORE_YIELD: u32 = 64;
 
@@ -109,6 +109,9 @@ struct Slot<N> {
     node: N,
     inputs: Vec<(PortId, Consumer<u8>)>,
     outputs: Vec<Option<Output>>,
+    /// Input served first on the next visit: rotates so that inputs competing for a full
+    /// output take turns (round-robin arbitration).
+    first_input: usize,
 }
 
 /// A running topology. Dropping it without [`Runtime::stop`] stops the workers too.
@@ -146,6 +149,7 @@ impl<N: Node + 'static> Runtime<N> {
                 node,
                 inputs: Vec::new(),
                 outputs: Vec::new(),
+                first_input: 0,
             })
             .collect();
         for l in links {
@@ -284,13 +288,13 @@ fn write_frame_header(buf: &mut [u8], len: usize, ready_at: Instant) {
 /// Runs one node for one visit: inputs, timers, outputs. Returns whether anything happened.
 fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_max: usize) -> bool {
     let mut worked = false;
-    let Slot {
-        node,
-        inputs,
-        outputs,
-        ..
-    } = slot;
-    for (port, ring) in inputs.iter_mut() {
+    let Slot { node, inputs, outputs, first_input, .. } = slot;
+    let input_count = inputs.len();
+    if input_count > 0 {
+        *first_input = (*first_input + 1) % input_count;
+    }
+    for k in 0..input_count {
+        let (port, ring) = &mut inputs[(*first_input + k) % input_count];
         let available = ring.slots();
         if available < FRAME_HEADER_LEN {
             continue;
@@ -319,7 +323,10 @@ fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_ma
                 match outputs.get(out as usize) {
                     Some(Some(o)) if o.ring.slots() >= FRAME_HEADER_LEN + len => {}
                     // Full output: the frame waits here (lossless fabric).
-                    Some(Some(_)) => break,
+                    Some(Some(_)) => {
+                        node.handle_stalled(now, *port, frame);
+                        break;
+                    }
                     // No link on that port: let the node count the drop.
                     _ => {
                         node.handle_frame(now, *port, frame, Route::Drop);

@@ -35,6 +35,12 @@ pub trait Node: Send {
     /// `Route::Forward` the node may rewrite the frame in place before the runtime sends it.
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route);
 
+    /// A frame has arrived on `port` but cannot move on yet: the port `classify` chose is full
+    /// (backpressure). It will be offered again through `handle_frame`. A node may learn from
+    /// it meanwhile (a switch takes its barrier and counts the link alive: the frame is in its
+    /// ingress buffer). Must be idempotent.
+    fn handle_stalled(&mut self, _now: Instant, _port: PortId, _frame: &[u8]) {}
+
     /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
     /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;

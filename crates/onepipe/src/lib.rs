@@ -1,1 +1,21 @@
+//! onepipe: 1Pipe (SIGCOMM 2021) in software. Causally and totally ordered unicast and
+//! scattering over a fabric of software switches that aggregate barrier timestamps.
+//!
+//! - [`switch`]: the switch barrier pipeline (paper 4.1, 4.2), sans-IO.
+//! - [`endpoint`]: the host endpoint (paper 4.1, 6.1), sans-IO.
+//! - [`api`]: the paper's Table 1 API over the inproc runtime.
+//! - [`demo`]: the all-to-all broadcast run behind `onepipe demo`.
 
+pub mod api;
+pub mod clock;
+pub mod demo;
+pub mod endpoint;
+pub mod hash;
+pub mod host;
+pub mod reorder;
+pub mod switch;
+pub mod system;
+pub mod workload;
+
+pub use endpoint::{Delivery, SendError, SendFailure};
+pub use onepipe_wire::{Duration, Instant};

@@ -1,0 +1,299 @@
+//! `onepipe demo`: the paper-testbed fat-tree, all-to-all broadcast, ordered and unordered in
+//! one run, every check on the ordered run's event logs.
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
+use onepipe_check::{Checks, Report, check_all};
+use onepipe_fabric::Topology;
+use onepipe_wire::{Duration, Instant};
+use serde::Serialize;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
+    #[arg(long, default_value = "testbed", conflicts_with = "topology_file")]
+    topology: String,
+    /// Topology from a TOML file (docs/topology.md)
+    #[arg(long, value_name = "FILE")]
+    topology_file: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    processes_per_host: u32,
+    #[arg(long, default_value_t = 64)]
+    message_bytes: usize,
+    #[arg(long, default_value_t = 20.0)]
+    beacon_interval_us: f64,
+    /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
+    #[arg(long, default_value_t = 0.3)]
+    skew_us: f64,
+    /// Extra one-way delay on every link
+    #[arg(long, default_value_t = 0.0)]
+    link_delay_us: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Length of each phase (ordered, then unordered)
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Worker threads (default: one per core)
+    #[arg(long)]
+    workers: Option<usize>,
+    /// An input link silent for this many beacon intervals is removed
+    #[arg(long, default_value_t = 10)]
+    dead_after_beacons: u32,
+    /// Start the shared clock this many ns before the 48-bit wire timestamps wrap
+    #[arg(long)]
+    start_before_wrap_ns: Option<u64>,
+    /// Skip the unordered baseline phase
+    #[arg(long)]
+    no_baseline: bool,
+    /// Print one JSON object instead of the summary
+    #[arg(long)]
+    json: bool,
+    /// Write DIR/<process-id>.log with S and D lines (docs/logs.md)
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    topology: String,
+    processes: usize,
+    seconds: f64,
+    message_bytes: usize,
+    delivered: u64,
+    messages_sent: u64,
+    throughput_msgs_per_s: f64,
+    throughput_per_process_msgs_per_s: f64,
+    unordered_throughput_msgs_per_s: Option<f64>,
+    ordered_to_unordered_throughput_ratio: Option<f64>,
+    latency_us: Percentiles,
+    unordered_latency_us: Option<Percentiles>,
+    beacon_interval_us: f64,
+    skew_us: f64,
+    send_failures: u64,
+    late_drops: u64,
+    incomplete_drops: u64,
+    reorder_full_drops: u64,
+    links_removed: u64,
+    malformed: u64,
+    reorder_bytes_peak: usize,
+    reorder_messages_peak: usize,
+    events_checked: usize,
+    checks: Checks,
+}
+
+fn us(v: f64) -> Duration {
+    Duration::from_nanos((v * 1_000.0).round().max(0.0) as u64)
+}
+
+fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
+    let topology = match &args.topology_file {
+        Some(path) => Topology::from_file(path),
+        None => Topology::preset(&args.topology),
+    }
+    .map_err(|e| e.to_string())?;
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        return Err("--seconds must be a positive number".into());
+    }
+    if !(args.beacon_interval_us > 0.0) {
+        return Err("--beacon-interval-us must be positive".into());
+    }
+    let mut c = DemoConfig {
+        topology,
+        processes_per_host: args.processes_per_host,
+        message_bytes: args.message_bytes,
+        beacon_interval: us(args.beacon_interval_us),
+        skew: us(args.skew_us),
+        seed: args.seed,
+        duration: Duration::from_nanos((args.seconds * 1e9) as u64),
+        link_delay: us(args.link_delay_us),
+        dead_after_intervals: args.dead_after_beacons,
+        ..DemoConfig::default()
+    };
+    if let Some(w) = args.workers {
+        c.workers = w;
+    }
+    if let Some(before) = args.start_before_wrap_ns {
+        c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
+    }
+    Ok(c)
+}
+
+fn progress_bar(quiet: bool, label: &'static str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(1000);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>10} [{bar:40}] {percent:>3}% {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(label);
+    bar
+}
+
+fn run_with_bar(config: &DemoConfig, ordering: bool, quiet: bool) -> Result<PhaseResult, String> {
+    let bar = progress_bar(quiet, if ordering { "ordered" } else { "unordered" });
+    let result = run_phase(config, ordering, &mut |done, delivered| {
+        bar.set_position((done * 1000.0) as u64);
+        bar.set_message(format!("{delivered} delivered"));
+    })
+    .map_err(|e| e.to_string());
+    bar.finish_and_clear();
+    result
+}
+
+fn write_logs(dir: &Path, result: &PhaseResult) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for log in &result.logs {
+        let file = std::fs::File::create(dir.join(format!("{}.log", log.process)))?;
+        let mut w = BufWriter::new(file);
+        for e in &log.events {
+            onepipe_check::write_event(&mut w, e)?;
+        }
+        w.flush()?;
+    }
+    Ok(())
+}
+
+pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
+    let config = config_from(&args)?;
+    let quiet = args.json;
+    if !quiet {
+        eprintln!(
+            "onepipe demo: {} ({} switches, {} hosts), {} process(es) per host, {}-byte all-to-all broadcast, {} s per phase",
+            config.topology.name,
+            config.topology.switches.len(),
+            config.topology.hosts.len(),
+            config.processes_per_host,
+            config.message_bytes,
+            args.seconds
+        );
+    }
+    let ordered = run_with_bar(&config, true, quiet)?;
+    let unordered = if args.no_baseline {
+        None
+    } else {
+        Some(run_with_bar(&config, false, quiet)?)
+    };
+    if let Some(dir) = &args.log_dir {
+        write_logs(dir, &ordered).map_err(|e| format!("cannot write logs to {}: {e}", dir.display()))?;
+    }
+    let report: Report = check_all(&ordered.logs);
+    let events_checked = ordered.logs.iter().map(|l| l.events.len()).sum();
+    let percentiles = |r: &PhaseResult| Percentiles {
+        p50: r.latency_us(0.5),
+        p99: r.latency_us(0.99),
+    };
+    let summary = Summary {
+        topology: config.topology.name.clone(),
+        processes: ordered.processes,
+        seconds: ordered.seconds,
+        message_bytes: config.message_bytes,
+        delivered: ordered.delivered,
+        messages_sent: ordered.messages_sent,
+        throughput_msgs_per_s: ordered.throughput_msgs_per_s(),
+        throughput_per_process_msgs_per_s: ordered.throughput_msgs_per_s() / ordered.processes as f64,
+        unordered_throughput_msgs_per_s: unordered.as_ref().map(|u| u.throughput_msgs_per_s()),
+        ordered_to_unordered_throughput_ratio: unordered
+            .as_ref()
+            .map(|u| ordered.throughput_msgs_per_s() / u.throughput_msgs_per_s().max(1.0)),
+        latency_us: percentiles(&ordered),
+        unordered_latency_us: unordered.as_ref().map(percentiles),
+        beacon_interval_us: args.beacon_interval_us,
+        skew_us: args.skew_us,
+        send_failures: ordered.send_failures,
+        late_drops: ordered.endpoint.late,
+        incomplete_drops: ordered.endpoint.incomplete,
+        reorder_full_drops: ordered.endpoint.reorder_full,
+        links_removed: ordered.switch.links_removed,
+        malformed: ordered.endpoint.malformed + ordered.switch.malformed,
+        reorder_bytes_peak: ordered.reorder_bytes_peak,
+        reorder_messages_peak: ordered.reorder_messages_peak,
+        events_checked,
+        checks: report.checks(),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("summary serializes")
+        );
+    } else {
+        print_summary(&summary, &report);
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_summary(s: &Summary, report: &Report) {
+    let m = |v: f64| v / 1e6;
+    println!("topology           {} ({} processes)", s.topology, s.processes);
+    println!(
+        "delivered          {} messages in {:.2} s ({} sent)",
+        s.delivered, s.seconds, s.messages_sent
+    );
+    println!(
+        "throughput         {:.2} M msg/s total, {:.3} M msg/s per process",
+        m(s.throughput_msgs_per_s),
+        m(s.throughput_per_process_msgs_per_s)
+    );
+    println!(
+        "latency            p50 {:.1} us, p99 {:.1} us",
+        s.latency_us.p50, s.latency_us.p99
+    );
+    if let (Some(t), Some(l), Some(r)) = (
+        s.unordered_throughput_msgs_per_s,
+        &s.unordered_latency_us,
+        s.ordered_to_unordered_throughput_ratio,
+    ) {
+        println!(
+            "unordered baseline {:.2} M msg/s, latency p50 {:.1} us, p99 {:.1} us",
+            m(t),
+            l.p50,
+            l.p99
+        );
+        println!(
+            "ordering cost      throughput x{:.2}, median latency +{:.1} us (beacon interval {} us, skew ±{} us)",
+            r,
+            s.latency_us.p50 - l.p50,
+            s.beacon_interval_us,
+            s.skew_us
+        );
+    }
+    println!(
+        "drops              {} late, {} incomplete, {} reorder-full; {} send failures; {} links removed",
+        s.late_drops, s.incomplete_drops, s.reorder_full_drops, s.send_failures, s.links_removed
+    );
+    println!(
+        "reorder buffer     peak {:.1} KiB, {} messages (per process)",
+        s.reorder_bytes_peak as f64 / 1024.0,
+        s.reorder_messages_peak
+    );
+    println!("checks             over {} events", s.events_checked);
+    let c = &s.checks;
+    for (name, ok) in [
+        ("total order", c.total_order),
+        ("FIFO", c.fifo),
+        ("causality", c.causality),
+        ("no duplicates", c.no_duplicates),
+        ("no creation", c.no_creation),
+    ] {
+        println!("  {:<16} {}", name, if ok { "pass" } else { "FAIL" });
+    }
+    if !report.ok() {
+        println!("{report}");
+    }
+}

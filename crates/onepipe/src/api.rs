@@ -1,0 +1,266 @@
+//! Paper Table 1, best-effort half, over the inproc runtime.
+//!
+//! | paper                          | here                                   |
+//! |--------------------------------|----------------------------------------|
+//! | `onepipe_init()`               | [`OnePipe::start`], [`OnePipe::take_process`] |
+//! | `onepipe_unreliable_send(vec)` | [`Process::send_unreliable`]           |
+//! | `onepipe_unreliable_recv()`    | [`Process::recv`], [`Process::recv_timeout`] |
+//! | `onepipe_send_fail_callback`   | [`Process::on_send_failure`]           |
+//! | `onepipe_get_timestamp()`      | [`Process::timestamp`]                 |
+//! | `onepipe_exit()`               | dropping the [`Process`]               |
+//!
+//! Message ids are assigned per process, in send order, from 0: the n-th successful
+//! `send_unreliable` is message n, which is what a send-failure report names.
+
+#![allow(clippy::disallowed_methods)] // application-facing blocking calls wait on real time
+
+use crate::endpoint::{Delivery, EndpointConfig, SendError, SendFailure};
+use crate::hash::SplitMix;
+use crate::host::{App, AppLink, Command};
+use crate::switch::SwitchConfig;
+use crate::system::{self, Member, SystemConfig, SystemError};
+use onepipe_fabric::inproc::{Clock, InprocConfig, Runtime};
+use onepipe_fabric::{Topology, Wiring, WiringError};
+use onepipe_wire::packet::HEADER_LEN;
+use onepipe_wire::{Duration, Instant};
+use rtrb::{Consumer, Producer, RingBuffer};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How a system is built.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub topology: Topology,
+    pub processes_per_host: u32,
+    pub beacon_interval: Duration,
+    pub skew: Duration,
+    pub seed: u64,
+    pub workers: usize,
+    /// Scatterings an application may have queued before `send_unreliable` reports backpressure.
+    pub send_queue_max: usize,
+    /// Delivered messages waiting for `recv`.
+    pub recv_queue_max: usize,
+    pub mtu_bytes: usize,
+    pub message_bytes_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            topology: Topology::paper_testbed(),
+            processes_per_host: 1,
+            beacon_interval: Duration::from_micros(20),
+            skew: Duration::ZERO,
+            seed: 1,
+            workers: 2,
+            send_queue_max: 1024,
+            recv_queue_max: 65_536,
+            mtu_bytes: 1500,
+            message_bytes_max: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Wiring(#[from] WiringError),
+    #[error(transparent)]
+    System(#[from] SystemError),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TakeError {
+    #[error("process {0} does not exist")]
+    UnknownProcess(u32),
+    #[error("process {0} was already taken")]
+    AlreadyTaken(u32),
+}
+
+/// A running system: switches and endpoints on the inproc runtime.
+pub struct OnePipe {
+    runtime: Option<Runtime<Member>>,
+    handles: Vec<Option<Process>>,
+}
+
+impl OnePipe {
+    pub fn start(options: Options) -> Result<OnePipe, StartError> {
+        let wiring = Wiring::new(options.topology.clone(), options.processes_per_host)?;
+        let count = wiring.process_count() as u32;
+        let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+        let mut rng = SplitMix::new(options.seed);
+        let offsets: Vec<i64> = (0..count)
+            .map(|_| rng.symmetric(options.skew.as_nanos()))
+            .collect();
+        let mut endpoint = EndpointConfig::new(0, count, 0);
+        endpoint.beacon_interval = options.beacon_interval;
+        endpoint.mtu_bytes = options.mtu_bytes;
+        endpoint.message_bytes_max = options.message_bytes_max;
+        endpoint.send_buffer_packets_max = endpoint
+            .send_buffer_packets_max
+            .max(count as usize * options.message_bytes_max.div_ceil(options.mtu_bytes - HEADER_LEN));
+        let mut apps = Vec::with_capacity(count as usize);
+        let mut handles = Vec::with_capacity(count as usize);
+        for p in 0..count {
+            let (cmd_tx, cmd_rx) = RingBuffer::new(options.send_queue_max);
+            let (del_tx, del_rx) = RingBuffer::new(options.recv_queue_max);
+            let delivered_ts = Arc::new(AtomicU64::new(0));
+            apps.push(App::Link(Box::new(AppLink {
+                commands: cmd_rx,
+                deliveries: del_tx,
+                on_failure: None,
+                delivered_ts: delivered_ts.clone(),
+                refused: 0,
+            })));
+            handles.push(Some(Process {
+                id: p,
+                process_count: count,
+                commands: cmd_tx,
+                deliveries: del_rx,
+                clock,
+                offset_ns: offsets[p as usize],
+                delivered_ts,
+                next_msg_id: 0,
+                message_bytes_max: options.message_bytes_max,
+                packets_max: endpoint.send_buffer_packets_max,
+                fragment_bytes: options.mtu_bytes - HEADER_LEN,
+            }));
+        }
+        let config = SystemConfig {
+            switch: SwitchConfig {
+                beacon_interval: options.beacon_interval,
+                dead_after_intervals: 10,
+                ecmp_seed: options.seed,
+            },
+            endpoint,
+            inproc: InprocConfig {
+                workers: options.workers.max(1),
+                link_capacity_bytes: 64 * 1024,
+                frame_max_bytes: options.mtu_bytes,
+            },
+            link_delay: Duration::ZERO,
+        };
+        let runtime = system::start(&wiring, &config, apps, &offsets, clock)?;
+        Ok(OnePipe {
+            runtime: Some(runtime),
+            handles,
+        })
+    }
+
+    /// The handle of process `id` (once per process).
+    pub fn take_process(&mut self, id: u32) -> Result<Process, TakeError> {
+        let slot = self
+            .handles
+            .get_mut(id as usize)
+            .ok_or(TakeError::UnknownProcess(id))?;
+        slot.take().ok_or(TakeError::AlreadyTaken(id))
+    }
+
+    pub fn process_count(&self) -> usize {
+        self.handles.len()
+    }
+}
+
+impl Drop for OnePipe {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.stop();
+        }
+    }
+}
+
+/// One process's view of 1Pipe.
+pub struct Process {
+    id: u32,
+    process_count: u32,
+    commands: Producer<Command>,
+    deliveries: Consumer<Delivery>,
+    clock: Clock,
+    offset_ns: i64,
+    delivered_ts: Arc<AtomicU64>,
+    next_msg_id: u64,
+    message_bytes_max: usize,
+    packets_max: usize,
+    fragment_bytes: usize,
+}
+
+impl Process {
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Sends one scattering: every message gets the same timestamp, and every receiver
+    /// delivers it at the same position of the total order. Returns the message id.
+    pub fn send_unreliable(&mut self, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
+        if scatter.is_empty() {
+            return Err(SendError::EmptyScattering);
+        }
+        let mut packets = 0;
+        for &(dst, msg) in scatter {
+            if dst >= self.process_count {
+                return Err(SendError::UnknownDestination(dst));
+            }
+            if msg.len() > self.message_bytes_max {
+                return Err(SendError::MessageTooLarge {
+                    size: msg.len(),
+                    max: self.message_bytes_max,
+                });
+            }
+            packets += msg.len().div_ceil(self.fragment_bytes).max(1);
+        }
+        if packets > self.packets_max || self.commands.is_full() {
+            return Err(SendError::BufferFull {
+                queued: self.commands.buffer().capacity() - self.commands.slots(),
+                max: self.commands.buffer().capacity(),
+            });
+        }
+        let owned = scatter.iter().map(|&(d, m)| (d, m.to_vec())).collect();
+        self.commands
+            .push(Command::Send(owned))
+            .map_err(|_| SendError::BufferFull { queued: 0, max: 0 })?;
+        let id = self.next_msg_id;
+        self.next_msg_id += 1;
+        Ok(id)
+    }
+
+    /// The next delivered message, if one is ready.
+    pub fn recv(&mut self) -> Option<Delivery> {
+        self.deliveries.pop().ok()
+    }
+
+    /// Waits up to `timeout` for the next delivered message.
+    pub fn recv_timeout(&mut self, timeout: std::time::Duration) -> Option<Delivery> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(d) = self.deliveries.pop() {
+                return Some(d);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Registers the send-failure callback; it runs on a runtime worker, so keep it short.
+    pub fn on_send_failure(&mut self, callback: impl FnMut(SendFailure) + Send + 'static) {
+        // A full command queue only delays registration until it has room.
+        let mut cmd = Command::OnSendFailure(Box::new(callback));
+        loop {
+            match self.commands.push(cmd) {
+                Ok(()) => return,
+                Err(rtrb::PushError::Full(c)) => {
+                    cmd = c;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// The host clock now: above every timestamp this process has delivered.
+    pub fn timestamp(&self) -> Instant {
+        let ns = self.clock.now().as_nanos() as i128 + self.offset_ns as i128;
+        let host = Instant::from_nanos(ns.max(0) as u64);
+        host.max(Instant::from_nanos(self.delivered_ts.load(Ordering::Relaxed) + 1))
+    }
+}

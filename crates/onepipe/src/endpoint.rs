@@ -1,0 +1,513 @@
+//! The host endpoint (paper sections 4.1, 6.1), sans-IO: what `lib1pipe` does for one process.
+//!
+//! Sending: a scattering gets one timestamp from the host clock; each of its messages is cut
+//! into packets of at most the MTU, all stamped with that timestamp, queued in a bounded send
+//! buffer and sent in order. Every packet leaving carries a barrier no higher than the timestamp
+//! of anything still queued behind it (docs/ordering.md), so the uplink keeps the promise
+//! "every later packet on this link has a timestamp >= B".
+//!
+//! Receiving: data waits in the reorder buffer until the barrier carried by packets from the
+//! ToR passes its timestamp; delivery is in (timestamp, sender) order. A packet whose timestamp
+//! is already below the barrier arrived too late to be delivered in order: it is dropped and
+//! NAKed, and its sender reports a send failure.
+//!
+//! Call order per step: `handle_frame` for arrivals, `handle_timeout` when due, then
+//! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_failure` to drain.
+
+use crate::clock::HostClock;
+use crate::reorder::{Insert, ReorderBuffer};
+use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
+use onepipe_wire::{Duration, Instant, Timestamp48};
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    pub process: u32,
+    /// Number of processes in the system; destinations must be below it.
+    pub process_count: u32,
+    /// This endpoint's port number at its ToR, stamped as link id on the uplink.
+    pub tor_port: u16,
+    pub beacon_interval: Duration,
+    /// Host clock offset from the shared source (skew injection).
+    pub clock_offset_ns: i64,
+    /// Largest packet, header included.
+    pub mtu_bytes: usize,
+    /// Largest message payload accepted.
+    pub message_bytes_max: usize,
+    /// Send buffer bound, in packets.
+    pub send_buffer_packets_max: usize,
+    /// Reorder buffer bound, in bytes (payload plus per-entry overhead).
+    pub reorder_bytes_max: usize,
+    /// Queued NAKs; more are counted and not sent.
+    pub nak_queue_max: usize,
+    /// `false` turns ordering off: messages are delivered on arrival (the unordered baseline).
+    pub ordering: bool,
+}
+
+impl EndpointConfig {
+    pub fn new(process: u32, process_count: u32, tor_port: u16) -> EndpointConfig {
+        EndpointConfig {
+            process,
+            process_count,
+            tor_port,
+            beacon_interval: Duration::from_micros(3),
+            clock_offset_ns: 0,
+            mtu_bytes: 1500,
+            message_bytes_max: 1 << 20,
+            send_buffer_packets_max: 4096,
+            reorder_bytes_max: 64 << 20,
+            nak_queue_max: 1024,
+            ordering: true,
+        }
+    }
+
+    fn fragment_payload_bytes(&self) -> usize {
+        self.mtu_bytes - HEADER_LEN
+    }
+}
+
+/// Why a send was refused. Nothing of a refused scattering is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("a scattering needs at least one message")]
+    EmptyScattering,
+    #[error("destination process {0} does not exist")]
+    UnknownDestination(u32),
+    #[error("message of {size} bytes exceeds the limit of {max} bytes")]
+    MessageTooLarge { size: usize, max: usize },
+    #[error("send buffer full ({queued} of {max} packets queued); retry later")]
+    BufferFull { queued: usize, max: usize },
+}
+
+/// A message delivered in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub ts: Instant,
+    pub src: u32,
+    pub msg_id: u64,
+    pub payload: Vec<u8>,
+}
+
+/// A message of ours that a receiver could not deliver (paper Table 1's send-failure callback).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendFailure {
+    pub ts: Instant,
+    pub dst: u32,
+    pub msg_id: u64,
+}
+
+/// What a successful send was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendReceipt {
+    pub ts: Instant,
+    pub msg_id: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointCounters {
+    pub scatterings_sent: u64,
+    pub messages_sent: u64,
+    pub packets_sent: u64,
+    pub beacons_sent: u64,
+    pub delivered: u64,
+    pub malformed: u64,
+    /// Packets not addressed to this process.
+    pub misdelivered: u64,
+    /// Arrived with a timestamp below the barrier already passed.
+    pub late: u64,
+    /// The barrier passed before all fragments arrived.
+    pub incomplete: u64,
+    pub reorder_full: u64,
+    pub duplicates: u64,
+    pub naks_sent: u64,
+    pub naks_dropped: u64,
+    pub naks_received: u64,
+}
+
+struct OutMessage {
+    dst: u32,
+    /// Range of the scattering's payload buffer.
+    start: usize,
+    len: usize,
+}
+
+/// A queued scattering: one timestamp, one message id, one payload buffer for all messages.
+struct OutScattering {
+    ts: Instant,
+    msg_id: u64,
+    data: Vec<u8>,
+    messages: Vec<OutMessage>,
+    next_message: usize,
+    next_fragment: u16,
+}
+
+pub struct Endpoint {
+    config: EndpointConfig,
+    clock: HostClock,
+    send_queue: VecDeque<OutScattering>,
+    queued_packets: usize,
+    next_msg_id: u64,
+    naks: VecDeque<Repr>,
+    reorder: ReorderBuffer,
+    /// Unordered mode, and messages released but not yet polled.
+    arrived: VecDeque<Delivery>,
+    /// Highest barrier heard from the ToR: everything below it is deliverable.
+    barrier: Instant,
+    failures: VecDeque<SendFailure>,
+    /// Next synchronized beacon time, on the shared clock.
+    next_beacon_at: Instant,
+    beacon_due: bool,
+    last_sent: Instant,
+    counters: EndpointCounters,
+    lost_scratch: Vec<(Instant, u32, u64)>,
+}
+
+impl Endpoint {
+    pub fn new(config: EndpointConfig, now: Instant) -> Endpoint {
+        assert!(
+            config.mtu_bytes > HEADER_LEN,
+            "MTU must exceed the {HEADER_LEN}-byte header"
+        );
+        assert!(
+            config.beacon_interval > Duration::ZERO,
+            "beacon interval must be positive"
+        );
+        assert!(config.process < config.process_count, "process id out of range");
+        let mut clock = HostClock::new(config.clock_offset_ns);
+        let host_now = clock.read(now);
+        Endpoint {
+            reorder: ReorderBuffer::new(config.reorder_bytes_max),
+            next_beacon_at: clock.to_shared(host_now.next_multiple_of(config.beacon_interval)),
+            beacon_due: false,
+            config,
+            clock,
+            send_queue: VecDeque::new(),
+            queued_packets: 0,
+            next_msg_id: 0,
+            naks: VecDeque::new(),
+            arrived: VecDeque::new(),
+            barrier: Instant::ZERO,
+            failures: VecDeque::new(),
+            last_sent: Instant::ZERO,
+            counters: EndpointCounters::default(),
+            lost_scratch: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+    pub fn counters(&self) -> &EndpointCounters {
+        &self.counters
+    }
+    pub fn reorder(&self) -> &ReorderBuffer {
+        &self.reorder
+    }
+    /// The barrier this receiver has reached.
+    pub fn barrier(&self) -> Instant {
+        self.barrier
+    }
+
+    /// Paper Table 1 `onepipe_get_timestamp`: the host clock now.
+    pub fn timestamp(&mut self, now: Instant) -> Instant {
+        self.clock.read(now)
+    }
+
+    /// Packets a message of `len` bytes needs.
+    pub fn packets_for(&self, len: usize) -> usize {
+        len.div_ceil(self.config.fragment_payload_bytes()).max(1)
+    }
+
+    /// Free space in the send buffer, in packets.
+    pub fn send_room_packets(&self) -> usize {
+        self.config.send_buffer_packets_max - self.queued_packets
+    }
+
+    /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one timestamp.
+    pub fn send_unreliable(
+        &mut self,
+        now: Instant,
+        scatter: &[(u32, &[u8])],
+    ) -> Result<SendReceipt, SendError> {
+        if scatter.is_empty() {
+            return Err(SendError::EmptyScattering);
+        }
+        let mut packets = 0;
+        let mut bytes = 0;
+        for &(dst, msg) in scatter {
+            if dst >= self.config.process_count {
+                return Err(SendError::UnknownDestination(dst));
+            }
+            if msg.len() > self.config.message_bytes_max || self.packets_for(msg.len()) > u16::MAX as usize {
+                return Err(SendError::MessageTooLarge {
+                    size: msg.len(),
+                    max: self.config.message_bytes_max,
+                });
+            }
+            packets += self.packets_for(msg.len());
+            bytes += msg.len();
+        }
+        if packets > self.send_room_packets() {
+            return Err(SendError::BufferFull {
+                queued: self.queued_packets,
+                max: self.config.send_buffer_packets_max,
+            });
+        }
+        let ts = self.clock.issue(now);
+        let msg_id = self.next_msg_id;
+        self.next_msg_id += 1;
+        let mut data = Vec::with_capacity(bytes);
+        let mut messages = Vec::with_capacity(scatter.len());
+        for &(dst, msg) in scatter {
+            messages.push(OutMessage {
+                dst,
+                start: data.len(),
+                len: msg.len(),
+            });
+            data.extend_from_slice(msg);
+        }
+        self.send_queue.push_back(OutScattering {
+            ts,
+            msg_id,
+            data,
+            messages,
+            next_message: 0,
+            next_fragment: 0,
+        });
+        self.queued_packets += packets;
+        self.counters.scatterings_sent += 1;
+        self.counters.messages_sent += scatter.len() as u64;
+        Ok(SendReceipt { ts, msg_id })
+    }
+
+    /// The barrier for a packet leaving now: no higher than anything still queued (docs/ordering.md).
+    fn outgoing_barrier(&mut self, now: Instant) -> Instant {
+        let clock = self.clock.read(now);
+        match self.send_queue.front() {
+            Some(s) => s.ts.min(clock),
+            None => clock,
+        }
+    }
+
+    /// The next packet for the uplink: NAKs first, then data, then a beacon when one is due.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if let Some(mut nak) = self.naks.pop_front() {
+            nak.barrier = self.outgoing_barrier(now).to_wire();
+            nak.commit_barrier = nak.barrier;
+            return Some(self.emit(now, &nak, &[], buf));
+        }
+        if let Some(len) = self.next_data_packet(now, buf) {
+            return Some(len);
+        }
+        if self.beacon_due {
+            self.beacon_due = false;
+            let b = self.outgoing_barrier(now).to_wire();
+            let repr = Repr::beacon(b, b, self.config.tor_port);
+            self.counters.beacons_sent += 1;
+            return Some(self.emit(now, &repr, &[], buf));
+        }
+        None
+    }
+
+    fn next_data_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let frag_bytes = self.config.fragment_payload_bytes();
+        let s = self.send_queue.front_mut()?;
+        let m = &s.messages[s.next_message];
+        let frag_count = m.len.div_ceil(frag_bytes).max(1) as u16;
+        let start = m.start + s.next_fragment as usize * frag_bytes;
+        let len = frag_bytes.min(m.start + m.len - start);
+        let repr = Repr {
+            opcode: Opcode::Data,
+            end_of_message: s.next_fragment + 1 == frag_count,
+            ecn: false,
+            msg_ts: s.ts.to_wire(),
+            // Everything queued behind this packet has a timestamp >= s.ts.
+            barrier: s.ts.to_wire(),
+            commit_barrier: s.ts.to_wire(),
+            psn: 0,
+            src: self.config.process,
+            dst: m.dst,
+            msg_id: s.msg_id,
+            frag_index: s.next_fragment,
+            frag_count,
+            link_id: self.config.tor_port,
+            payload_len: len as u16,
+        };
+        let total = repr.buffer_len();
+        let mut packet = Packet::new_unchecked(&mut buf[..total]);
+        repr.emit(&mut packet);
+        packet.payload_mut().copy_from_slice(&s.data[start..start + len]);
+        s.next_fragment += 1;
+        if s.next_fragment == frag_count {
+            s.next_fragment = 0;
+            s.next_message += 1;
+            if s.next_message == s.messages.len() {
+                self.send_queue.pop_front();
+            }
+        }
+        self.queued_packets -= 1;
+        self.counters.packets_sent += 1;
+        self.last_sent = now;
+        Some(total)
+    }
+
+    fn emit(&mut self, now: Instant, repr: &Repr, payload: &[u8], buf: &mut [u8]) -> usize {
+        let total = repr.buffer_len();
+        let mut packet = Packet::new_unchecked(&mut buf[..total]);
+        repr.emit(&mut packet);
+        packet.payload_mut().copy_from_slice(payload);
+        self.last_sent = now;
+        total
+    }
+
+    fn queue_nak(&mut self, dst: u32, ts: Timestamp48, msg_id: u64) {
+        if self.naks.len() >= self.config.nak_queue_max {
+            self.counters.naks_dropped += 1;
+            return;
+        }
+        self.counters.naks_sent += 1;
+        self.naks.push_back(Repr {
+            opcode: Opcode::Nak,
+            end_of_message: true,
+            ecn: false,
+            msg_ts: ts,
+            barrier: Timestamp48::default(),
+            commit_barrier: Timestamp48::default(),
+            psn: 0,
+            src: self.config.process,
+            dst,
+            msg_id,
+            frag_index: 0,
+            frag_count: 1,
+            link_id: self.config.tor_port,
+            payload_len: 0,
+        });
+    }
+
+    /// A frame from the ToR.
+    pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) -> Result<(), ParseError> {
+        let packet = Packet::new_checked(frame).inspect_err(|_| self.counters.malformed += 1)?;
+        let repr = Repr::parse(&packet).inspect_err(|_| self.counters.malformed += 1)?;
+        let host_now = self.clock.read(now);
+        match repr.opcode {
+            Opcode::Beacon => {}
+            Opcode::Data if repr.dst != self.config.process => self.counters.misdelivered += 1,
+            Opcode::Data => self.on_data(&repr, packet.payload(), host_now),
+            Opcode::Nak => {
+                self.counters.naks_received += 1;
+                self.failures.push_back(SendFailure {
+                    ts: repr.msg_ts.unwrap_near(host_now),
+                    dst: repr.src,
+                    msg_id: repr.msg_id,
+                });
+            }
+        }
+        if self.config.ordering {
+            let b = repr.barrier.unwrap_near(host_now);
+            if b > self.barrier {
+                self.barrier = b;
+                self.reorder.expire_incomplete(b, &mut self.lost_scratch);
+                let lost = std::mem::take(&mut self.lost_scratch);
+                for &(ts, src, msg_id) in &lost {
+                    self.counters.incomplete += 1;
+                    self.queue_nak(src, ts.to_wire(), msg_id);
+                }
+                self.lost_scratch = lost;
+                self.lost_scratch.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn on_data(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
+        let ts = repr.msg_ts.unwrap_near(host_now);
+        if !self.config.ordering {
+            // Unordered baseline: single-packet messages go straight to the application;
+            // fragments still need reassembly, which the reorder buffer does with an infinite
+            // barrier.
+            if repr.frag_count == 1 {
+                self.arrived.push_back(Delivery {
+                    ts,
+                    src: repr.src,
+                    msg_id: repr.msg_id,
+                    payload: payload.to_vec(),
+                });
+                return;
+            }
+        } else if ts < self.barrier {
+            // Paper 4.1: the barrier promised nothing below it would still come; this did, over
+            // a non-FIFO path. It cannot be delivered in order.
+            self.counters.late += 1;
+            self.queue_nak(repr.src, repr.msg_ts, repr.msg_id);
+            return;
+        }
+        match self.reorder.insert(
+            ts,
+            repr.src,
+            repr.msg_id,
+            repr.frag_index,
+            repr.frag_count,
+            payload,
+        ) {
+            Insert::Buffered => {}
+            Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
+            Insert::Full => {
+                self.counters.reorder_full += 1;
+                self.queue_nak(repr.src, repr.msg_ts, repr.msg_id);
+            }
+        }
+    }
+
+    /// Paper Table 1 `onepipe_unreliable_recv`: the next message in (timestamp, sender) order,
+    /// once the barrier has passed it.
+    pub fn poll_deliver(&mut self) -> Option<Delivery> {
+        let d = match self.arrived.pop_front() {
+            Some(d) => d,
+            None => {
+                let limit = if self.config.ordering {
+                    self.barrier
+                } else {
+                    Instant::MAX
+                };
+                let r = self.reorder.pop_below(limit)?;
+                Delivery {
+                    ts: r.ts,
+                    src: r.src,
+                    msg_id: r.msg_id,
+                    payload: r.payload,
+                }
+            }
+        };
+        self.clock.on_deliver(d.ts);
+        self.counters.delivered += 1;
+        Some(d)
+    }
+
+    /// The next of our messages that a receiver NAKed.
+    pub fn poll_failure(&mut self) -> Option<SendFailure> {
+        self.failures.pop_front()
+    }
+
+    /// When `handle_timeout` is next due, on the shared clock.
+    pub fn poll_timeout(&self) -> Instant {
+        self.next_beacon_at
+    }
+
+    /// Beacons at synchronized times: at each multiple of the interval on the host clock, if
+    /// the uplink sent nothing during the last interval (paper 4.2).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if now < self.next_beacon_at {
+            return;
+        }
+        let host_now = self.clock.read(now);
+        let interval = self.config.beacon_interval;
+        if self.last_sent <= now.saturating_sub(interval) {
+            self.beacon_due = true;
+        }
+        self.next_beacon_at = self.clock.to_shared(host_now.next_multiple_of(interval));
+    }
+}
+
+#[cfg(test)]
+#[path = "endpoint_tests.rs"]
+mod tests;

@@ -1,0 +1,125 @@
+//! A process in a runtime: the [`Endpoint`] state machine plus what drives it, either an
+//! in-worker workload (the demo's all-to-all broadcast) or a link to an application thread
+//! holding a [`crate::api::Process`] handle.
+
+use crate::endpoint::{Delivery, Endpoint, SendFailure};
+use crate::workload::Broadcast;
+use onepipe_fabric::{Node, PortId, Route};
+use onepipe_wire::Instant;
+use rtrb::{Consumer, Producer};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What an application thread asks of its endpoint.
+pub enum Command {
+    Send(Vec<(u32, Vec<u8>)>),
+    OnSendFailure(Box<dyn FnMut(SendFailure) + Send>),
+}
+
+/// The worker-side end of an application handle.
+pub struct AppLink {
+    pub commands: Consumer<Command>,
+    pub deliveries: Producer<Delivery>,
+    pub on_failure: Option<Box<dyn FnMut(SendFailure) + Send>>,
+    /// Largest delivered timestamp, published for `Process::timestamp`.
+    pub delivered_ts: Arc<AtomicU64>,
+    /// Sends the endpoint refused after the handle accepted them (should stay zero).
+    pub refused: u64,
+}
+
+pub enum App {
+    Workload(Box<Broadcast>),
+    Link(Box<AppLink>),
+}
+
+pub struct HostNode {
+    pub endpoint: Endpoint,
+    pub app: App,
+}
+
+impl HostNode {
+    /// Hands deliveries and failures to the application, as far as it has room.
+    fn drain(&mut self, now: Instant) {
+        match &mut self.app {
+            App::Workload(w) => {
+                while let Some(d) = self.endpoint.poll_deliver() {
+                    w.on_deliver(now, &d);
+                }
+                while let Some(f) = self.endpoint.poll_failure() {
+                    w.on_failure(f);
+                }
+            }
+            App::Link(link) => {
+                while link.deliveries.slots() > 0 {
+                    let Some(d) = self.endpoint.poll_deliver() else {
+                        break;
+                    };
+                    link.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
+                    // Room was checked; the handle may have gone, which only drops the message.
+                    let _ = link.deliveries.push(d);
+                }
+                while let Some(f) = self.endpoint.poll_failure() {
+                    if let Some(cb) = link.on_failure.as_mut() {
+                        cb(f);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lets the application queue new scatterings while the send buffer has room.
+    fn refill(&mut self, now: Instant) {
+        match &mut self.app {
+            App::Workload(w) => w.refill(now, &mut self.endpoint),
+            App::Link(link) => {
+                while let Ok(cmd) = link.commands.peek() {
+                    if let Command::Send(msgs) = cmd {
+                        // The handle refuses scatterings larger than the whole buffer, so this
+                        // wait always ends.
+                        let need: usize = msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum();
+                        if need > self.endpoint.send_room_packets() {
+                            break;
+                        }
+                    }
+                    match link.commands.pop() {
+                        Ok(Command::Send(msgs)) => {
+                            let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
+                            if self.endpoint.send_unreliable(now, &scatter).is_err() {
+                                link.refused += 1;
+                            }
+                        }
+                        Ok(Command::OnSendFailure(cb)) => link.on_failure = Some(cb),
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Node for HostNode {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        Route::Consume
+    }
+
+    fn handle_frame(&mut self, now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
+        // Malformed frames are counted by the endpoint and dropped.
+        let _ = self.endpoint.handle_frame(now, frame);
+        self.drain(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
+        self.drain(now);
+        self.refill(now);
+        self.endpoint.poll_transmit(now, buf)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.endpoint.poll_timeout())
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        self.drain(now);
+    }
+}

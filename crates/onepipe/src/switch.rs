@@ -1,0 +1,431 @@
+//! The switch barrier pipeline (paper sections 4.1, 4.2, 6.2), sans-IO.
+//!
+//! A physical switch is two logical switches (paper Fig. 3, docs/ordering.md): the uplink half
+//! takes inputs from below (processes, lower switches) and the downlink half takes inputs from
+//! above plus a loopback from its own uplink half for traffic that turns around here. Each half
+//! keeps one barrier register per input link and stamps every packet it forwards with the
+//! minimum over its live inputs (eq. 4.1). Aggregating over all ports of the physical switch
+//! would make a cycle and the barrier would never advance.
+//!
+//! The loopback needs no register of its own: every later packet through the uplink half has a
+//! timestamp at or above the uplink half's current minimum, so that minimum is always a valid
+//! barrier for the loopback link.
+
+use crate::hash::mix64;
+use onepipe_fabric::routing::{NextHops, NoRoute};
+use onepipe_fabric::{Node, PortDirection, PortId, Route, Routes, Wiring};
+use onepipe_wire::packet::{Opcode, Packet, Repr};
+use onepipe_wire::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Beacons go out at multiples of this on idle output links (paper 4.2).
+    pub beacon_interval: Duration,
+    /// An input link silent for this many beacon intervals is removed (paper 4.2: "e.g., 10").
+    pub dead_after_intervals: u32,
+    /// Seeds the per-packet ECMP choice.
+    pub ecmp_seed: u64,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> SwitchConfig {
+        SwitchConfig {
+            beacon_interval: Duration::from_micros(3),
+            dead_after_intervals: 10,
+            ecmp_seed: 0,
+        }
+    }
+}
+
+/// Life of an input link (paper 4.2, "Handling failures" and "Addition of new hosts and links").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputState {
+    /// Counted in the minimum.
+    Live,
+    /// Silent too long: left out of the minimum so the barrier resumes.
+    Dead,
+    /// Heard from again after being dead: admitted once its barrier passes the half's output
+    /// barrier, so that the output barrier never goes back.
+    Joining,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Half {
+    Up,
+    Down,
+}
+
+/// A read-only view of one input register, for diagnostics ("which link holds delivery back").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputRegister {
+    pub port: PortId,
+    pub half: Half,
+    pub barrier: Instant,
+    pub last_heard: Instant,
+    pub state: InputState,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchCounters {
+    pub forwarded: u64,
+    pub beacons_sent: u64,
+    pub beacons_received: u64,
+    pub malformed: u64,
+    pub no_route: u64,
+    /// A packet whose barrier was below the register of its link (a FIFO or upstream bug).
+    pub barrier_regressions: u64,
+    pub links_removed: u64,
+    pub links_joined: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Port {
+    direction: PortDirection,
+    /// Port number at the peer, stamped as link id.
+    peer_port: u16,
+    /// Index of this port's register in its half.
+    slot: usize,
+    barrier: Instant,
+    last_heard: Instant,
+    state: InputState,
+    last_sent: Instant,
+    beacon_pending: bool,
+}
+
+/// The registers of one half, laid out flat so the minimum is a tight loop; a register not
+/// counted (dead or joining) holds `u64::MAX`.
+#[derive(Clone, Debug, Default)]
+struct HalfRegisters {
+    counted: Vec<u64>,
+    /// Last barrier this half stamped: the output never goes below it.
+    output: Instant,
+}
+
+impl HalfRegisters {
+    fn minimum(&self) -> Option<Instant> {
+        let m = self.counted.iter().copied().min().unwrap_or(u64::MAX);
+        (m != u64::MAX).then_some(Instant::from_nanos(m))
+    }
+}
+
+pub struct Switch {
+    id: usize,
+    config: SwitchConfig,
+    routes: Routes,
+    ports: Vec<Port>,
+    up: HalfRegisters,
+    down: HalfRegisters,
+    next_tick: Instant,
+    counters: SwitchCounters,
+}
+
+impl Switch {
+    /// Switch `id` of `wiring`, with every link live and every register at zero (nothing can be
+    /// delivered before every input has spoken).
+    pub fn new(id: usize, wiring: &Wiring, routes: Routes, config: SwitchConfig, now: Instant) -> Switch {
+        assert!(
+            config.beacon_interval > Duration::ZERO,
+            "beacon interval must be positive"
+        );
+        assert!(
+            config.dead_after_intervals > 0,
+            "dead_after_intervals must be positive"
+        );
+        let mut up = HalfRegisters::default();
+        let mut down = HalfRegisters::default();
+        let ports = wiring.switch_ports[id]
+            .iter()
+            .map(|spec| {
+                // Inputs from below feed the uplink half; inputs from above, the downlink half.
+                let half = match spec.direction {
+                    PortDirection::Down => &mut up,
+                    PortDirection::Up => &mut down,
+                };
+                half.counted.push(0);
+                Port {
+                    direction: spec.direction,
+                    peer_port: spec.peer_port(),
+                    slot: half.counted.len() - 1,
+                    barrier: Instant::ZERO,
+                    last_heard: now,
+                    state: InputState::Live,
+                    last_sent: now,
+                    beacon_pending: false,
+                }
+            })
+            .collect();
+        Switch {
+            id,
+            next_tick: now.next_multiple_of(config.beacon_interval),
+            config,
+            routes,
+            ports,
+            up,
+            down,
+            counters: SwitchCounters::default(),
+        }
+    }
+
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.counters
+    }
+
+    fn half_of_input(&self, port: usize) -> Half {
+        match self.ports[port].direction {
+            PortDirection::Down => Half::Up,
+            PortDirection::Up => Half::Down,
+        }
+    }
+
+    fn registers(&mut self, half: Half) -> &mut HalfRegisters {
+        match half {
+            Half::Up => &mut self.up,
+            Half::Down => &mut self.down,
+        }
+    }
+
+    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input is live.
+    fn up_barrier(&mut self) -> Instant {
+        if let Some(m) = self.up.minimum() {
+            debug_assert!(m >= self.up.output, "uplink barrier went back");
+            self.up.output = self.up.output.max(m);
+        }
+        self.up.output
+    }
+
+    /// Barrier of the downlink half: inputs from above and the loopback from the uplink half.
+    fn down_barrier(&mut self) -> Instant {
+        let loopback = self.up_barrier();
+        let m = self.down.minimum().map_or(loopback, |m| m.min(loopback));
+        debug_assert!(m >= self.down.output, "downlink barrier went back");
+        self.down.output = self.down.output.max(m);
+        self.down.output
+    }
+
+    /// Barrier of the half that owns output `port`.
+    fn barrier_for_output(&mut self, port: usize) -> Instant {
+        match self.ports[port].direction {
+            PortDirection::Up => self.up_barrier(),
+            PortDirection::Down => self.down_barrier(),
+        }
+    }
+
+    /// Every input register, for diagnostics.
+    pub fn inputs(&self) -> impl Iterator<Item = InputRegister> + '_ {
+        self.ports.iter().enumerate().map(|(i, p)| InputRegister {
+            port: i as PortId,
+            half: match p.direction {
+                PortDirection::Down => Half::Up,
+                PortDirection::Up => Half::Down,
+            },
+            barrier: p.barrier,
+            last_heard: p.last_heard,
+            state: p.state,
+        })
+    }
+
+    /// The live input with the lowest register: the link that holds this switch's barrier back.
+    pub fn lagging_input(&self) -> Option<InputRegister> {
+        self.inputs()
+            .filter(|r| r.state == InputState::Live)
+            .min_by_key(|r| r.barrier)
+    }
+
+    /// Records a barrier heard on input `port` (paper 4.1: "it updates register R_i := B").
+    fn hear(&mut self, now: Instant, port: usize, barrier: Instant) {
+        let half = self.half_of_input(port);
+        let p = &mut self.ports[port];
+        p.last_heard = now;
+        if barrier < p.barrier {
+            // Links are FIFO and upstream barriers monotonic, so this is a bug upstream; never
+            // let a register go back.
+            self.counters.barrier_regressions += 1;
+        } else {
+            p.barrier = barrier;
+        }
+        let (state, value, slot) = (p.state, p.barrier, p.slot);
+        match state {
+            InputState::Live => self.registers(half).counted[slot] = value.as_nanos(),
+            InputState::Dead => {
+                self.ports[port].state = InputState::Joining;
+                self.try_admit(port, half);
+            }
+            InputState::Joining => self.try_admit(port, half),
+        }
+    }
+
+    /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
+    fn try_admit(&mut self, port: usize, half: Half) {
+        let output = match half {
+            Half::Up => self.up_barrier(),
+            Half::Down => self.down_barrier(),
+        };
+        let p = &mut self.ports[port];
+        if p.barrier > output {
+            p.state = InputState::Live;
+            let (slot, value) = (p.slot, p.barrier.as_nanos());
+            self.registers(half).counted[slot] = value;
+            self.counters.links_joined += 1;
+        }
+    }
+
+    fn choose_output(&self, in_port: usize, packet: &Packet<&[u8]>) -> Result<usize, NoRoute> {
+        let hops = self.routes.next_hops(packet.dst())?;
+        // Per-packet spraying: any choice keeps ordering correct, since barriers only need
+        // per-link FIFO (paper 4.1).
+        let hash = mix64(
+            self.config.ecmp_seed
+                ^ (packet.src() as u64) << 32
+                ^ packet.msg_id().rotate_left(17)
+                ^ (packet.frag_index() as u64) << 48
+                ^ self.id as u64,
+        );
+        let out = hops.pick(hash) as usize;
+        // A packet from above only ever goes down; anything else would loop.
+        let from_above = self.ports[in_port].direction == PortDirection::Up;
+        let goes_up = !matches!(hops, NextHops::Local(_)) && self.ports[out].direction == PortDirection::Up;
+        if from_above && goes_up {
+            return Err(NoRoute::NotBelow);
+        }
+        Ok(out)
+    }
+
+    fn check_invariants(&self) {
+        if cfg!(debug_assertions) {
+            for p in &self.ports {
+                let half = match p.direction {
+                    PortDirection::Down => &self.up,
+                    PortDirection::Up => &self.down,
+                };
+                let counted = half.counted[p.slot];
+                match p.state {
+                    InputState::Live => assert_eq!(counted, p.barrier.as_nanos()),
+                    InputState::Dead | InputState::Joining => assert_eq!(counted, u64::MAX),
+                }
+            }
+        }
+    }
+}
+
+impl Node for Switch {
+    fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
+        let Ok(packet) = Packet::new_checked(frame) else {
+            return Route::Drop;
+        };
+        let Ok(repr) = Repr::parse(&packet) else {
+            return Route::Drop;
+        };
+        if port as usize >= self.ports.len() {
+            return Route::Drop;
+        }
+        match repr.opcode {
+            Opcode::Beacon => Route::Consume,
+            Opcode::Data | Opcode::Nak => match self.choose_output(port as usize, &packet) {
+                Ok(out) => Route::Forward(out as PortId),
+                Err(_) => Route::Drop,
+            },
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        let port = port as usize;
+        let Ok(mut packet) = Packet::new_checked(&mut frame[..]) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        if port >= self.ports.len() || Repr::parse(&packet).is_err() {
+            self.counters.malformed += 1;
+            return;
+        }
+        // Even a packet we cannot route proves its link alive and carries a barrier.
+        let barrier = packet.barrier().unwrap_near(now);
+        self.hear(now, port, barrier);
+        match route {
+            Route::Consume => self.counters.beacons_received += 1,
+            Route::Drop => self.counters.no_route += 1,
+            Route::Forward(out) => {
+                let out = out as usize;
+                // Eq. 4.1: the packet leaves with the minimum over the inputs of the half that
+                // sends it; a turnaround passes the uplink half, then the downlink half.
+                let b = self.barrier_for_output(out);
+                packet.set_barrier(b.to_wire());
+                packet.set_link_id(self.ports[out].peer_port);
+                let o = &mut self.ports[out];
+                o.last_sent = now;
+                o.beacon_pending = false;
+                self.counters.forwarded += 1;
+            }
+        }
+        self.check_invariants();
+    }
+
+    /// The frame sits in our ingress buffer: its barrier bounds it and everything behind it on
+    /// its link, so the register may take it now (docs/ordering.md), and the link is alive.
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        let Ok(packet) = Packet::new_checked(frame) else {
+            return;
+        };
+        if (port as usize) < self.ports.len() && Repr::parse(&packet).is_ok() {
+            self.hear(now, port as usize, packet.barrier().unwrap_near(now));
+            self.check_invariants();
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        let p = port as usize;
+        if !self.ports.get(p)?.beacon_pending {
+            return None;
+        }
+        let barrier = self.barrier_for_output(p);
+        let repr = Repr::beacon(barrier.to_wire(), barrier.to_wire(), self.ports[p].peer_port);
+        let len = repr.buffer_len();
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
+        let o = &mut self.ports[p];
+        o.beacon_pending = false;
+        o.last_sent = now;
+        self.counters.beacons_sent += 1;
+        Some(len)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        Some(self.next_tick)
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if now < self.next_tick {
+            return;
+        }
+        let interval = self.config.beacon_interval;
+        // Beacons at synchronized times on links idle since the previous tick (paper 4.2:
+        // "beacons are sent at synchronized times ... the expected delay overhead is only half
+        // of the beacon interval").
+        let idle_since = self.next_tick.saturating_sub(interval);
+        let dead_before =
+            now.saturating_sub(interval.saturating_mul(self.config.dead_after_intervals as u64));
+        for i in 0..self.ports.len() {
+            let p = &mut self.ports[i];
+            if p.last_sent <= idle_since {
+                p.beacon_pending = true;
+            }
+            if p.state != InputState::Dead && p.last_heard < dead_before {
+                // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
+                // input link is considered to be dead and removed from the input link list."
+                p.state = InputState::Dead;
+                let slot = p.slot;
+                let half = self.half_of_input(i);
+                self.registers(half).counted[slot] = u64::MAX;
+                self.counters.links_removed += 1;
+            }
+        }
+        self.next_tick = now.next_multiple_of(interval);
+        self.check_invariants();
+    }
+}
+
+#[cfg(test)]
+#[path = "switch_tests.rs"]
+mod tests;

@@ -1,0 +1,167 @@
+//! A whole 1Pipe system on the inproc runtime: one [`Switch`] per switch of the topology and
+//! one [`HostNode`] per process, wired as the topology says.
+
+use crate::endpoint::{Endpoint, EndpointConfig};
+use crate::host::{App, HostNode};
+use crate::switch::{Switch, SwitchConfig};
+use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, LinkSpec, Runtime};
+use onepipe_fabric::{Node, Peer, PortId, Route, RoutingError, Wiring, routing};
+use onepipe_wire::{Duration, Instant};
+
+/// Any participant of the system.
+pub enum Member {
+    Switch(Box<Switch>),
+    Host(Box<HostNode>),
+}
+
+impl Node for Member {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        match self {
+            Member::Switch(s) => s.classify(now, port, frame),
+            Member::Host(h) => h.classify(now, port, frame),
+        }
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        match self {
+            Member::Switch(s) => s.handle_frame(now, port, frame, route),
+            Member::Host(h) => h.handle_frame(now, port, frame, route),
+        }
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        match self {
+            Member::Switch(s) => s.handle_stalled(now, port, frame),
+            Member::Host(h) => h.handle_stalled(now, port, frame),
+        }
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        match self {
+            Member::Switch(s) => s.poll_transmit(now, port, buf),
+            Member::Host(h) => h.poll_transmit(now, port, buf),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Member::Switch(s) => s.poll_timeout(),
+            Member::Host(h) => h.poll_timeout(),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Member::Switch(s) => s.handle_timeout(now),
+            Member::Host(h) => h.handle_timeout(now),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemError {
+    #[error(transparent)]
+    Routing(#[from] RoutingError),
+    #[error(transparent)]
+    Runtime(#[from] InprocError),
+}
+
+/// Knobs shared by every node.
+#[derive(Clone, Debug)]
+pub struct SystemConfig {
+    pub switch: SwitchConfig,
+    /// Template for every endpoint; process id, count, port and clock offset are filled in.
+    pub endpoint: EndpointConfig,
+    pub inproc: InprocConfig,
+    /// Extra one-way delay added to every link, on top of the topology's own.
+    pub link_delay: Duration,
+}
+
+/// Node index of process `p` in the runtime: switches come first.
+pub fn node_of_process(wiring: &Wiring, p: u32) -> usize {
+    wiring.switch_count() + p as usize
+}
+
+/// Builds nodes and links and starts the runtime. `apps[p]` drives process `p`;
+/// `clock_offsets_ns[p]` is its skew.
+pub fn start(
+    wiring: &Wiring,
+    config: &SystemConfig,
+    apps: Vec<App>,
+    clock_offsets_ns: &[i64],
+    clock: Clock,
+) -> Result<Runtime<Member>, SystemError> {
+    assert_eq!(apps.len(), wiring.process_count(), "one app per process");
+    let now = clock.now();
+    let tables = routing::build(wiring)?;
+    let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
+    for (s, routes) in tables.into_iter().enumerate() {
+        nodes.push(Member::Switch(Box::new(Switch::new(
+            s,
+            wiring,
+            routes,
+            config.switch.clone(),
+            now,
+        ))));
+    }
+    let count = wiring.process_count() as u32;
+    for (p, app) in apps.into_iter().enumerate() {
+        let spec = wiring.processes[p];
+        let mut ec = config.endpoint.clone();
+        ec.process = p as u32;
+        ec.process_count = count;
+        ec.tor_port = spec.tor_port;
+        ec.clock_offset_ns = clock_offsets_ns.get(p).copied().unwrap_or(0);
+        nodes.push(Member::Host(Box::new(HostNode {
+            endpoint: Endpoint::new(ec, now),
+            app,
+        })));
+    }
+    let mut links = Vec::new();
+    for (s, ports) in wiring.switch_ports.iter().enumerate() {
+        for (port, spec) in ports.iter().enumerate() {
+            let delay = Duration::from_nanos(spec.delay_ns) + config.link_delay;
+            let to = match spec.peer {
+                Peer::Process(p) => {
+                    // The process's uplink, in the other direction.
+                    links.push(LinkSpec {
+                        from: (node_of_process(wiring, p), 0),
+                        to: (s, port as PortId),
+                        delay,
+                    });
+                    (node_of_process(wiring, p), 0)
+                }
+                Peer::Switch {
+                    switch,
+                    port: peer_port,
+                } => (switch, peer_port),
+            };
+            links.push(LinkSpec {
+                from: (s, port as PortId),
+                to,
+                delay,
+            });
+        }
+    }
+    let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
+    Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
+}
+
+/// Keeps each rack (ToR and its processes) on one worker, so that most links stay within a
+/// worker's cache; spreads higher layers round-robin.
+fn assign_workers(wiring: &Wiring, workers: usize) -> Vec<usize> {
+    let topo = &wiring.topology;
+    let tors: Vec<usize> = (0..topo.switches.len())
+        .filter(|&s| topo.switches[s].layer == 1)
+        .collect();
+    let mut worker_of = vec![0; wiring.switch_count() + wiring.process_count()];
+    let mut upper = 0;
+    for s in 0..topo.switches.len() {
+        worker_of[s] = match tors.iter().position(|&t| t == s) {
+            Some(ordinal) => ordinal * workers / tors.len(),
+            None => {
+                upper += 1;
+                (upper - 1) % workers
+            }
+        };
+    }
+    for (p, spec) in wiring.processes.iter().enumerate() {
+        worker_of[node_of_process(wiring, p as u32)] = worker_of[spec.tor];
+    }
+    worker_of
+}

@@ -1,0 +1,119 @@
+//! The demo's workload: every process broadcasts fixed-size messages to every process
+//! (itself included), as fast as its send buffer drains, and records what it sends and
+//! delivers for the checker.
+//!
+//! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
+//! on one clock whatever skew the hosts have.
+
+use crate::endpoint::{Delivery, Endpoint, SendFailure};
+use hdrhistogram::Histogram;
+use onepipe_check::Event;
+use onepipe_wire::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Deliveries between updates of the shared progress counter.
+const PROGRESS_BATCH: u64 = 256;
+/// Latencies above this are clamped into the histogram's top bucket.
+const LATENCY_NS_MAX: u64 = 60_000_000_000;
+
+pub struct Broadcast {
+    me: u32,
+    destinations: Vec<u32>,
+    payload: Vec<u8>,
+    /// Stop generating at this shared-clock time.
+    send_until: Instant,
+    /// Record events only for messages sent before this time (bounds checker memory).
+    record_until: Instant,
+    pub events: Vec<Event>,
+    pub latency_ns: Histogram<u64>,
+    pub delivered: u64,
+    pub send_failures: u64,
+    unreported: u64,
+    progress: Arc<AtomicU64>,
+}
+
+impl Broadcast {
+    pub fn new(
+        me: u32,
+        process_count: u32,
+        message_bytes: usize,
+        send_until: Instant,
+        record_until: Instant,
+        progress: Arc<AtomicU64>,
+    ) -> Broadcast {
+        assert!(message_bytes >= 8, "messages carry an 8-byte send time");
+        Broadcast {
+            me,
+            destinations: (0..process_count).collect(),
+            payload: vec![0; message_bytes],
+            send_until,
+            record_until,
+            events: Vec::new(),
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
+            delivered: 0,
+            send_failures: 0,
+            unreported: 0,
+            progress,
+        }
+    }
+
+    pub fn process(&self) -> u32 {
+        self.me
+    }
+
+    /// Queues broadcasts while the send buffer has room for a whole one.
+    pub fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        if now >= self.send_until {
+            return;
+        }
+        let need = self.destinations.len() * endpoint.packets_for(self.payload.len());
+        if endpoint.send_room_packets() < need {
+            return;
+        }
+        self.payload[..8].copy_from_slice(&now.as_nanos().to_le_bytes());
+        let scatter: Vec<(u32, &[u8])> = self
+            .destinations
+            .iter()
+            .map(|&d| (d, &self.payload[..]))
+            .collect();
+        let receipt = endpoint
+            .send_unreliable(now, &scatter)
+            .expect("room was checked, destinations exist");
+        if now < self.record_until {
+            for &dst in &self.destinations {
+                self.events.push(Event::Send {
+                    ts_ns: receipt.ts.as_nanos(),
+                    dst,
+                    msg_id: receipt.msg_id,
+                });
+            }
+        }
+    }
+
+    pub fn on_deliver(&mut self, now: Instant, d: &Delivery) {
+        let sent_ns = d
+            .payload
+            .get(..8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
+        let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
+        self.latency_ns.record(latency).expect("clamped into bounds");
+        if sent_ns < self.record_until.as_nanos() {
+            self.events.push(Event::Deliver {
+                ts_ns: d.ts.as_nanos(),
+                src: d.src,
+                msg_id: d.msg_id,
+            });
+        }
+        self.delivered += 1;
+        self.unreported += 1;
+        if self.unreported >= PROGRESS_BATCH {
+            self.progress.fetch_add(self.unreported, Ordering::Relaxed);
+            self.unreported = 0;
+        }
+    }
+
+    pub fn on_failure(&mut self, _f: SendFailure) {
+        self.send_failures += 1;
+    }
+}
