@@ -59,8 +59,8 @@ impl Default for DemoConfig {
             record_window: Duration::from_secs(10),
             clock_start: Instant::from_nanos(1_000_000_000),
             mtu_bytes: 1500,
-            link_capacity_bytes: 32 * 1024,
-            send_buffer_packets_max: 256,
+            link_capacity_bytes: 2048,
+            send_buffer_packets_max: 32,
             reorder_bytes_max: 64 << 20,
         }
     }

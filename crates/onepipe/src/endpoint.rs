@@ -149,8 +149,6 @@ pub struct Endpoint {
     next_msg_id: u64,
     naks: VecDeque<Repr>,
     reorder: ReorderBuffer,
-    /// Unordered mode, and messages released but not yet polled.
-    arrived: VecDeque<Delivery>,
     /// Highest barrier heard from the ToR: everything below it is deliverable.
     barrier: Instant,
     failures: VecDeque<SendFailure>,
@@ -185,7 +183,6 @@ impl Endpoint {
             queued_packets: 0,
             next_msg_id: 0,
             naks: VecDeque::new(),
-            arrived: VecDeque::new(),
             barrier: Instant::ZERO,
             failures: VecDeque::new(),
             last_sent: Instant::ZERO,
@@ -421,20 +418,7 @@ impl Endpoint {
 
     fn on_data(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
         let ts = repr.msg_ts.unwrap_near(host_now);
-        if !self.config.ordering {
-            // Unordered baseline: single-packet messages go straight to the application;
-            // fragments still need reassembly, which the reorder buffer does with an infinite
-            // barrier.
-            if repr.frag_count == 1 {
-                self.arrived.push_back(Delivery {
-                    ts,
-                    src: repr.src,
-                    msg_id: repr.msg_id,
-                    payload: payload.to_vec(),
-                });
-                return;
-            }
-        } else if ts < self.barrier {
+        if self.config.ordering && ts < self.barrier {
             // Paper 4.1: the barrier promised nothing below it would still come; this did, over
             // a non-FIFO path. It cannot be delivered in order.
             self.counters.late += 1;
@@ -448,6 +432,7 @@ impl Endpoint {
             repr.frag_index,
             repr.frag_count,
             payload,
+            self.config.ordering,
         ) {
             Insert::Buffered => {}
             Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
@@ -458,29 +443,27 @@ impl Endpoint {
         }
     }
 
+    fn delivery_limit(&self) -> Instant {
+        // Unordered baseline: everything complete goes, in arrival order.
+        if self.config.ordering { self.barrier } else { Instant::MAX }
+    }
+
     /// Paper Table 1 `onepipe_unreliable_recv`: the next message in (timestamp, sender) order,
     /// once the barrier has passed it.
     pub fn poll_deliver(&mut self) -> Option<Delivery> {
-        let d = match self.arrived.pop_front() {
-            Some(d) => d,
-            None => {
-                let limit = if self.config.ordering {
-                    self.barrier
-                } else {
-                    Instant::MAX
-                };
-                let r = self.reorder.pop_below(limit)?;
-                Delivery {
-                    ts: r.ts,
-                    src: r.src,
-                    msg_id: r.msg_id,
-                    payload: r.payload,
-                }
-            }
-        };
-        self.clock.on_deliver(d.ts);
+        let r = self.reorder.pop_below(self.delivery_limit())?;
+        self.clock.on_deliver(r.ts);
         self.counters.delivered += 1;
-        Some(d)
+        Some(Delivery { ts: r.ts, src: r.src, msg_id: r.msg_id, payload: r.payload })
+    }
+
+    /// As [`Endpoint::poll_deliver`], lending the message to `f` instead of copying it out.
+    pub fn poll_deliver_with<R>(&mut self, f: impl FnOnce(Instant, u32, u64, &[u8]) -> R) -> Option<R> {
+        let limit = self.delivery_limit();
+        let (ts, r) = self.reorder.pop_below_with(limit, |ts, src, id, p| (ts, f(ts, src, id, p)))?;
+        self.clock.on_deliver(ts);
+        self.counters.delivered += 1;
+        Some(r)
     }
 
     /// The next of our messages that a receiver NAKed.

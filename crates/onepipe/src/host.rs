@@ -42,9 +42,11 @@ impl HostNode {
     fn drain(&mut self, now: Instant) {
         match &mut self.app {
             App::Workload(w) => {
-                while let Some(d) = self.endpoint.poll_deliver() {
-                    w.on_deliver(now, &d);
-                }
+                while self
+                    .endpoint
+                    .poll_deliver_with(|ts, src, id, payload| w.on_deliver(now, ts, src, id, payload))
+                    .is_some()
+                {}
                 while let Some(f) = self.endpoint.poll_failure() {
                     w.on_failure(f);
                 }

@@ -8,35 +8,23 @@
 
 use onepipe_wire::Instant;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// Order of delivery: timestamp, ties broken by sender (paper 4.1).
 pub type Key = (Instant, u32);
 
-#[derive(Debug, PartialEq, Eq)]
-struct Ready {
-    key: Key,
+/// A complete message's payload and id, in a slab so that buffers are reused, not reallocated,
+/// and the heap moves only 16-byte keys.
+#[derive(Debug, Default)]
+struct Stored {
     msg_id: u64,
     payload: Vec<u8>,
-}
-
-impl Ord for Ready {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.key, self.msg_id).cmp(&(other.key, other.msg_id))
-    }
-}
-
-impl PartialOrd for Ready {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
 }
 
 #[derive(Debug)]
 struct Partial {
     frag_count: u16,
     received: u16,
-    /// Fragments by index; all but the last carry `frag_payload` bytes.
     fragments: Vec<Option<Vec<u8>>>,
 }
 
@@ -63,7 +51,12 @@ pub enum Insert {
 
 #[derive(Debug)]
 pub struct ReorderBuffer {
-    ready: BinaryHeap<Reverse<Ready>>,
+    /// Complete messages by (timestamp, sender), pointing into `slab`.
+    ready: BinaryHeap<Reverse<(Instant, u32, u32)>>,
+    /// Complete messages in arrival order, for unordered delivery.
+    arrival: VecDeque<(Instant, u32, u32)>,
+    slab: Vec<Stored>,
+    free: Vec<u32>,
     partial: BTreeMap<(Instant, u32, u64), Partial>,
     bytes: usize,
     bytes_max: usize,
@@ -75,6 +68,9 @@ impl ReorderBuffer {
     pub fn new(bytes_max: usize) -> ReorderBuffer {
         ReorderBuffer {
             ready: BinaryHeap::new(),
+            arrival: VecDeque::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
             partial: BTreeMap::new(),
             bytes: 0,
             bytes_max,
@@ -83,7 +79,7 @@ impl ReorderBuffer {
         }
     }
 
-    /// Payload bytes held, and the most ever held.
+    /// Payload bytes held (plus per-entry overhead), and the most ever held.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
@@ -94,7 +90,7 @@ impl ReorderBuffer {
         self.messages_peak
     }
     pub fn len(&self) -> usize {
-        self.ready.len() + self.partial.len()
+        self.ready.len() + self.arrival.len() + self.partial.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -106,7 +102,32 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    /// Adds one fragment of message `(src, msg_id)` with timestamp `ts`.
+    fn store(&mut self, msg_id: u64, payload: &[u8]) -> u32 {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.slab.push(Stored::default());
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let s = &mut self.slab[slot as usize];
+        s.msg_id = msg_id;
+        s.payload.clear();
+        s.payload.extend_from_slice(payload);
+        slot
+    }
+
+    fn enqueue(&mut self, ts: Instant, src: u32, slot: u32, ordered: bool) {
+        if ordered {
+            self.ready.push(Reverse((ts, src, slot)));
+        } else {
+            self.arrival.push_back((ts, src, slot));
+        }
+    }
+
+    /// Adds one fragment of message `(src, msg_id)` with timestamp `ts`. With `ordered` false
+    /// the message is released in arrival order once complete (the unordered baseline).
+    #[allow(clippy::too_many_arguments)]
     pub fn insert(
         &mut self,
         ts: Instant,
@@ -115,6 +136,7 @@ impl ReorderBuffer {
         frag_index: u16,
         frag_count: u16,
         payload: &[u8],
+        ordered: bool,
     ) -> Insert {
         // Accounting counts payload plus a fixed per-entry overhead, so empty messages count too.
         let cost = payload.len() + ENTRY_OVERHEAD_BYTES;
@@ -125,11 +147,8 @@ impl ReorderBuffer {
             return Insert::Full;
         }
         if frag_count == 1 {
-            self.ready.push(Reverse(Ready {
-                key: (ts, src),
-                msg_id,
-                payload: payload.to_vec(),
-            }));
+            let slot = self.store(msg_id, payload);
+            self.enqueue(ts, src, slot, ordered);
             self.account(cost);
             return Insert::Buffered;
         }
@@ -141,25 +160,22 @@ impl ReorderBuffer {
         if entry.frag_count != frag_count {
             return Insert::Inconsistent;
         }
-        let slot = &mut entry.fragments[frag_index as usize];
-        if slot.is_some() {
+        let fragment = &mut entry.fragments[frag_index as usize];
+        if fragment.is_some() {
             return Insert::Duplicate;
         }
-        *slot = Some(payload.to_vec());
+        *fragment = Some(payload.to_vec());
         entry.received += 1;
         let complete = entry.received == entry.frag_count;
         self.account(cost);
         if complete {
             let p = self.partial.remove(&(ts, src, msg_id)).expect("just inserted");
             let before = partial_cost(&p);
-            let payload: Vec<u8> = p.fragments.into_iter().flatten().flatten().collect();
+            let whole: Vec<u8> = p.fragments.into_iter().flatten().flatten().collect();
             // Re-account as one entry.
-            self.bytes = self.bytes - before + payload.len() + ENTRY_OVERHEAD_BYTES;
-            self.ready.push(Reverse(Ready {
-                key: (ts, src),
-                msg_id,
-                payload,
-            }));
+            self.bytes = self.bytes - before + whole.len() + ENTRY_OVERHEAD_BYTES;
+            let slot = self.store(msg_id, &whole);
+            self.enqueue(ts, src, slot, ordered);
         }
         Insert::Buffered
     }
@@ -177,21 +193,37 @@ impl ReorderBuffer {
         }
     }
 
-    /// The lowest-keyed complete message if its timestamp is below `barrier` (paper 4.1: "it
-    /// delivers all buffered packets with the message timestamp below B").
-    pub fn pop_below(&mut self, barrier: Instant) -> Option<Released> {
-        let top = self.ready.peek()?;
-        if top.0.key.0 >= barrier {
+    fn next_below(&mut self, barrier: Instant) -> Option<(Instant, u32, u32)> {
+        if let Some(e) = self.arrival.pop_front() {
+            return Some(e);
+        }
+        let &Reverse((ts, _, _)) = self.ready.peek()?;
+        if ts >= barrier {
             return None;
         }
-        let Reverse(r) = self.ready.pop().expect("peeked");
-        self.bytes -= r.payload.len() + ENTRY_OVERHEAD_BYTES;
-        Some(Released {
-            ts: r.key.0,
-            src: r.key.1,
-            msg_id: r.msg_id,
-            payload: r.payload,
-        })
+        self.ready.pop().map(|Reverse(e)| e)
+    }
+
+    /// Hands the lowest-keyed complete message whose timestamp is below `barrier` to `f`
+    /// without copying it (paper 4.1: "it delivers all buffered packets with the message
+    /// timestamp below B"). Unordered messages go first, in arrival order.
+    pub fn pop_below_with<R>(&mut self, barrier: Instant, f: impl FnOnce(Instant, u32, u64, &[u8]) -> R) -> Option<R> {
+        let (ts, src, slot) = self.next_below(barrier)?;
+        let s = &self.slab[slot as usize];
+        let r = f(ts, src, s.msg_id, &s.payload);
+        self.bytes -= s.payload.len() + ENTRY_OVERHEAD_BYTES;
+        self.free.push(slot);
+        Some(r)
+    }
+
+    /// As [`ReorderBuffer::pop_below_with`], returning an owned message.
+    pub fn pop_below(&mut self, barrier: Instant) -> Option<Released> {
+        let (ts, src, slot) = self.next_below(barrier)?;
+        let s = &mut self.slab[slot as usize];
+        let payload = std::mem::take(&mut s.payload);
+        self.bytes -= payload.len() + ENTRY_OVERHEAD_BYTES;
+        self.free.push(slot);
+        Some(Released { ts, src, msg_id: s.msg_id, payload })
     }
 }
 
@@ -199,11 +231,7 @@ impl ReorderBuffer {
 pub const ENTRY_OVERHEAD_BYTES: usize = 48;
 
 fn partial_cost(p: &Partial) -> usize {
-    p.fragments
-        .iter()
-        .flatten()
-        .map(|f| f.len() + ENTRY_OVERHEAD_BYTES)
-        .sum()
+    p.fragments.iter().flatten().map(|f| f.len() + ENTRY_OVERHEAD_BYTES).sum()
 }
 
 #[cfg(test)]
@@ -217,10 +245,10 @@ mod tests {
     #[test]
     fn releases_in_timestamp_then_sender_order_below_barrier() {
         let mut r = ReorderBuffer::new(1 << 20);
-        r.insert(t(20), 1, 0, 0, 1, b"c");
-        r.insert(t(10), 5, 0, 0, 1, b"b");
-        r.insert(t(10), 2, 0, 0, 1, b"a");
-        r.insert(t(30), 0, 0, 0, 1, b"d");
+        r.insert(t(20), 1, 0, 0, 1, b"c", true);
+        r.insert(t(10), 5, 0, 0, 1, b"b", true);
+        r.insert(t(10), 2, 0, 0, 1, b"a", true);
+        r.insert(t(30), 0, 0, 0, 1, b"d", true);
         let mut out = Vec::new();
         while let Some(m) = r.pop_below(t(30)) {
             out.push(m.payload[0]);
@@ -228,7 +256,7 @@ mod tests {
         assert_eq!(out, b"abc");
         // Equal to the barrier is not below it: a later packet may still carry timestamp 30.
         assert!(r.pop_below(t(30)).is_none());
-        assert_eq!(r.pop_below(t(31)).unwrap().payload, b"d");
+        assert_eq!(r.pop_below(t(31)).unwrap().payload, b"d", true);
         assert!(r.is_empty());
         assert_eq!(r.bytes(), 0);
     }
@@ -236,11 +264,11 @@ mod tests {
     #[test]
     fn reassembles_fragments_in_any_order() {
         let mut r = ReorderBuffer::new(1 << 20);
-        assert_eq!(r.insert(t(5), 1, 9, 2, 3, b"ef"), Insert::Buffered);
-        assert_eq!(r.insert(t(5), 1, 9, 0, 3, b"ab"), Insert::Buffered);
+        assert_eq!(r.insert(t(5), 1, 9, 2, 3, b"ef", true), Insert::Buffered);
+        assert_eq!(r.insert(t(5), 1, 9, 0, 3, b"ab", true), Insert::Buffered);
         assert!(r.pop_below(t(100)).is_none());
-        assert_eq!(r.insert(t(5), 1, 9, 0, 3, b"ab"), Insert::Duplicate);
-        assert_eq!(r.insert(t(5), 1, 9, 1, 3, b"cd"), Insert::Buffered);
+        assert_eq!(r.insert(t(5), 1, 9, 0, 3, b"ab", true), Insert::Duplicate);
+        assert_eq!(r.insert(t(5), 1, 9, 1, 3, b"cd", true), Insert::Buffered);
         assert_eq!(r.pop_below(t(100)).unwrap().payload, b"abcdef");
         assert_eq!(r.bytes(), 0);
     }
@@ -248,8 +276,8 @@ mod tests {
     #[test]
     fn incomplete_messages_expire_when_the_barrier_passes() {
         let mut r = ReorderBuffer::new(1 << 20);
-        r.insert(t(5), 1, 9, 0, 2, b"ab");
-        r.insert(t(50), 1, 10, 0, 2, b"ab");
+        r.insert(t(5), 1, 9, 0, 2, b"ab", true);
+        r.insert(t(50), 1, 10, 0, 2, b"ab", true);
         let mut lost = Vec::new();
         r.expire_incomplete(t(6), &mut lost);
         assert_eq!(lost, vec![(t(5), 1, 9)]);
@@ -260,10 +288,21 @@ mod tests {
     fn full_buffer_refuses_and_stays_bounded() {
         let mut r = ReorderBuffer::new(3 * (ENTRY_OVERHEAD_BYTES + 10));
         for i in 0..3 {
-            assert_eq!(r.insert(t(i), 0, i, 0, 1, &[0; 10]), Insert::Buffered);
+            assert_eq!(r.insert(t(i), 0, i, 0, 1, &[0; 10], true), Insert::Buffered);
         }
-        assert_eq!(r.insert(t(9), 0, 9, 0, 1, &[0; 10]), Insert::Full);
+        assert_eq!(r.insert(t(9), 0, 9, 0, 1, &[0; 10], true), Insert::Full);
         assert!(r.bytes() <= 3 * (ENTRY_OVERHEAD_BYTES + 10));
         assert_eq!(r.bytes_peak(), 3 * (ENTRY_OVERHEAD_BYTES + 10));
+    }
+
+    #[test]
+    fn unordered_mode_releases_in_arrival_order_ignoring_the_barrier() {
+        let mut r = ReorderBuffer::new(1 << 20);
+        r.insert(t(20), 1, 0, 0, 1, b"x", false);
+        r.insert(t(10), 2, 0, 0, 1, b"y", false);
+        let first = r.pop_below_with(Instant::ZERO, |ts, src, _, p| (ts, src, p.to_vec())).unwrap();
+        assert_eq!(first, (t(20), 1, b"x".to_vec()));
+        assert_eq!(r.pop_below(Instant::ZERO).unwrap().payload, b"y");
+        assert_eq!(r.bytes(), 0);
     }
 }

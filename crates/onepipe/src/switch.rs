@@ -337,7 +337,9 @@ impl Node for Switch {
             self.counters.malformed += 1;
             return;
         };
-        if port >= self.ports.len() || Repr::parse(&packet).is_err() {
+        // `classify` parsed these same bytes for a Forward or Consume; only a Drop may be
+        // malformed rather than unroutable.
+        if port >= self.ports.len() || (route == Route::Drop && Repr::parse(&packet).is_err()) {
             self.counters.malformed += 1;
             return;
         }

@@ -5,7 +5,7 @@
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
 
-use crate::endpoint::{Delivery, Endpoint, SendFailure};
+use crate::endpoint::{Endpoint, SendFailure};
 use hdrhistogram::Histogram;
 use onepipe_check::Event;
 use onepipe_wire::Instant;
@@ -91,18 +91,17 @@ impl Broadcast {
         }
     }
 
-    pub fn on_deliver(&mut self, now: Instant, d: &Delivery) {
-        let sent_ns = d
-            .payload
+    pub fn on_deliver(&mut self, now: Instant, ts: Instant, src: u32, msg_id: u64, payload: &[u8]) {
+        let sent_ns = payload
             .get(..8)
             .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
         let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
         self.latency_ns.record(latency).expect("clamped into bounds");
         if sent_ns < self.record_until.as_nanos() {
             self.events.push(Event::Deliver {
-                ts_ns: d.ts.as_nanos(),
-                src: d.src,
-                msg_id: d.msg_id,
+                ts_ns: ts.as_nanos(),
+                src,
+                msg_id,
             });
         }
         self.delivered += 1;

@@ -124,13 +124,11 @@ pub struct Packet<T: AsRef<[u8]>> {
 }
 
 fn read_u48(b: &[u8]) -> u64 {
-    b.iter().fold(0u64, |acc, &x| (acc << 8) | x as u64)
+    u64::from_be_bytes([0, 0, b[0], b[1], b[2], b[3], b[4], b[5]])
 }
 
 fn write_u48(b: &mut [u8], v: u64) {
-    for (i, byte) in b.iter_mut().enumerate() {
-        *byte = (v >> (8 * (5 - i))) as u8;
-    }
+    b.copy_from_slice(&v.to_be_bytes()[2..8]);
 }
 
 fn read_u16(b: &[u8]) -> u16 {
