@@ -103,11 +103,21 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         None => Topology::preset(&args.topology),
     }
     .map_err(|e| e.to_string())?;
-    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
-        return Err("--seconds must be a positive number".into());
+    let positive = |name: &str, v: f64| {
+        if v.is_finite() && v > 0.0 { Ok(()) } else { Err(format!("--{name} must be a positive number")) }
+    };
+    let non_negative = |name: &str, v: f64| {
+        if v.is_finite() && v >= 0.0 { Ok(()) } else { Err(format!("--{name} must be zero or positive")) }
+    };
+    positive("seconds", args.seconds)?;
+    positive("beacon-interval-us", args.beacon_interval_us)?;
+    non_negative("skew-us", args.skew_us)?;
+    non_negative("link-delay-us", args.link_delay_us)?;
+    if args.dead_after_beacons == 0 {
+        return Err("--dead-after-beacons must be at least 1".into());
     }
-    if !(args.beacon_interval_us > 0.0) {
-        return Err("--beacon-interval-us must be positive".into());
+    if args.workers == Some(0) {
+        return Err("--workers must be at least 1".into());
     }
     let mut c = DemoConfig {
         topology,

@@ -288,7 +288,13 @@ fn write_frame_header(buf: &mut [u8], len: usize, ready_at: Instant) {
 /// Runs one node for one visit: inputs, timers, outputs. Returns whether anything happened.
 fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_max: usize) -> bool {
     let mut worked = false;
-    let Slot { node, inputs, outputs, first_input, .. } = slot;
+    let Slot {
+        node,
+        inputs,
+        outputs,
+        first_input,
+        ..
+    } = slot;
     let input_count = inputs.len();
     if input_count > 0 {
         *first_input = (*first_input + 1) % input_count;

@@ -63,6 +63,11 @@ impl HostClock {
             ts = f + Duration::from_nanos(1);
             self.last_read = ts;
         }
+        if ts.is_wire_reserved() {
+            // Wire value 0 means "no timestamp"; skip the one nanosecond that would encode so.
+            ts += Duration::from_nanos(1);
+            self.last_read = ts;
+        }
         self.last_issued = Some(ts);
         ts
     }

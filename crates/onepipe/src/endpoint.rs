@@ -445,7 +445,11 @@ impl Endpoint {
 
     fn delivery_limit(&self) -> Instant {
         // Unordered baseline: everything complete goes, in arrival order.
-        if self.config.ordering { self.barrier } else { Instant::MAX }
+        if self.config.ordering {
+            self.barrier
+        } else {
+            Instant::MAX
+        }
     }
 
     /// Paper Table 1 `onepipe_unreliable_recv`: the next message in (timestamp, sender) order,
@@ -454,13 +458,20 @@ impl Endpoint {
         let r = self.reorder.pop_below(self.delivery_limit())?;
         self.clock.on_deliver(r.ts);
         self.counters.delivered += 1;
-        Some(Delivery { ts: r.ts, src: r.src, msg_id: r.msg_id, payload: r.payload })
+        Some(Delivery {
+            ts: r.ts,
+            src: r.src,
+            msg_id: r.msg_id,
+            payload: r.payload,
+        })
     }
 
     /// As [`Endpoint::poll_deliver`], lending the message to `f` instead of copying it out.
     pub fn poll_deliver_with<R>(&mut self, f: impl FnOnce(Instant, u32, u64, &[u8]) -> R) -> Option<R> {
         let limit = self.delivery_limit();
-        let (ts, r) = self.reorder.pop_below_with(limit, |ts, src, id, p| (ts, f(ts, src, id, p)))?;
+        let (ts, r) = self
+            .reorder
+            .pop_below_with(limit, |ts, src, id, p| (ts, f(ts, src, id, p)))?;
         self.clock.on_deliver(ts);
         self.counters.delivered += 1;
         Some(r)

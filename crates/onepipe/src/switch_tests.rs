@@ -1,1 +1,202 @@
+//! Switch barrier pipeline rules, each citing the paper section it checks.
 
+use super::*;
+use onepipe_fabric::{Topology, routing};
+use onepipe_wire::Timestamp48;
+
+fn t(ns: u64) -> Instant {
+    Instant::from_nanos(ns)
+}
+
+fn frame(opcode: Opcode, src: u32, dst: u32, ts: u64, barrier: u64) -> Vec<u8> {
+    let repr = Repr {
+        opcode,
+        end_of_message: true,
+        ecn: false,
+        msg_ts: Timestamp48::new(ts),
+        barrier: Timestamp48::new(barrier),
+        commit_barrier: Timestamp48::new(barrier),
+        psn: 0,
+        src,
+        dst,
+        msg_id: 1,
+        frag_index: 0,
+        frag_count: 1,
+        link_id: 0,
+        payload_len: 0,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+    buf
+}
+
+fn beacon(b: u64) -> Vec<u8> {
+    frame(Opcode::Beacon, 0, 0, b, b)
+}
+
+fn switch(topology: Topology, id: usize) -> Switch {
+    let wiring = Wiring::new(topology, 1).unwrap();
+    let routes = routing::build(&wiring).unwrap().swap_remove(id);
+    let config = SwitchConfig {
+        beacon_interval: Duration::from_nanos(1_000),
+        dead_after_intervals: 10,
+        ecmp_seed: 3,
+    };
+    Switch::new(id, &wiring, routes, config, t(0))
+}
+
+/// Runs a frame through classify + handle_frame, returning the route and the rewritten frame.
+fn pass(s: &mut Switch, now: u64, port: PortId, mut f: Vec<u8>) -> (Route, Vec<u8>) {
+    let route = s.classify(t(now), port, &f);
+    s.handle_frame(t(now), port, &mut f, route);
+    (route, f)
+}
+
+fn barrier_of(f: &[u8]) -> u64 {
+    Packet::new_checked(f).unwrap().barrier().raw()
+}
+
+/// Paper 4.1, eq. 4.1: R_i := B for the input link, then B_new := min over all input links.
+#[test]
+fn forwarded_packet_carries_the_minimum_over_inputs() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    pass(&mut s, 10, 1, beacon(100));
+    pass(&mut s, 10, 2, beacon(200));
+    let (route, out) = pass(&mut s, 20, 0, frame(Opcode::Data, 0, 2, 300, 300));
+    assert_eq!(route, Route::Forward(2));
+    assert_eq!(barrier_of(&out), 100);
+    assert_eq!(s.inputs().find(|r| r.port == 0).unwrap().barrier, t(300));
+    // The lowest register names the link that holds delivery back.
+    assert_eq!(s.lagging_input().unwrap().port, 1);
+    // The packet's link id is the port number at the receiving end.
+    assert_eq!(Packet::new_checked(&out[..]).unwrap().link_id(), 0);
+}
+
+/// Paper Fig. 3 / DESIGN: uplink and downlink halves aggregate separately. A packet going up
+/// carries the uplink half's minimum; one turning around here also passes the downlink half.
+#[test]
+fn halves_aggregate_separately_so_the_barrier_graph_is_a_dag() {
+    // leaf0: ports 0,1 = processes 0,1; port 2 = up to the spine.
+    let mut leaf = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    pass(&mut leaf, 5, 2, beacon(50)); // from above: downlink half
+    pass(&mut leaf, 5, 1, beacon(500));
+    let (route, up) = pass(&mut leaf, 10, 0, frame(Opcode::Data, 0, 3, 400, 400));
+    assert_eq!(route, Route::Forward(2));
+    assert_eq!(barrier_of(&up), 400, "going up ignores inputs from above");
+    let (route, turn) = pass(&mut leaf, 11, 0, frame(Opcode::Data, 0, 1, 410, 410));
+    assert_eq!(route, Route::Forward(1));
+    assert_eq!(barrier_of(&turn), 50, "turning around passes both halves");
+}
+
+/// Up/down routing: a packet from above never goes back up.
+#[test]
+fn packet_from_above_is_never_sent_up() {
+    let mut leaf = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    let (route, _) = pass(&mut leaf, 10, 2, frame(Opcode::Data, 2, 3, 10, 10));
+    assert_eq!(route, Route::Drop);
+    assert_eq!(leaf.counters().no_route, 1);
+    // From above, to a local process: fine.
+    let (route, _) = pass(&mut leaf, 10, 2, frame(Opcode::Data, 2, 0, 10, 10));
+    assert_eq!(route, Route::Forward(0));
+}
+
+/// Paper 4.2: an input silent for the timeout is removed and the barrier resumes.
+#[test]
+fn silent_input_is_removed_and_barrier_resumes() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for k in 1..=12u64 {
+        let now = k * 1_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+    }
+    // Port 2 never spoke: it held the barrier at zero until removed after 10 intervals.
+    assert_eq!(s.counters().links_removed, 1);
+    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Dead);
+    let (_, out) = pass(&mut s, 12_500, 0, frame(Opcode::Data, 0, 1, 12_500, 12_500));
+    assert_eq!(barrier_of(&out), 12_000);
+}
+
+/// Paper 4.2: a (re)joining link is admitted only once its barrier passes the current output
+/// barrier, so the output never goes back.
+#[test]
+fn joining_link_waits_until_its_barrier_passes_the_output() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for k in 1..=12u64 {
+        let now = k * 1_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+    }
+    // Port 2 returns with an old barrier: heard, but not counted.
+    pass(&mut s, 12_100, 2, beacon(5_000));
+    assert_eq!(
+        s.inputs().find(|r| r.port == 2).unwrap().state,
+        InputState::Joining
+    );
+    let (_, out) = pass(&mut s, 12_200, 0, frame(Opcode::Data, 0, 1, 12_200, 12_200));
+    assert_eq!(
+        barrier_of(&out),
+        12_000,
+        "the old barrier must not pull the output back"
+    );
+    pass(&mut s, 12_300, 2, beacon(12_300));
+    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Live);
+    assert_eq!(s.counters().links_joined, 1);
+}
+
+/// Paper 4.2: beacons at synchronized times, only on output links idle for an interval.
+#[test]
+fn beacons_go_out_on_idle_links_at_synchronized_times() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    assert_eq!(s.poll_timeout(), Some(t(1_000)));
+    for p in 0..3 {
+        pass(&mut s, 900, p, beacon(800));
+    }
+    s.handle_timeout(t(1_000));
+    assert_eq!(s.poll_timeout(), Some(t(2_000)));
+    let mut buf = [0u8; 256];
+    for p in 0..3 {
+        let len = s.poll_transmit(t(1_000), p, &mut buf).expect("idle port beacons");
+        let repr = Repr::parse(&Packet::new_checked(&buf[..len]).unwrap()).unwrap();
+        assert_eq!(repr.opcode, Opcode::Beacon);
+        assert_eq!(repr.barrier.raw(), 800);
+        assert!(
+            s.poll_transmit(t(1_000), p, &mut buf).is_none(),
+            "one beacon per tick"
+        );
+    }
+    // Port 1 carries data in the next interval: no beacon on it at the next tick.
+    pass(&mut s, 1_500, 0, frame(Opcode::Data, 0, 1, 1_500, 1_500));
+    s.handle_timeout(t(2_000));
+    assert!(s.poll_transmit(t(2_000), 1, &mut buf).is_none());
+    assert!(s.poll_transmit(t(2_000), 2, &mut buf).is_some());
+    assert_eq!(s.counters().beacons_sent, 4);
+}
+
+/// Bad input: malformed frames are dropped and counted, never a panic.
+#[test]
+fn malformed_frames_are_dropped_and_counted() {
+    let mut s = switch(Topology::single_switch(2).unwrap(), 0);
+    for junk in [vec![], vec![0xff; 10], vec![0x11; 60]] {
+        let (route, _) = pass(&mut s, 1, 0, junk);
+        assert_eq!(route, Route::Drop);
+    }
+    assert_eq!(s.counters().malformed, 3);
+    // Unknown destination: dropped, counted as unroutable.
+    let (route, _) = pass(&mut s, 1, 0, frame(Opcode::Data, 0, 99, 5, 5));
+    assert_eq!(route, Route::Drop);
+    assert_eq!(s.counters().no_route, 1);
+}
+
+/// A frame stuck behind a full output has arrived: its barrier counts and its link is alive.
+#[test]
+fn stalled_frame_updates_its_register() {
+    let mut s = switch(Topology::single_switch(2).unwrap(), 0);
+    let f = frame(Opcode::Data, 0, 1, 700, 700);
+    s.handle_stalled(t(50), 0, &f);
+    s.handle_stalled(t(51), 0, &f);
+    let r = s.inputs().find(|r| r.port == 0).unwrap();
+    assert_eq!((r.barrier, r.last_heard), (t(700), t(51)));
+    assert_eq!(s.counters().barrier_regressions, 0);
+}

@@ -151,8 +151,8 @@ fn assign_workers(wiring: &Wiring, workers: usize) -> Vec<usize> {
         .collect();
     let mut worker_of = vec![0; wiring.switch_count() + wiring.process_count()];
     let mut upper = 0;
-    for s in 0..topo.switches.len() {
-        worker_of[s] = match tors.iter().position(|&t| t == s) {
+    for (s, slot) in worker_of.iter_mut().enumerate().take(topo.switches.len()) {
+        *slot = match tors.iter().position(|&t| t == s) {
             Some(ordinal) => ordinal * workers / tors.len(),
             None => {
                 upper += 1;

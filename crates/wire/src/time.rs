@@ -46,8 +46,24 @@ impl Instant {
     }
 
     /// The low 48 bits, as carried on the wire.
+    ///
+    /// Wire value 0 is reserved for "no timestamp yet" (a barrier before anything is known)
+    /// and decodes to [`Instant::ZERO`] wherever the receiver's clock is. A non-zero instant
+    /// whose low bits are all zero is therefore sent as one nanosecond earlier, which is safe
+    /// for a barrier (a lower bound may always be lowered); hosts never issue such message
+    /// timestamps (`HostClock::issue`).
     pub const fn to_wire(self) -> Timestamp48 {
-        Timestamp48(self.0 & WIRE_MASK)
+        let low = self.0 & WIRE_MASK;
+        if low == 0 && self.0 != 0 {
+            Timestamp48(WIRE_MASK)
+        } else {
+            Timestamp48(low)
+        }
+    }
+
+    /// Whether this instant has the reserved wire value 0 without being zero.
+    pub const fn is_wire_reserved(self) -> bool {
+        self.0 != 0 && self.0 & WIRE_MASK == 0
     }
 
     /// The first multiple of `interval` strictly after `self` (synchronized beacon times,
@@ -154,6 +170,10 @@ impl Timestamp48 {
 
     /// The [`Instant`] whose low 48 bits are `self` and which lies nearest to `reference`.
     pub fn unwrap_near(self, reference: Instant) -> Instant {
+        if self.0 == 0 {
+            // Reserved: nothing known yet (see `Instant::to_wire`).
+            return Instant::ZERO;
+        }
         let r = reference.0;
         // Signed distance from the reference's low bits to ours, in (-2^47, 2^47].
         let forward = self.0.wrapping_sub(r & WIRE_MASK) & WIRE_MASK;
@@ -180,6 +200,21 @@ mod tests {
     fn wire_keeps_low_48_bits() {
         assert_eq!(Instant::from_nanos(WRAP + 5).to_wire().raw(), 5);
         assert_eq!(Instant::from_nanos(WRAP - 1).to_wire().raw(), WRAP - 1);
+    }
+
+    /// A zero barrier (nothing known yet) must not decode as "the next epoch" near the wrap;
+    /// this was a real bug: a switch's initial zero registers read as 2^48 by its neighbours.
+    #[test]
+    fn wire_zero_is_reserved_for_nothing_known() {
+        let near_wrap = Instant::from_nanos(WRAP - 17_000);
+        assert_eq!(Instant::ZERO.to_wire().unwrap_near(near_wrap), Instant::ZERO);
+        // An instant on the wrap goes out one nanosecond early (a lower barrier is safe).
+        let on_wrap = Instant::from_nanos(3 * WRAP);
+        assert!(on_wrap.is_wire_reserved());
+        assert_eq!(
+            on_wrap.to_wire().unwrap_near(on_wrap),
+            Instant::from_nanos(3 * WRAP - 1)
+        );
     }
 
     /// Paper section 6.1: 48-bit timestamps compared with PAWS across the wrap.
@@ -232,6 +267,7 @@ mod tests {
             let value = reference as i64 as i128 + delta as i128;
             proptest::prop_assume!(value >= 0);
             let value = Instant::from_nanos(value as u64);
+            proptest::prop_assume!(value.to_wire().raw() != 0 && !value.is_wire_reserved());
             proptest::prop_assert_eq!(value.to_wire().unwrap_near(Instant::from_nanos(reference)), value);
         }
 
