@@ -104,10 +104,18 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     }
     .map_err(|e| e.to_string())?;
     let positive = |name: &str, v: f64| {
-        if v.is_finite() && v > 0.0 { Ok(()) } else { Err(format!("--{name} must be a positive number")) }
+        if v.is_finite() && v > 0.0 {
+            Ok(())
+        } else {
+            Err(format!("--{name} must be a positive number"))
+        }
     };
     let non_negative = |name: &str, v: f64| {
-        if v.is_finite() && v >= 0.0 { Ok(()) } else { Err(format!("--{name} must be zero or positive")) }
+        if v.is_finite() && v >= 0.0 {
+            Ok(())
+        } else {
+            Err(format!("--{name} must be zero or positive"))
+        }
     };
     positive("seconds", args.seconds)?;
     positive("beacon-interval-us", args.beacon_interval_us)?;

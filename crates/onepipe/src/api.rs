@@ -42,6 +42,11 @@ pub struct Options {
     pub recv_queue_max: usize,
     pub mtu_bytes: usize,
     pub message_bytes_max: usize,
+    /// Input links silent this many beacon intervals are removed. Threads of one process can
+    /// be descheduled for milliseconds on a busy machine, and a link removed while its sender
+    /// is merely descheduled turns that sender's next messages into late drops; so the
+    /// default is 100 ms at the default interval, not the paper's 10.
+    pub dead_after_intervals: u32,
 }
 
 impl Default for Options {
@@ -57,6 +62,7 @@ impl Default for Options {
             recv_queue_max: 65_536,
             mtu_bytes: 1500,
             message_bytes_max: 1 << 20,
+            dead_after_intervals: 5_000,
         }
     }
 }
@@ -129,7 +135,7 @@ impl OnePipe {
         let config = SystemConfig {
             switch: SwitchConfig {
                 beacon_interval: options.beacon_interval,
-                dead_after_intervals: 10,
+                dead_after_intervals: options.dead_after_intervals.max(1),
                 ecmp_seed: options.seed,
             },
             endpoint,
@@ -228,9 +234,13 @@ impl Process {
         self.deliveries.pop().ok()
     }
 
-    /// Waits up to `timeout` for the next delivered message.
+    /// Waits up to `timeout` for the next delivered message. Spins briefly, then sleeps in
+    /// short steps so that waiting applications leave the cores to the runtime's workers.
     pub fn recv_timeout(&mut self, timeout: std::time::Duration) -> Option<Delivery> {
+        const SPINS: u32 = 64;
+        const NAP: std::time::Duration = std::time::Duration::from_micros(50);
         let deadline = std::time::Instant::now() + timeout;
+        let mut tries = 0u32;
         loop {
             if let Ok(d) = self.deliveries.pop() {
                 return Some(d);
@@ -238,7 +248,12 @@ impl Process {
             if std::time::Instant::now() >= deadline {
                 return None;
             }
-            std::thread::yield_now();
+            tries += 1;
+            if tries < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(NAP);
+            }
         }
     }
 

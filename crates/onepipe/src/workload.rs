@@ -28,6 +28,8 @@ pub struct Broadcast {
     pub events: Vec<Event>,
     pub latency_ns: Histogram<u64>,
     pub delivered: u64,
+    /// Deliveries before sending stopped (the throughput window).
+    pub delivered_in_window: u64,
     pub send_failures: u64,
     unreported: u64,
     progress: Arc<AtomicU64>,
@@ -52,6 +54,7 @@ impl Broadcast {
             events: Vec::new(),
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
             delivered: 0,
+            delivered_in_window: 0,
             send_failures: 0,
             unreported: 0,
             progress,
@@ -105,6 +108,9 @@ impl Broadcast {
             });
         }
         self.delivered += 1;
+        if now < self.send_until {
+            self.delivered_in_window += 1;
+        }
         self.unreported += 1;
         if self.unreported >= PROGRESS_BATCH {
             self.progress.fetch_add(self.unreported, Ordering::Relaxed);

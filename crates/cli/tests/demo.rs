@@ -1,0 +1,145 @@
+//! The `onepipe demo` command end to end: a short run, its JSON, its logs checked from outside.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Demos measure real time on two cores; running them side by side would starve each other.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn onepipe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_onepipe"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("onepipe-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn short_demo_prints_json_and_passes_every_check() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let logs = temp_dir("logs");
+    let out = onepipe()
+        .args(["demo", "--seconds", "0.4", "--json", "--log-dir"])
+        .arg(&logs)
+        .output()
+        .expect("run onepipe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["processes"], 32);
+    assert!(v["delivered"].as_u64().unwrap() > 1000, "{v}");
+    for key in [
+        "seconds",
+        "throughput_msgs_per_s",
+        "unordered_throughput_msgs_per_s",
+        "beacon_interval_us",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key} in {v}");
+    }
+    for key in ["latency_us", "unordered_latency_us"] {
+        assert!(v[key]["p50"].as_f64().unwrap() > 0.0);
+        assert!(v[key]["p99"].as_f64().unwrap() >= v[key]["p50"].as_f64().unwrap());
+    }
+    for check in ["total_order", "fifo", "causality", "no_duplicates", "no_creation"] {
+        assert_eq!(v["checks"][check], true, "{check} in {v}");
+    }
+
+    // The logs stand on their own: an outside reader re-checks the run.
+    let read = onepipe_check::read_dir(&logs).expect("logs parse");
+    assert_eq!(read.len(), 32);
+    let report = onepipe_check::check_all(&read);
+    assert!(report.ok(), "{report}");
+    let text = std::fs::read_to_string(logs.join("0.log")).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("S,")) && text.lines().any(|l| l.starts_with("D,")));
+    std::fs::remove_dir_all(&logs).unwrap();
+}
+
+#[test]
+fn demo_runs_across_the_48_bit_wrap_on_a_file_topology() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("topo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two-racks.toml");
+    std::fs::write(
+        &file,
+        "[[switch]]\nname = \"tor0\"\nhosts = 3\n[[switch]]\nname = \"tor1\"\nhosts = 3\n\
+         [[switch]]\nname = \"spine\"\n[[link]]\nbetween = [\"tor0\", \"spine\"]\n\
+         [[link]]\nbetween = [\"tor1\", \"spine\"]\n",
+    )
+    .unwrap();
+    let out = onepipe()
+        .args([
+            "demo",
+            "--seconds",
+            "0.3",
+            "--json",
+            "--no-baseline",
+            "--processes-per-host",
+            "2",
+        ])
+        .args([
+            "--message-bytes",
+            "3000",
+            "--start-before-wrap-ns",
+            "100000000",
+            "--topology-file",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["processes"], 12);
+    assert!(v["delivered"].as_u64().unwrap() > 100, "{v}");
+    assert!(
+        v["checks"].as_object().unwrap().values().all(|c| c == true),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_not_a_panic() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["demo", "--topology", "ring:3"], "preset `ring:3`"),
+        (
+            &["demo", "--topology-file", "/nonexistent/t.toml"],
+            "cannot read topology file",
+        ),
+        (&["demo", "--seconds", "0"], "--seconds must be a positive number"),
+        (&["demo", "--message-bytes", "4"], "message size"),
+    ];
+    for (args, expected) in cases {
+        let out = onepipe().args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+    let dir = temp_dir("bad-toml");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "[[switch]]\nname = \"a\"\nhosts = 1\n[[link]]\nbetween = [\"a\", \"b\"]\n",
+    )
+    .unwrap();
+    let out = onepipe()
+        .args(["demo", "--topology-file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown node `b`"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
