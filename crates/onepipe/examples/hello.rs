@@ -3,6 +3,8 @@
 //!
 //! Run: `cargo run --release -p onepipe --example hello`
 
+#![allow(clippy::disallowed_methods)] // an application may sleep; only state machines may not
+
 use onepipe::api::{OnePipe, Options};
 use onepipe_fabric::Topology;
 use std::time::Duration;
