@@ -14,7 +14,7 @@
 use crate::hash::mix64;
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Node, PortDirection, PortId, Route, Routes, Wiring};
-use onepipe_wire::packet::{Opcode, Packet, Repr};
+use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
 use onepipe_wire::{Duration, Instant};
 
 #[derive(Clone, Debug)]
@@ -92,19 +92,46 @@ struct Port {
     beacon_pending: bool,
 }
 
-/// The registers of one half, laid out flat so the minimum is a tight loop; a register not
-/// counted (dead or joining) holds `u64::MAX`.
-#[derive(Clone, Debug, Default)]
+/// The registers of one half, laid out flat; a register not counted (dead or joining) holds
+/// `u64::MAX`. The minimum is kept up to date on every write, so stamping a packet is O(1) and
+/// only a write to the register that held the minimum costs a rescan.
+#[derive(Clone, Debug)]
 struct HalfRegisters {
     counted: Vec<u64>,
+    min: u64,
     /// Last barrier this half stamped: the output never goes below it.
     output: Instant,
 }
 
+impl Default for HalfRegisters {
+    fn default() -> HalfRegisters {
+        HalfRegisters {
+            counted: Vec::new(),
+            min: u64::MAX,
+            output: Instant::ZERO,
+        }
+    }
+}
+
 impl HalfRegisters {
+    fn push(&mut self, value: u64) -> usize {
+        self.counted.push(value);
+        self.min = self.min.min(value);
+        self.counted.len() - 1
+    }
+
+    fn set(&mut self, slot: usize, value: u64) {
+        let old = std::mem::replace(&mut self.counted[slot], value);
+        if value < self.min {
+            self.min = value;
+        } else if old == self.min && value != old {
+            self.min = self.counted.iter().copied().min().unwrap_or(u64::MAX);
+        }
+        debug_assert_eq!(self.min, self.counted.iter().copied().min().unwrap_or(u64::MAX));
+    }
+
     fn minimum(&self) -> Option<Instant> {
-        let m = self.counted.iter().copied().min().unwrap_or(u64::MAX);
-        (m != u64::MAX).then_some(Instant::from_nanos(m))
+        (self.min != u64::MAX).then_some(Instant::from_nanos(self.min))
     }
 }
 
@@ -141,11 +168,11 @@ impl Switch {
                     PortDirection::Down => &mut up,
                     PortDirection::Up => &mut down,
                 };
-                half.counted.push(0);
+                let slot = half.push(0);
                 Port {
                     direction: spec.direction,
                     peer_port: spec.peer_port(),
-                    slot: half.counted.len() - 1,
+                    slot,
                     barrier: Instant::ZERO,
                     last_heard: now,
                     state: InputState::Live,
@@ -249,7 +276,7 @@ impl Switch {
         }
         let (state, value, slot) = (p.state, p.barrier, p.slot);
         match state {
-            InputState::Live => self.registers(half).counted[slot] = value.as_nanos(),
+            InputState::Live => self.registers(half).set(slot, value.as_nanos()),
             InputState::Dead => {
                 self.ports[port].state = InputState::Joining;
                 self.try_admit(port, half);
@@ -268,7 +295,7 @@ impl Switch {
         if p.barrier > output {
             p.state = InputState::Live;
             let (slot, value) = (p.slot, p.barrier.as_nanos());
-            self.registers(half).counted[slot] = value;
+            self.registers(half).set(slot, value);
             self.counters.links_joined += 1;
         }
     }
@@ -312,22 +339,22 @@ impl Switch {
 }
 
 impl Node for Switch {
+    /// A switch checks what it needs to forward (length, version, opcode), as a hardware
+    /// pipeline would; the fragment and payload rules are the endpoints' to enforce.
     fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
-        let Ok(repr) = Repr::parse(&packet) else {
-            return Route::Drop;
-        };
-        if port as usize >= self.ports.len() {
+        if port as usize >= self.ports.len() || packet.version() != VERSION {
             return Route::Drop;
         }
-        match repr.opcode {
-            Opcode::Beacon => Route::Consume,
-            Opcode::Data | Opcode::Nak => match self.choose_output(port as usize, &packet) {
+        match Opcode::from_u8(packet.opcode_raw()) {
+            Some(Opcode::Beacon) => Route::Consume,
+            Some(Opcode::Data | Opcode::Nak) => match self.choose_output(port as usize, &packet) {
                 Ok(out) => Route::Forward(out as PortId),
                 Err(_) => Route::Drop,
             },
+            None => Route::Drop,
         }
     }
 
@@ -419,7 +446,7 @@ impl Node for Switch {
                 p.state = InputState::Dead;
                 let slot = p.slot;
                 let half = self.half_of_input(i);
-                self.registers(half).counted[slot] = u64::MAX;
+                self.registers(half).set(slot, u64::MAX);
                 self.counters.links_removed += 1;
             }
         }

@@ -5,7 +5,7 @@ use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
 use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, LinkSpec, Runtime};
-use onepipe_fabric::{Node, Peer, PortId, Route, RoutingError, Wiring, routing};
+use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, RoutingError, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system.
@@ -142,23 +142,32 @@ pub fn start(
     Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
 }
 
-/// Keeps each rack (ToR and its processes) on one worker, so that most links stay within a
-/// worker's cache; spreads higher layers round-robin.
+/// Keeps each rack (ToR and its processes) on one worker, and each higher switch on the worker
+/// that holds most of the switches below it (ties go round-robin), so that as many links as
+/// possible stay within one worker's cache: a link between workers bounces cache lines.
 fn assign_workers(wiring: &Wiring, workers: usize) -> Vec<usize> {
     let topo = &wiring.topology;
     let tors: Vec<usize> = (0..topo.switches.len())
         .filter(|&s| topo.switches[s].layer == 1)
         .collect();
     let mut worker_of = vec![0; wiring.switch_count() + wiring.process_count()];
-    let mut upper = 0;
-    for (s, slot) in worker_of.iter_mut().enumerate().take(topo.switches.len()) {
-        *slot = match tors.iter().position(|&t| t == s) {
-            Some(ordinal) => ordinal * workers / tors.len(),
-            None => {
-                upper += 1;
-                (upper - 1) % workers
+    for (ordinal, &t) in tors.iter().enumerate() {
+        worker_of[t] = ordinal * workers / tors.len();
+    }
+    let mut tie_breaker = 0;
+    for layer in 2..=topo.layers() {
+        for s in (0..topo.switches.len()).filter(|&s| topo.switches[s].layer == layer) {
+            let mut votes = vec![0usize; workers];
+            for port in &wiring.switch_ports[s] {
+                if let (Peer::Switch { switch, .. }, PortDirection::Down) = (port.peer, port.direction) {
+                    votes[worker_of[switch]] += 1;
+                }
             }
-        };
+            let best = votes.iter().copied().max().unwrap_or(0);
+            let candidates: Vec<usize> = (0..workers).filter(|&w| votes[w] == best).collect();
+            worker_of[s] = candidates[tie_breaker % candidates.len()];
+            tie_breaker += 1;
+        }
     }
     for (p, spec) in wiring.processes.iter().enumerate() {
         worker_of[node_of_process(wiring, p as u32)] = worker_of[spec.tor];
