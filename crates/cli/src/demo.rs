@@ -45,6 +45,9 @@ pub struct DemoArgs {
     /// can be descheduled for milliseconds, so the default allows 10 ms at the default interval
     #[arg(long, default_value_t = 500)]
     dead_after_beacons: u32,
+    /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)
+    #[arg(long, default_value_t = 2048)]
+    link_capacity_bytes: usize,
     /// Start the shared clock this many ns before the 48-bit wire timestamps wrap
     #[arg(long)]
     start_before_wrap_ns: Option<u64>,
@@ -137,6 +140,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         link_delay: us(args.link_delay_us),
         dead_after_intervals: args.dead_after_beacons,
+        link_capacity_bytes: args.link_capacity_bytes,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {

@@ -221,7 +221,7 @@ impl NextHops<'_> {
         match self {
             NextHops::Local(p) => p,
             // Multiply-shift instead of a division: uniform enough, and on every packet.
-            NextHops::Ecmp(c) => c[((hash >> 32) * c.len() as u64 >> 32) as usize],
+            NextHops::Ecmp(c) => c[(((hash >> 32) * c.len() as u64) >> 32) as usize],
         }
     }
 }

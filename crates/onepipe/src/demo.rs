@@ -59,10 +59,9 @@ impl Default for DemoConfig {
             record_window: Duration::from_secs(10),
             clock_start: Instant::from_nanos(1_000_000_000),
             mtu_bytes: 1500,
-            link_capacity_bytes: std::env::var("OP_RING")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(2048),
+            // Small rings keep queueing delay (and so latency) low under saturation; larger
+            // ones amortize more per visit but add milliseconds (docs/performance.md).
+            link_capacity_bytes: 2048,
             send_buffer_packets_max: 32,
             reorder_bytes_max: 64 << 20,
         }
