@@ -34,6 +34,9 @@ pub struct DemoArgs {
     link_delay_us: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Broadcasts per second per process (open loop); 0 sends as fast as the fabric takes them
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
     /// Length of each phase (ordered, then unordered)
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -123,6 +126,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     positive("seconds", args.seconds)?;
     positive("beacon-interval-us", args.beacon_interval_us)?;
     non_negative("skew-us", args.skew_us)?;
+    non_negative("rate", args.rate)?;
     non_negative("link-delay-us", args.link_delay_us)?;
     if args.dead_after_beacons == 0 {
         return Err("--dead-after-beacons must be at least 1".into());
@@ -141,6 +145,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         link_delay: us(args.link_delay_us),
         dead_after_intervals: args.dead_after_beacons,
         link_capacity_bytes: args.link_capacity_bytes,
+        rate_per_process: args.rate,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {

@@ -28,6 +28,8 @@ pub struct DemoConfig {
     pub skew: Duration,
     pub seed: u64,
     pub duration: Duration,
+    /// Broadcasts per second per process; 0 sends as fast as the fabric takes them.
+    pub rate_per_process: f64,
     /// Added to every link's own delay.
     pub link_delay: Duration,
     pub workers: usize,
@@ -53,6 +55,7 @@ impl Default for DemoConfig {
             skew: Duration::from_nanos(300),
             seed: 1,
             duration: Duration::from_secs(3),
+            rate_per_process: 0.0,
             link_delay: Duration::ZERO,
             workers: InprocConfig::default().workers,
             dead_after_intervals: 10,
@@ -199,6 +202,11 @@ pub fn run_phase(
     let send_until = send_from + config.duration;
     let record_until = send_from + config.record_window.min(config.duration);
     let delivered = Arc::new(AtomicU64::new(0));
+    let send_gap = if config.rate_per_process > 0.0 {
+        Duration::from_nanos((1e9 / config.rate_per_process) as u64)
+    } else {
+        Duration::ZERO
+    };
     let apps = (0..count)
         .map(|p| {
             App::Workload(Box::new(Broadcast::new(
@@ -206,6 +214,7 @@ pub fn run_phase(
                 count,
                 config.message_bytes,
                 send_until,
+                send_gap,
                 record_until,
                 delivered.clone(),
             )))

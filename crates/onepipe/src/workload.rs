@@ -8,7 +8,7 @@
 use crate::endpoint::{Endpoint, SendFailure};
 use hdrhistogram::Histogram;
 use onepipe_check::Event;
-use onepipe_wire::Instant;
+use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +23,9 @@ pub struct Broadcast {
     payload: Vec<u8>,
     /// Stop generating at this shared-clock time.
     send_until: Instant,
+    /// Open-loop pacing: the gap between broadcasts, or zero to send whenever there is room.
+    send_gap: Duration,
+    next_send_at: Instant,
     /// Record events only for messages sent before this time (bounds checker memory).
     record_until: Instant,
     pub events: Vec<Event>,
@@ -41,6 +44,7 @@ impl Broadcast {
         process_count: u32,
         message_bytes: usize,
         send_until: Instant,
+        send_gap: Duration,
         record_until: Instant,
         progress: Arc<AtomicU64>,
     ) -> Broadcast {
@@ -50,6 +54,9 @@ impl Broadcast {
             destinations: (0..process_count).collect(),
             payload: vec![0; message_bytes],
             send_until,
+            send_gap,
+            // Processes start at staggered points of the first gap, not all at once.
+            next_send_at: Instant::ZERO,
             record_until,
             events: Vec::new(),
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
@@ -67,7 +74,7 @@ impl Broadcast {
 
     /// Queues broadcasts while the send buffer has room for a whole one.
     pub fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
-        if now >= self.send_until {
+        if now >= self.send_until || now < self.next_send_at {
             return;
         }
         let need = self.destinations.len() * endpoint.packets_for(self.payload.len());
@@ -83,6 +90,10 @@ impl Broadcast {
         let receipt = endpoint
             .send_unreliable(now, &scatter)
             .expect("room was checked, destinations exist");
+        if self.send_gap > Duration::ZERO {
+            // Keep the schedule (open loop); after a stall, resume from now rather than burst.
+            self.next_send_at = (self.next_send_at + self.send_gap).max(now);
+        }
         if now < self.record_until {
             for &dst in &self.destinations {
                 self.events.push(Event::Send {
