@@ -24,7 +24,7 @@ pub struct DemoArgs {
     processes_per_host: u32,
     #[arg(long, default_value_t = 64)]
     message_bytes: usize,
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = 50.0)]
     beacon_interval_us: f64,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
@@ -45,7 +45,7 @@ pub struct DemoArgs {
     workers: Option<usize>,
     /// An input link silent for this many beacon intervals is removed. The paper uses 10 at 3 us
     /// with a core per switch; here switches share two cores with everything else and a worker
-    /// can be descheduled for milliseconds, so the default allows 10 ms at the default interval
+    /// can be descheduled for milliseconds, so the default allows 25 ms at the default interval
     #[arg(long, default_value_t = 500)]
     dead_after_beacons: u32,
     /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)

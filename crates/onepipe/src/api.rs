@@ -45,7 +45,7 @@ pub struct Options {
     /// Input links silent this many beacon intervals are removed. Threads of one process can
     /// be descheduled for milliseconds on a busy machine, and a link removed while its sender
     /// is merely descheduled turns that sender's next messages into late drops; so the
-    /// default is 100 ms at the default interval, not the paper's 10.
+    /// default is 250 ms at the default interval, not the paper's 10.
     pub dead_after_intervals: u32,
 }
 
@@ -54,7 +54,7 @@ impl Default for Options {
         Options {
             topology: Topology::paper_testbed(),
             processes_per_host: 1,
-            beacon_interval: Duration::from_micros(20),
+            beacon_interval: Duration::from_micros(50),
             skew: Duration::ZERO,
             seed: 1,
             workers: 2,

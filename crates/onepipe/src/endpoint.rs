@@ -487,18 +487,20 @@ impl Endpoint {
         self.next_beacon_at
     }
 
-    /// Beacons at synchronized times: at each multiple of the interval on the host clock, if
-    /// the uplink sent nothing during the last interval (paper 4.2).
+    /// Beacons at synchronized times: at each multiple of the interval on the host clock
+    /// (paper 4.2), unless data goes out first. The paper beacons only on links idle for a whole
+    /// interval; a host that sends about once per interval would then never beacon, and its
+    /// receivers would wait up to two intervals for its barrier to pass a message. Data queued
+    /// at the tick goes first and carries a barrier as fresh as the beacon would.
     pub fn handle_timeout(&mut self, now: Instant) {
         if now < self.next_beacon_at {
             return;
         }
         let host_now = self.clock.read(now);
-        let interval = self.config.beacon_interval;
-        if self.last_sent <= now.saturating_sub(interval) {
-            self.beacon_due = true;
-        }
-        self.next_beacon_at = self.clock.to_shared(host_now.next_multiple_of(interval));
+        self.beacon_due = true;
+        self.next_beacon_at = self
+            .clock
+            .to_shared(host_now.next_multiple_of(self.config.beacon_interval));
     }
 }
 

@@ -43,6 +43,7 @@ impl Broadcast {
         me: u32,
         process_count: u32,
         message_bytes: usize,
+        send_from: Instant,
         send_until: Instant,
         send_gap: Duration,
         record_until: Instant,
@@ -55,8 +56,12 @@ impl Broadcast {
             payload: vec![0; message_bytes],
             send_until,
             send_gap,
-            // Processes start at staggered points of the first gap, not all at once.
-            next_send_at: Instant::ZERO,
+            // Paced processes start at staggered points of the first gap: started together they
+            // would send in synchronized bursts of one broadcast each, and measure the burst.
+            next_send_at: send_from
+                + Duration::from_nanos(
+                    (send_gap.as_nanos() as u128 * me as u128 / process_count.max(1) as u128) as u64,
+                ),
             record_until,
             events: Vec::new(),
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
