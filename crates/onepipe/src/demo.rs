@@ -9,7 +9,7 @@ use crate::hash::SplitMix;
 use crate::host::App;
 use crate::switch::{SwitchConfig, SwitchCounters};
 use crate::system::{self, Member, SystemConfig, SystemError};
-use crate::workload::Broadcast;
+use crate::workload::{Broadcast, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
 use onepipe_fabric::inproc::{Clock, InprocConfig};
@@ -213,10 +213,12 @@ pub fn run_phase(
                 p,
                 count,
                 config.message_bytes,
-                send_from,
-                send_until,
-                send_gap,
-                record_until,
+                Schedule {
+                    send_from,
+                    send_until,
+                    send_gap,
+                    record_until,
+                },
                 delivered.clone(),
             )))
         })

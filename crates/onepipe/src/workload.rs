@@ -38,17 +38,31 @@ pub struct Broadcast {
     progress: Arc<AtomicU64>,
 }
 
+/// When a broadcast workload sends and records.
+#[derive(Clone, Copy, Debug)]
+pub struct Schedule {
+    pub send_from: Instant,
+    pub send_until: Instant,
+    /// Gap between broadcasts (open loop), or zero to send whenever there is room.
+    pub send_gap: Duration,
+    /// Record events for the checker only for messages sent before this.
+    pub record_until: Instant,
+}
+
 impl Broadcast {
     pub fn new(
         me: u32,
         process_count: u32,
         message_bytes: usize,
-        send_from: Instant,
-        send_until: Instant,
-        send_gap: Duration,
-        record_until: Instant,
+        schedule: Schedule,
         progress: Arc<AtomicU64>,
     ) -> Broadcast {
+        let Schedule {
+            send_from,
+            send_until,
+            send_gap,
+            record_until,
+        } = schedule;
         assert!(message_bytes >= 8, "messages carry an 8-byte send time");
         Broadcast {
             me,
