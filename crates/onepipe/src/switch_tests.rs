@@ -100,9 +100,8 @@ fn packet_from_above_is_never_sent_up() {
     assert_eq!(route, Route::Forward(0));
 }
 
-/// Paper 4.2: an input silent for the timeout is removed and the barrier resumes.
-#[test]
-fn silent_input_is_removed_and_barrier_resumes() {
+/// One switch, three processes; ports 0 and 1 beacon every interval, port 2 never speaks.
+fn switch_with_port_2_silent_for_12_intervals() -> Switch {
     let mut s = switch(Topology::single_switch(3).unwrap(), 0);
     for k in 1..=12u64 {
         let now = k * 1_000;
@@ -110,6 +109,13 @@ fn silent_input_is_removed_and_barrier_resumes() {
         pass(&mut s, now, 1, beacon(now));
         s.handle_timeout(t(now));
     }
+    s
+}
+
+/// Paper 4.2: an input silent for the timeout is removed and the barrier resumes.
+#[test]
+fn silent_input_is_removed_and_barrier_resumes() {
+    let mut s = switch_with_port_2_silent_for_12_intervals();
     // Port 2 never spoke: it held the barrier at zero until removed after 10 intervals.
     assert_eq!(s.counters().links_removed, 1);
     assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Dead);
@@ -121,13 +127,7 @@ fn silent_input_is_removed_and_barrier_resumes() {
 /// barrier, so the output never goes back.
 #[test]
 fn joining_link_waits_until_its_barrier_passes_the_output() {
-    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
-    for k in 1..=12u64 {
-        let now = k * 1_000;
-        pass(&mut s, now, 0, beacon(now));
-        pass(&mut s, now, 1, beacon(now));
-        s.handle_timeout(t(now));
-    }
+    let mut s = switch_with_port_2_silent_for_12_intervals();
     // Port 2 returns with an old barrier: heard, but not counted.
     pass(&mut s, 12_100, 2, beacon(5_000));
     assert_eq!(
