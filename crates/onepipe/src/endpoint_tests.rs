@@ -1,6 +1,7 @@
 //! Host endpoint rules, each citing the paper section it checks.
 
 use super::*;
+use crate::test_packets::beacon;
 
 fn t(ns: u64) -> Instant {
     Instant::from_nanos(ns)
@@ -30,13 +31,6 @@ fn repr(f: &[u8]) -> Repr {
 fn with_barrier(mut f: Vec<u8>, b: u64) -> Vec<u8> {
     Packet::new_unchecked(&mut f[..]).set_barrier(Timestamp48::new(b));
     f
-}
-
-fn beacon(b: u64) -> Vec<u8> {
-    let r = Repr::beacon(Timestamp48::new(b), Timestamp48::new(b), 0);
-    let mut buf = vec![0u8; r.buffer_len()];
-    r.emit(&mut Packet::new_unchecked(&mut buf[..]));
-    buf
 }
 
 /// Paper 2.1: all packets of all messages of a scattering carry the sender's one timestamp;
@@ -106,27 +100,7 @@ fn send_errors_are_typed_and_leave_nothing_behind() {
 }
 
 fn data_from(src: u32, dst: u32, ts: u64, barrier: u64, frag: (u16, u16), payload: &[u8]) -> Vec<u8> {
-    let r = Repr {
-        opcode: Opcode::Data,
-        end_of_message: frag.0 + 1 == frag.1,
-        ecn: false,
-        msg_ts: Timestamp48::new(ts),
-        barrier: Timestamp48::new(barrier),
-        commit_barrier: Timestamp48::new(barrier),
-        psn: 0,
-        src,
-        dst,
-        msg_id: ts,
-        frag_index: frag.0,
-        frag_count: frag.1,
-        link_id: 0,
-        payload_len: payload.len() as u16,
-    };
-    let mut buf = vec![0u8; r.buffer_len()];
-    let mut p = Packet::new_unchecked(&mut buf[..]);
-    r.emit(&mut p);
-    p.payload_mut().copy_from_slice(payload);
-    buf
+    crate::test_packets::packet(Opcode::Data, src, dst, ts, ts, barrier, frag, payload)
 }
 
 /// Paper 4.1: deliver exactly the messages with timestamp below the barrier, in (timestamp,

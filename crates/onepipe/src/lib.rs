@@ -15,6 +15,8 @@ pub mod host;
 pub mod reorder;
 pub mod switch;
 pub mod system;
+#[cfg(test)]
+mod test_packets;
 pub mod workload;
 
 pub use endpoint::{Delivery, SendError, SendFailure};

@@ -1,37 +1,15 @@
 //! Switch barrier pipeline rules, each citing the paper section it checks.
 
 use super::*;
+use crate::test_packets::beacon;
 use onepipe_fabric::{Topology, routing};
-use onepipe_wire::Timestamp48;
 
 fn t(ns: u64) -> Instant {
     Instant::from_nanos(ns)
 }
 
 fn frame(opcode: Opcode, src: u32, dst: u32, ts: u64, barrier: u64) -> Vec<u8> {
-    let repr = Repr {
-        opcode,
-        end_of_message: true,
-        ecn: false,
-        msg_ts: Timestamp48::new(ts),
-        barrier: Timestamp48::new(barrier),
-        commit_barrier: Timestamp48::new(barrier),
-        psn: 0,
-        src,
-        dst,
-        msg_id: 1,
-        frag_index: 0,
-        frag_count: 1,
-        link_id: 0,
-        payload_len: 0,
-    };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
-    buf
-}
-
-fn beacon(b: u64) -> Vec<u8> {
-    frame(Opcode::Beacon, 0, 0, b, b)
+    crate::test_packets::packet(opcode, src, dst, 1, ts, barrier, (0, 1), &[])
 }
 
 fn switch(topology: Topology, id: usize) -> Switch {
