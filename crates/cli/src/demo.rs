@@ -86,6 +86,10 @@ struct Summary {
     latency_us: Percentiles,
     unordered_latency_us: Option<Percentiles>,
     beacon_interval_us: f64,
+    /// Beacons sent per second by hosts and switches together (the cost of the barrier).
+    beacons_per_s: f64,
+    /// Beacons among all frames put on links (data frames are counted once per hop).
+    beacon_share_of_frames: f64,
     skew_us: f64,
     send_failures: u64,
     late_drops: u64,
@@ -224,6 +228,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         p50: r.latency_us(0.5),
         p99: r.latency_us(0.99),
     };
+    let beacons = ordered.endpoint.beacons_sent + ordered.switch.beacons_sent;
+    let data_frames = ordered.endpoint.packets_sent + ordered.switch.forwarded;
     let summary = Summary {
         topology: config.topology.name.clone(),
         processes: ordered.processes,
@@ -240,6 +246,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         latency_us: percentiles(&ordered),
         unordered_latency_us: unordered.as_ref().map(percentiles),
         beacon_interval_us: args.beacon_interval_us,
+        beacons_per_s: beacons as f64 / ordered.seconds,
+        beacon_share_of_frames: beacons as f64 / (beacons + data_frames).max(1) as f64,
         skew_us: args.skew_us,
         send_failures: ordered.send_failures,
         late_drops: ordered.endpoint.late,
@@ -302,6 +310,11 @@ fn print_summary(s: &Summary, report: &Report) {
             s.skew_us
         );
     }
+    println!(
+        "beacons            {:.2} M/s, {:.1}% of frames on links",
+        m(s.beacons_per_s),
+        100.0 * s.beacon_share_of_frames
+    );
     println!(
         "drops              {} late, {} incomplete, {} reorder-full; {} send failures; {} links removed",
         s.late_drops, s.incomplete_drops, s.reorder_full_drops, s.send_failures, s.links_removed

@@ -152,6 +152,75 @@ fn beacons_go_out_on_idle_links_at_synchronized_times() {
     assert_eq!(s.counters().beacons_sent, 4);
 }
 
+/// A raised barrier goes out at once (eager beacon), so that it crosses the fabric in one
+/// wave after the hosts' synchronized beacons instead of one tick per hop; an eager beacon
+/// keeps its link alive, so the next tick adds none.
+#[test]
+fn raised_barrier_goes_out_eagerly_and_stands_in_for_the_tick_beacon() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let mut buf = [0u8; 256];
+    pass(&mut s, 900, 0, beacon(1_100));
+    pass(&mut s, 900, 1, beacon(1_100));
+    assert!(s.poll_transmit(t(900), 0, &mut buf).is_none(), "no news yet");
+    pass(&mut s, 900, 2, beacon(1_100));
+    for p in 0..3 {
+        let len = s.poll_transmit(t(900), p, &mut buf).expect("eager beacon");
+        assert_eq!(barrier_of(&buf[..len]), 1_100);
+    }
+    s.handle_timeout(t(1_000));
+    for p in 0..3 {
+        assert!(
+            s.poll_transmit(t(1_000), p, &mut buf).is_none(),
+            "link not idle, no news"
+        );
+    }
+    // A whole interval without a packet: the tick beacon keeps the link alive.
+    s.handle_timeout(t(2_000));
+    assert!(s.poll_transmit(t(2_000), 1, &mut buf).is_some());
+}
+
+/// Hosts beacon at multiples of the interval, so a wave of beacons carries values at or above
+/// the same multiple. Steps of the minimum inside a wave (beacons trickling in) are not worth a
+/// beacon each; the step that completes the wave is.
+#[test]
+fn eager_beacon_waits_for_the_step_that_completes_a_wave() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let mut buf = [0u8; 256];
+    for p in 0..3 {
+        pass(&mut s, 900, p, beacon(1_100));
+    }
+    for p in 0..3 {
+        s.poll_transmit(t(900), p, &mut buf).expect("first wave");
+    }
+    pass(&mut s, 1_900, 0, beacon(2_050));
+    pass(&mut s, 1_900, 1, beacon(1_900)); // the minimum steps within wave 1
+    pass(&mut s, 1_900, 2, beacon(2_050));
+    assert_eq!(s.lagging_input().unwrap().barrier, t(1_900));
+    assert!(s.poll_transmit(t(1_900), 0, &mut buf).is_none(), "same wave");
+    pass(&mut s, 1_950, 1, beacon(2_060));
+    let len = s.poll_transmit(t(1_950), 0, &mut buf).expect("wave 2 complete");
+    assert_eq!(barrier_of(&buf[..len]), 2_050);
+}
+
+/// News is per half: a rise of the uplink half is no news for links fed by the downlink half
+/// while the inputs from above still hold it down, so it spends no beacons there.
+#[test]
+fn eager_beacons_go_only_where_the_owning_half_rose() {
+    // leaf0: ports 0,1 = processes 0,1; port 2 = up to the spine.
+    let mut leaf = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    let mut buf = [0u8; 256];
+    pass(&mut leaf, 5, 0, beacon(1_500));
+    pass(&mut leaf, 5, 1, beacon(1_500));
+    let len = leaf.poll_transmit(t(5), 2, &mut buf).expect("uplink half rose");
+    assert_eq!(barrier_of(&buf[..len]), 1_500);
+    assert!(leaf.poll_transmit(t(5), 0, &mut buf).is_none());
+    assert!(leaf.poll_transmit(t(5), 1, &mut buf).is_none());
+    pass(&mut leaf, 6, 2, beacon(1_400));
+    let len = leaf.poll_transmit(t(6), 0, &mut buf).expect("downlink half rose");
+    assert_eq!(barrier_of(&buf[..len]), 1_400);
+    assert!(leaf.poll_transmit(t(6), 2, &mut buf).is_none());
+}
+
 /// Bad input: malformed frames are dropped and counted, never a panic.
 #[test]
 fn malformed_frames_are_dropped_and_counted() {
