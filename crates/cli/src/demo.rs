@@ -34,7 +34,7 @@ pub struct DemoArgs {
     link_delay_us: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Broadcasts per second per process (open loop); 0 sends as fast as the fabric takes them
+    /// Broadcasts per second per process (open loop, Poisson arrivals); 0 sends as fast as the fabric takes them
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
     /// Length of each phase (ordered, then unordered)

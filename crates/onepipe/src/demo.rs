@@ -218,6 +218,7 @@ pub fn run_phase(
                     send_until,
                     send_gap,
                     record_until,
+                    seed: config.seed,
                 },
                 delivered.clone(),
             )))

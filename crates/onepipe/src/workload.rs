@@ -6,6 +6,7 @@
 //! on one clock whatever skew the hosts have.
 
 use crate::endpoint::{Endpoint, SendFailure};
+use crate::hash::SplitMix;
 use hdrhistogram::Histogram;
 use onepipe_check::Event;
 use onepipe_wire::{Duration, Instant};
@@ -23,9 +24,11 @@ pub struct Broadcast {
     payload: Vec<u8>,
     /// Stop generating at this shared-clock time.
     send_until: Instant,
-    /// Open-loop pacing: the gap between broadcasts, or zero to send whenever there is room.
+    /// Open-loop pacing: the mean gap between broadcasts, or zero to send whenever there is room.
     send_gap: Duration,
     next_send_at: Instant,
+    /// Draws the exponential gaps of paced sending.
+    rng: SplitMix,
     /// Record events only for messages sent before this time (bounds checker memory).
     record_until: Instant,
     pub events: Vec<Event>,
@@ -43,10 +46,12 @@ pub struct Broadcast {
 pub struct Schedule {
     pub send_from: Instant,
     pub send_until: Instant,
-    /// Gap between broadcasts (open loop), or zero to send whenever there is room.
+    /// Mean gap between broadcasts (open loop, Poisson), or zero to send whenever there is room.
     pub send_gap: Duration,
     /// Record events for the checker only for messages sent before this.
     pub record_until: Instant,
+    /// Seeds the paced gaps; each process draws its own stream from it.
+    pub seed: u64,
 }
 
 impl Broadcast {
@@ -62,7 +67,10 @@ impl Broadcast {
             send_until,
             send_gap,
             record_until,
+            seed,
         } = schedule;
+        let mut rng = SplitMix::new(seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let first_gap = exponential(&mut rng, send_gap);
         assert!(message_bytes >= 8, "messages carry an 8-byte send time");
         Broadcast {
             me,
@@ -70,12 +78,11 @@ impl Broadcast {
             payload: vec![0; message_bytes],
             send_until,
             send_gap,
-            // Paced processes start at staggered points of the first gap: started together they
-            // would send in synchronized bursts of one broadcast each, and measure the burst.
-            next_send_at: send_from
-                + Duration::from_nanos(
-                    (send_gap.as_nanos() as u128 * me as u128 / process_count.max(1) as u128) as u64,
-                ),
+            // Poisson sending: a fixed gap would pin every send to the same phase of the beacon
+            // interval (a 10 ms gap is a multiple of 50 us) and measure that phase, not the
+            // average; random gaps also keep processes from sending in step.
+            next_send_at: send_from + first_gap,
+            rng,
             record_until,
             events: Vec::new(),
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
@@ -111,7 +118,8 @@ impl Broadcast {
             .expect("room was checked, destinations exist");
         if self.send_gap > Duration::ZERO {
             // Keep the schedule (open loop); after a stall, resume from now rather than burst.
-            self.next_send_at = (self.next_send_at + self.send_gap).max(now);
+            let gap = exponential(&mut self.rng, self.send_gap);
+            self.next_send_at = (self.next_send_at + gap).max(now);
         }
         if now < self.record_until {
             for &dst in &self.destinations {
@@ -150,5 +158,31 @@ impl Broadcast {
 
     pub fn on_failure(&mut self, _f: SendFailure) {
         self.send_failures += 1;
+    }
+}
+
+/// An exponentially distributed gap with the given mean (zero stays zero).
+fn exponential(rng: &mut SplitMix, mean: Duration) -> Duration {
+    if mean == Duration::ZERO {
+        return Duration::ZERO;
+    }
+    // Uniform in (0, 1]: 53 random bits, shifted off zero.
+    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    Duration::from_nanos((-u.ln() * mean.as_nanos() as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paced_gaps_average_the_configured_gap() {
+        let mut rng = SplitMix::new(7);
+        let mean = Duration::from_micros(100);
+        let n = 20_000;
+        let sum: u64 = (0..n).map(|_| exponential(&mut rng, mean).as_nanos()).sum();
+        let avg = sum as f64 / n as f64;
+        assert!((avg - 100_000.0).abs() < 3_000.0, "mean gap {avg} ns");
+        assert_eq!(exponential(&mut rng, Duration::ZERO), Duration::ZERO);
     }
 }
