@@ -5,8 +5,10 @@
 //! the packet header ([`packet`]). Nothing in this crate allocates on the packet path, reads a
 //! clock or panics on input bytes.
 
+pub mod ack;
 pub mod packet;
 pub mod time;
 
+pub use ack::{ACK_PAYLOAD_LEN, AckPayload};
 pub use packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
 pub use time::{Duration, Instant, Timestamp48};

@@ -57,6 +57,12 @@ pub enum Opcode {
     /// A receiver could not deliver a best-effort message in order (it arrived after the
     /// barrier passed its timestamp, or a fragment was missing); sent back to its sender.
     Nak = 3,
+    /// Reliable message fragment (paper 5.1, prepare phase): numbered by `psn` on its
+    /// (sender, receiver) connection, acknowledged, delivered once the commit barrier passes.
+    Prepare = 4,
+    /// Receiver to sender on a reliable connection: `psn` is the next PSN expected (everything
+    /// below arrived); the payload is an [`crate::ack::AckPayload`].
+    Ack = 5,
 }
 
 impl Opcode {
@@ -65,6 +71,8 @@ impl Opcode {
             1 => Some(Opcode::Data),
             2 => Some(Opcode::Beacon),
             3 => Some(Opcode::Nak),
+            4 => Some(Opcode::Prepare),
+            5 => Some(Opcode::Ack),
             _ => None,
         }
     }
@@ -83,7 +91,7 @@ pub enum ParseError {
     /// Fragment index not below the fragment count, a zero count, or an end-of-message flag
     /// that disagrees with the position.
     BadFragment,
-    /// A beacon or NAK with a payload.
+    /// A beacon or NAK with a payload, or an ACK whose payload is not an ACK payload.
     UnexpectedPayload,
 }
 
@@ -332,7 +340,12 @@ impl Repr {
             return Err(ParseError::BadFragment);
         }
         let payload_len = packet.payload_len();
-        if opcode != Opcode::Data && payload_len != 0 {
+        let payload_ok = match opcode {
+            Opcode::Data | Opcode::Prepare => true,
+            Opcode::Ack => payload_len as usize == crate::ack::ACK_PAYLOAD_LEN,
+            Opcode::Beacon | Opcode::Nak => payload_len == 0,
+        };
+        if !payload_ok {
             return Err(ParseError::UnexpectedPayload);
         }
         Ok(Repr {

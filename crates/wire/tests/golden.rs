@@ -25,6 +25,8 @@ fn repr_of(fields: &Value) -> (Repr, Vec<u8>) {
         "data" => Opcode::Data,
         "beacon" => Opcode::Beacon,
         "nak" => Opcode::Nak,
+        "prepare" => Opcode::Prepare,
+        "ack" => Opcode::Ack,
         other => panic!("unknown opcode {other}"),
     };
     let payload = hex(fields["payload_hex"].as_str().unwrap());

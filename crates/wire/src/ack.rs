@@ -1,0 +1,67 @@
+//! The payload of an ACK (paper 5.1 prepare phase, 6.1 flow and congestion control).
+//!
+//! The header's `psn` is the cumulative acknowledgment: the next PSN the receiver expects, so
+//! every PSN below it arrived. The payload adds what one cumulative number cannot say:
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0..8 | `sack` | bit i set: PSN `psn + 1 + i` arrived (`psn` itself is the hole) |
+//! | 8..12 | `window_packets` | the receiver takes PSNs below `psn + window_packets` |
+//! | 12..14 | `received` | packets that arrived since the previous ACK (DCTCP's denominator) |
+//! | 14..16 | `ce_marked` | how many of those carried the ECN mark (DCTCP's numerator) |
+//!
+//! Big-endian like the header. Parsing is total: any 16 bytes are an ACK payload; the
+//! endpoint judges whether the numbers make sense for its connection.
+
+/// Length of the ACK payload in bytes.
+pub const ACK_PAYLOAD_LEN: usize = 16;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckPayload {
+    pub sack: u64,
+    pub window_packets: u32,
+    pub received: u16,
+    pub ce_marked: u16,
+}
+
+impl AckPayload {
+    /// Reads an ACK payload; `None` unless `bytes` is exactly [`ACK_PAYLOAD_LEN`] long.
+    pub fn parse(bytes: &[u8]) -> Option<AckPayload> {
+        let b: &[u8; ACK_PAYLOAD_LEN] = bytes.try_into().ok()?;
+        Some(AckPayload {
+            sack: u64::from_be_bytes(b[0..8].try_into().ok()?),
+            window_packets: u32::from_be_bytes(b[8..12].try_into().ok()?),
+            received: u16::from_be_bytes([b[12], b[13]]),
+            ce_marked: u16::from_be_bytes([b[14], b[15]]),
+        })
+    }
+
+    pub fn emit(&self, out: &mut [u8; ACK_PAYLOAD_LEN]) {
+        out[0..8].copy_from_slice(&self.sack.to_be_bytes());
+        out[8..12].copy_from_slice(&self.window_packets.to_be_bytes());
+        out[12..14].copy_from_slice(&self.received.to_be_bytes());
+        out[14..16].copy_from_slice(&self.ce_marked.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn emit_parse_round_trips(sack: u64, window_packets: u32, received: u16, ce_marked: u16) {
+            let a = AckPayload { sack, window_packets, received, ce_marked };
+            let mut buf = [0u8; ACK_PAYLOAD_LEN];
+            a.emit(&mut buf);
+            prop_assert_eq!(AckPayload::parse(&buf), Some(a));
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let parsed = AckPayload::parse(&bytes);
+            prop_assert_eq!(parsed.is_some(), bytes.len() == ACK_PAYLOAD_LEN);
+        }
+    }
+}
