@@ -15,9 +15,12 @@
 //! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_failure` to drain.
 
 use crate::clock::HostClock;
+use crate::reliable::ReliableConfig;
+use crate::reliable::receiver::{Admit, ReliableReceiver};
+use crate::reliable::sender::ReliableSender;
 use crate::reorder::{Insert, ReorderBuffer};
 use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
-use onepipe_wire::{Duration, Instant, Timestamp48};
+use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Duration, Instant, Timestamp48};
 use std::collections::VecDeque;
 
 #[derive(Clone, Debug)]
@@ -42,6 +45,8 @@ pub struct EndpointConfig {
     pub nak_queue_max: usize,
     /// `false` turns ordering off: messages are delivered on arrival (the unordered baseline).
     pub ordering: bool,
+    /// The reliable service: windows, retransmission, its own send buffer.
+    pub reliable: ReliableConfig,
 }
 
 impl EndpointConfig {
@@ -58,6 +63,7 @@ impl EndpointConfig {
             reorder_bytes_max: 64 << 20,
             nak_queue_max: 1024,
             ordering: true,
+            reliable: ReliableConfig::default(),
         }
     }
 
@@ -77,6 +83,8 @@ pub enum SendError {
     MessageTooLarge { size: usize, max: usize },
     #[error("send buffer full ({queued} of {max} packets queued); retry later")]
     BufferFull { queued: usize, max: usize },
+    #[error("a scattering of {packets} packets can never fit the reliable send buffer of {max}")]
+    ScatteringTooLarge { packets: usize, max: usize },
 }
 
 /// A message delivered in order.
@@ -143,6 +151,12 @@ struct OutScattering {
 
 pub struct Endpoint {
     config: EndpointConfig,
+    sender: ReliableSender,
+    receiver: ReliableReceiver,
+    /// Prepared reliable messages, waiting for the commit barrier.
+    prepared: ReorderBuffer,
+    /// Highest commit barrier heard from the ToR.
+    commit: Instant,
     clock: HostClock,
     send_queue: VecDeque<OutScattering>,
     queued_packets: usize,
@@ -173,7 +187,12 @@ impl Endpoint {
         assert!(config.process < config.process_count, "process id out of range");
         let mut clock = HostClock::new(config.clock_offset_ns);
         let host_now = clock.read(now);
+        let fragment_bytes = config.fragment_payload_bytes();
         Endpoint {
+            sender: ReliableSender::new(config.reliable.clone(), config.process_count, fragment_bytes),
+            receiver: ReliableReceiver::new(config.reliable.recv_window_packets, config.process_count),
+            prepared: ReorderBuffer::new(config.reorder_bytes_max),
+            commit: Instant::ZERO,
             reorder: ReorderBuffer::new(config.reorder_bytes_max),
             next_beacon_at: clock.to_shared(host_now.next_multiple_of(config.beacon_interval)),
             beacon_due: false,
@@ -220,12 +239,8 @@ impl Endpoint {
         self.config.send_buffer_packets_max - self.queued_packets
     }
 
-    /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one timestamp.
-    pub fn send_unreliable(
-        &mut self,
-        now: Instant,
-        scatter: &[(u32, &[u8])],
-    ) -> Result<SendReceipt, SendError> {
+    /// Checks a scattering; returns its packets and payload bytes.
+    fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<(usize, usize), SendError> {
         if scatter.is_empty() {
             return Err(SendError::EmptyScattering);
         }
@@ -244,6 +259,16 @@ impl Endpoint {
             packets += self.packets_for(msg.len());
             bytes += msg.len();
         }
+        Ok((packets, bytes))
+    }
+
+    /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one timestamp.
+    pub fn send_unreliable(
+        &mut self,
+        now: Instant,
+        scatter: &[(u32, &[u8])],
+    ) -> Result<SendReceipt, SendError> {
+        let (packets, bytes) = self.validate(scatter)?;
         if packets > self.send_room_packets() {
             return Err(SendError::BufferFull {
                 queued: self.queued_packets,
@@ -277,6 +302,67 @@ impl Endpoint {
         Ok(SendReceipt { ts, msg_id })
     }
 
+    /// Paper Table 1 `onepipe_reliable_send(vec[<dst, msg>])`: the scattering waits in the
+    /// reliable send buffer until every message fits its destination's window, then takes one
+    /// timestamp (see [`Endpoint::poll_released`]) and is delivered exactly once to each
+    /// destination, in the same total order, or reported through [`Endpoint::poll_failure`].
+    /// Returns the message id.
+    pub fn send_reliable(&mut self, now: Instant, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
+        let (packets, _) = self.validate(scatter)?;
+        let max = self.config.reliable.send_buffer_packets_max;
+        if packets > max {
+            return Err(SendError::ScatteringTooLarge { packets, max });
+        }
+        if packets > self.sender.room_packets() {
+            return Err(SendError::BufferFull {
+                queued: self.sender.buffered_packets(),
+                max,
+            });
+        }
+        let msg_id = self.next_msg_id;
+        self.next_msg_id += 1;
+        self.sender.submit(msg_id, scatter);
+        self.release(now);
+        self.counters.scatterings_sent += 1;
+        self.counters.messages_sent += scatter.len() as u64;
+        Ok(msg_id)
+    }
+
+    /// Free space in the reliable send buffer, in packets.
+    pub fn reliable_room_packets(&self) -> usize {
+        self.sender.room_packets()
+    }
+
+    /// The next reliable scattering that left the send buffer: (message id, timestamp).
+    pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
+        self.sender.poll_released()
+    }
+
+    pub fn reliable_sender(&self) -> &ReliableSender {
+        &self.sender
+    }
+    pub fn reliable_receiver(&self) -> &ReliableReceiver {
+        &self.receiver
+    }
+    pub fn prepared(&self) -> &ReorderBuffer {
+        &self.prepared
+    }
+    /// The commit barrier this receiver has reached.
+    pub fn commit_barrier(&self) -> Instant {
+        self.commit
+    }
+
+    fn release(&mut self, now: Instant) {
+        let clock = &mut self.clock;
+        self.sender.release(|| clock.issue(now));
+    }
+
+    /// Our commit barrier for a packet leaving now (paper 5.1).
+    fn outgoing_commit(&mut self, now: Instant) -> Instant {
+        let clock = self.clock.read(now);
+        self.sender.commit_barrier(clock)
+    }
+
     /// The barrier for a packet leaving now: no higher than anything still queued (docs/ordering.md).
     fn outgoing_barrier(&mut self, now: Instant) -> Instant {
         let clock = self.clock.read(now);
@@ -286,12 +372,21 @@ impl Endpoint {
         }
     }
 
-    /// The next packet for the uplink: NAKs first, then data, then a beacon when one is due.
+    /// The next packet for the uplink: ACKs and NAKs first, then reliable packets (new and
+    /// retransmitted), then best-effort data, then a beacon when one is due. Every packet
+    /// carries both our barriers.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if let Some(len) = self.next_ack(now, buf) {
+            return Some(len);
+        }
         if let Some(mut nak) = self.naks.pop_front() {
             nak.barrier = self.outgoing_barrier(now).to_wire();
-            nak.commit_barrier = nak.barrier;
+            nak.commit_barrier = self.outgoing_commit(now).to_wire();
             return Some(self.emit(now, &nak, &[], buf));
+        }
+        self.release(now);
+        if let Some(len) = self.next_prepare_packet(now, buf) {
+            return Some(len);
         }
         if let Some(len) = self.next_data_packet(now, buf) {
             return Some(len);
@@ -299,14 +394,68 @@ impl Endpoint {
         if self.beacon_due {
             self.beacon_due = false;
             let b = self.outgoing_barrier(now).to_wire();
-            let repr = Repr::beacon(b, b, self.config.tor_port);
+            let c = self.outgoing_commit(now).to_wire();
+            let repr = Repr::beacon(b, c, self.config.tor_port);
             self.counters.beacons_sent += 1;
             return Some(self.emit(now, &repr, &[], buf));
         }
         None
     }
 
+    fn next_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let (to, cumulative, ack) = self.receiver.poll_ack()?;
+        let mut payload = [0u8; ACK_PAYLOAD_LEN];
+        ack.emit(&mut payload);
+        let repr = Repr {
+            opcode: Opcode::Ack,
+            end_of_message: true,
+            ecn: false,
+            msg_ts: Timestamp48::default(),
+            barrier: self.outgoing_barrier(now).to_wire(),
+            commit_barrier: self.outgoing_commit(now).to_wire(),
+            psn: cumulative,
+            src: self.config.process,
+            dst: to,
+            msg_id: 0,
+            frag_index: 0,
+            frag_count: 1,
+            link_id: self.config.tor_port,
+            payload_len: ACK_PAYLOAD_LEN as u16,
+        };
+        Some(self.emit(now, &repr, &payload, buf))
+    }
+
+    fn next_prepare_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let barrier = self.outgoing_barrier(now).to_wire();
+        let commit_barrier = self.outgoing_commit(now).to_wire();
+        let t = self.sender.poll_transmit(now)?;
+        let repr = Repr {
+            opcode: Opcode::Prepare,
+            end_of_message: t.frag_index + 1 == t.frag_count,
+            ecn: false,
+            msg_ts: t.ts.to_wire(),
+            barrier,
+            commit_barrier,
+            psn: t.psn,
+            src: self.config.process,
+            dst: t.dst,
+            msg_id: t.msg_id,
+            frag_index: t.frag_index,
+            frag_count: t.frag_count,
+            link_id: self.config.tor_port,
+            payload_len: t.payload.len() as u16,
+        };
+        let total = repr.buffer_len();
+        let mut packet = Packet::new_unchecked(&mut buf[..total]);
+        repr.emit(&mut packet);
+        packet.payload_mut().copy_from_slice(t.payload);
+        self.counters.packets_sent += 1;
+        self.last_sent = now;
+        Some(total)
+    }
+
     fn next_data_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let commit_barrier = self.outgoing_commit(now).to_wire();
         let frag_bytes = self.config.fragment_payload_bytes();
         let s = self.send_queue.front_mut()?;
         let m = &s.messages[s.next_message];
@@ -320,7 +469,7 @@ impl Endpoint {
             msg_ts: s.ts.to_wire(),
             // Everything queued behind this packet has a timestamp >= s.ts.
             barrier: s.ts.to_wire(),
-            commit_barrier: s.ts.to_wire(),
+            commit_barrier,
             psn: 0,
             src: self.config.process,
             dst: m.dst,
@@ -398,6 +547,17 @@ impl Endpoint {
                     msg_id: repr.msg_id,
                 });
             }
+            Opcode::Prepare if repr.dst != self.config.process => self.counters.misdelivered += 1,
+            Opcode::Prepare => self.on_prepare(&repr, packet.payload(), host_now),
+            Opcode::Ack if repr.dst != self.config.process => self.counters.misdelivered += 1,
+            Opcode::Ack => {
+                let ack = AckPayload::parse(packet.payload()).expect("parse checked the length");
+                self.sender.on_ack(now, repr.src, repr.psn, &ack);
+            }
+        }
+        if self.config.ordering {
+            let c = repr.commit_barrier.unwrap_near(host_now);
+            self.commit = self.commit.max(c);
         }
         if self.config.ordering {
             let b = repr.barrier.unwrap_near(host_now);
@@ -443,6 +603,58 @@ impl Endpoint {
         }
     }
 
+    /// Paper 5.1: "The receiver stores messages in a receive buffer, and replies with ACKs."
+    fn on_prepare(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
+        if self.receiver.on_prepare(repr.src, repr.psn, repr.ecn) != Admit::Store {
+            return;
+        }
+        let ts = repr.msg_ts.unwrap_near(host_now);
+        let ordered = self.config.ordering;
+        let (src, id) = (repr.src, repr.msg_id);
+        match self
+            .prepared
+            .insert(ts, src, id, repr.frag_index, repr.frag_count, payload, ordered)
+        {
+            Insert::Buffered => {}
+            // PSNs make both impossible from a correct sender.
+            Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
+            // The receive windows bound what senders may have here; a full buffer means the
+            // configuration gives them more than `reorder_bytes_max`. Counted; the packet is
+            // already acknowledged, so this is a loss the configuration must prevent.
+            Insert::Full => self.counters.reorder_full += 1,
+        }
+    }
+
+    /// Paper Table 1 `onepipe_reliable_recv`: the next reliable message in (timestamp, sender)
+    /// order once the commit barrier has passed it, lent to `f`.
+    pub fn poll_deliver_reliable_with<R>(
+        &mut self,
+        f: impl FnOnce(Instant, u32, u64, &[u8]) -> R,
+    ) -> Option<R> {
+        let limit = if self.config.ordering {
+            self.commit
+        } else {
+            Instant::MAX
+        };
+        let (ts, src, packets, r) = self
+            .prepared
+            .pop_below_counted(limit, |ts, src, id, n, p| (ts, src, n, f(ts, src, id, p)))?;
+        self.receiver.on_delivered(src, packets);
+        self.clock.on_deliver(ts);
+        self.counters.delivered += 1;
+        Some(r)
+    }
+
+    /// As [`Endpoint::poll_deliver_reliable_with`], copying the message out.
+    pub fn poll_deliver_reliable(&mut self) -> Option<Delivery> {
+        self.poll_deliver_reliable_with(|ts, src, msg_id, p| Delivery {
+            ts,
+            src,
+            msg_id,
+            payload: p.to_vec(),
+        })
+    }
+
     fn delivery_limit(&self) -> Instant {
         // Unordered baseline: everything complete goes, in arrival order.
         if self.config.ordering {
@@ -477,14 +689,18 @@ impl Endpoint {
         Some(r)
     }
 
-    /// The next of our messages that a receiver NAKed.
+    /// The next of our messages that a receiver NAKed (best effort) or that could not be
+    /// delivered within the retry budget (reliable).
     pub fn poll_failure(&mut self) -> Option<SendFailure> {
-        self.failures.pop_front()
+        self.failures.pop_front().or_else(|| self.sender.poll_failure())
     }
 
     /// When `handle_timeout` is next due, on the shared clock.
     pub fn poll_timeout(&self) -> Instant {
-        self.next_beacon_at
+        match self.sender.poll_timeout() {
+            Some(rto) => rto.min(self.next_beacon_at),
+            None => self.next_beacon_at,
+        }
     }
 
     /// Beacons at synchronized times: at each multiple of the interval on the host clock
@@ -493,6 +709,7 @@ impl Endpoint {
     /// receivers would wait up to two intervals for its barrier to pass a message. Data queued
     /// at the tick goes first and carries a barrier as fresh as the beacon would.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sender.on_timeout(now);
         if now < self.next_beacon_at {
             return;
         }

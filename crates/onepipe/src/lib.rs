@@ -12,6 +12,7 @@ pub mod demo;
 pub mod endpoint;
 pub mod hash;
 pub mod host;
+pub mod reliable;
 pub mod reorder;
 pub mod switch;
 pub mod system;

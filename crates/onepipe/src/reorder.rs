@@ -18,6 +18,8 @@ pub type Key = (Instant, u32);
 #[derive(Debug, Default)]
 struct Stored {
     msg_id: u64,
+    /// Packets the message came in (the reliable receiver's window counts packets).
+    fragments: u16,
     payload: Vec<u8>,
 }
 
@@ -102,7 +104,7 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    fn store(&mut self, msg_id: u64, payload: &[u8]) -> u32 {
+    fn store(&mut self, msg_id: u64, fragments: u16, payload: &[u8]) -> u32 {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -112,6 +114,7 @@ impl ReorderBuffer {
         };
         let s = &mut self.slab[slot as usize];
         s.msg_id = msg_id;
+        s.fragments = fragments;
         s.payload.clear();
         s.payload.extend_from_slice(payload);
         slot
@@ -147,7 +150,7 @@ impl ReorderBuffer {
             return Insert::Full;
         }
         if frag_count == 1 {
-            let slot = self.store(msg_id, payload);
+            let slot = self.store(msg_id, 1, payload);
             self.enqueue(ts, src, slot, ordered);
             self.account(cost);
             return Insert::Buffered;
@@ -174,7 +177,7 @@ impl ReorderBuffer {
             let whole: Vec<u8> = p.fragments.into_iter().flatten().flatten().collect();
             // Re-account as one entry.
             self.bytes = self.bytes - before + whole.len() + ENTRY_OVERHEAD_BYTES;
-            let slot = self.store(msg_id, &whole);
+            let slot = self.store(msg_id, frag_count, &whole);
             self.enqueue(ts, src, slot, ordered);
         }
         Insert::Buffered
@@ -212,9 +215,19 @@ impl ReorderBuffer {
         barrier: Instant,
         f: impl FnOnce(Instant, u32, u64, &[u8]) -> R,
     ) -> Option<R> {
+        self.pop_below_counted(barrier, |ts, src, id, _, p| f(ts, src, id, p))
+    }
+
+    /// As [`ReorderBuffer::pop_below_with`], also telling `f` how many packets the message
+    /// came in.
+    pub fn pop_below_counted<R>(
+        &mut self,
+        barrier: Instant,
+        f: impl FnOnce(Instant, u32, u64, u16, &[u8]) -> R,
+    ) -> Option<R> {
         let (ts, src, slot) = self.next_below(barrier)?;
         let s = &self.slab[slot as usize];
-        let r = f(ts, src, s.msg_id, &s.payload);
+        let r = f(ts, src, s.msg_id, s.fragments, &s.payload);
         self.bytes -= s.payload.len() + ENTRY_OVERHEAD_BYTES;
         self.free.push(slot);
         Some(r)

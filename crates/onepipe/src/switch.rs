@@ -55,12 +55,23 @@ pub enum Half {
     Down,
 }
 
+/// The two barriers a switch aggregates, each exactly as eq. 4.1 says (paper 5.1: commit
+/// barriers are aggregated by "exactly the same" procedure as best-effort barriers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    BestEffort = 0,
+    Commit = 1,
+}
+
+const LANES: [Lane; 2] = [Lane::BestEffort, Lane::Commit];
+
 /// A read-only view of one input register, for diagnostics ("which link holds delivery back").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InputRegister {
     pub port: PortId,
     pub half: Half,
     pub barrier: Instant,
+    pub commit_barrier: Instant,
     pub last_heard: Instant,
     pub state: InputState,
 }
@@ -85,12 +96,13 @@ struct Port {
     peer_port: u16,
     /// Index of this port's register in its half.
     slot: usize,
-    barrier: Instant,
+    /// Last barriers heard on this input, by lane.
+    barrier: [Instant; 2],
     last_heard: Instant,
     state: InputState,
     last_sent: Instant,
-    /// Barrier of the last packet sent here: an eager beacon goes out only with news.
-    last_barrier_sent: Instant,
+    /// Barriers of the last packet sent here, by lane: an eager beacon goes out only with news.
+    last_barrier_sent: [Instant; 2],
     beacon_pending: bool,
     /// Eager beacons left until the next tick.
     eager_budget: u8,
@@ -142,13 +154,54 @@ impl HalfRegisters {
     }
 }
 
+/// The registers of one lane: an uplink half and a downlink half.
+#[derive(Clone, Debug, Default)]
+struct Registers {
+    up: HalfRegisters,
+    down: HalfRegisters,
+}
+
+impl Registers {
+    fn half(&mut self, half: Half) -> &mut HalfRegisters {
+        match half {
+            Half::Up => &mut self.up,
+            Half::Down => &mut self.down,
+        }
+    }
+
+    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input is live.
+    fn up_output(&mut self) -> Instant {
+        if let Some(m) = self.up.minimum() {
+            debug_assert!(m >= self.up.output, "uplink barrier went back");
+            self.up.output = self.up.output.max(m);
+        }
+        self.up.output
+    }
+
+    /// Barrier of the downlink half: inputs from above and the loopback from the uplink half.
+    fn down_output(&mut self) -> Instant {
+        let loopback = self.up_output();
+        let m = self.down.minimum().map_or(loopback, |m| m.min(loopback));
+        debug_assert!(m >= self.down.output, "downlink barrier went back");
+        self.down.output = self.down.output.max(m);
+        self.down.output
+    }
+
+    /// Barrier for a packet leaving on a port facing `direction`.
+    fn output(&mut self, direction: PortDirection) -> Instant {
+        match direction {
+            PortDirection::Up => self.up_output(),
+            PortDirection::Down => self.down_output(),
+        }
+    }
+}
+
 pub struct Switch {
     id: usize,
     config: SwitchConfig,
     routes: Routes,
     ports: Vec<Port>,
-    up: HalfRegisters,
-    down: HalfRegisters,
+    lanes: [Registers; 2],
     next_tick: Instant,
     /// A register update raised a half's minimum since the last look (see `propagate`).
     barrier_advanced: bool,
@@ -167,26 +220,28 @@ impl Switch {
             config.dead_after_intervals > 0,
             "dead_after_intervals must be positive"
         );
-        let mut up = HalfRegisters::default();
-        let mut down = HalfRegisters::default();
+        let mut lanes: [Registers; 2] = Default::default();
         let ports = wiring.switch_ports[id]
             .iter()
             .map(|spec| {
                 // Inputs from below feed the uplink half; inputs from above, the downlink half.
                 let half = match spec.direction {
-                    PortDirection::Down => &mut up,
-                    PortDirection::Up => &mut down,
+                    PortDirection::Down => Half::Up,
+                    PortDirection::Up => Half::Down,
                 };
-                let slot = half.push(0);
+                let mut slot = 0;
+                for lane in &mut lanes {
+                    slot = lane.half(half).push(0);
+                }
                 Port {
                     direction: spec.direction,
                     peer_port: spec.peer_port(),
                     slot,
-                    barrier: Instant::ZERO,
+                    barrier: [Instant::ZERO; 2],
                     last_heard: now,
                     state: InputState::Live,
                     last_sent: now,
-                    last_barrier_sent: Instant::ZERO,
+                    last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
                     eager_budget: EAGER_BEACONS_PER_INTERVAL,
                 }
@@ -199,8 +254,7 @@ impl Switch {
             config,
             routes,
             ports,
-            up,
-            down,
+            lanes,
             counters: SwitchCounters::default(),
         }
     }
@@ -220,37 +274,10 @@ impl Switch {
         }
     }
 
-    fn registers(&mut self, half: Half) -> &mut HalfRegisters {
-        match half {
-            Half::Up => &mut self.up,
-            Half::Down => &mut self.down,
-        }
-    }
-
-    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input is live.
-    fn up_barrier(&mut self) -> Instant {
-        if let Some(m) = self.up.minimum() {
-            debug_assert!(m >= self.up.output, "uplink barrier went back");
-            self.up.output = self.up.output.max(m);
-        }
-        self.up.output
-    }
-
-    /// Barrier of the downlink half: inputs from above and the loopback from the uplink half.
-    fn down_barrier(&mut self) -> Instant {
-        let loopback = self.up_barrier();
-        let m = self.down.minimum().map_or(loopback, |m| m.min(loopback));
-        debug_assert!(m >= self.down.output, "downlink barrier went back");
-        self.down.output = self.down.output.max(m);
-        self.down.output
-    }
-
-    /// Barrier of the half that owns output `port`.
-    fn barrier_for_output(&mut self, port: usize) -> Instant {
-        match self.ports[port].direction {
-            PortDirection::Up => self.up_barrier(),
-            PortDirection::Down => self.down_barrier(),
-        }
+    /// Both barriers for a packet leaving on `port`.
+    fn barriers_for_output(&mut self, port: usize) -> [Instant; 2] {
+        let direction = self.ports[port].direction;
+        LANES.map(|lane| self.lanes[lane as usize].output(direction))
     }
 
     /// Every input register, for diagnostics.
@@ -261,7 +288,8 @@ impl Switch {
                 PortDirection::Down => Half::Up,
                 PortDirection::Up => Half::Down,
             },
-            barrier: p.barrier,
+            barrier: p.barrier[Lane::BestEffort as usize],
+            commit_barrier: p.barrier[Lane::Commit as usize],
             last_heard: p.last_heard,
             state: p.state,
         })
@@ -274,25 +302,31 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// Records a barrier heard on input `port` (paper 4.1: "it updates register R_i := B").
-    fn hear(&mut self, now: Instant, port: usize, barrier: Instant) {
+    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B").
+    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) {
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
-        if barrier < p.barrier {
-            // Links are FIFO and upstream barriers monotonic, so this is a bug upstream; never
-            // let a register go back.
-            self.counters.barrier_regressions += 1;
-        } else {
-            p.barrier = barrier;
+        for lane in LANES {
+            let (b, register) = (heard[lane as usize], &mut p.barrier[lane as usize]);
+            if b < *register {
+                // Links are FIFO and upstream barriers monotonic, so this is a bug upstream;
+                // never let a register go back.
+                self.counters.barrier_regressions += 1;
+            } else {
+                *register = b;
+            }
         }
-        let (state, value, slot) = (p.state, p.barrier, p.slot);
+        let (state, values, slot) = (p.state, p.barrier, p.slot);
         match state {
             InputState::Live => {
-                let before = self.registers(half).min;
-                self.registers(half).set(slot, value.as_nanos());
-                if self.registers(half).min > before {
-                    self.barrier_advanced = true;
+                for lane in LANES {
+                    let regs = self.lanes[lane as usize].half(half);
+                    let before = regs.min;
+                    regs.set(slot, values[lane as usize].as_nanos());
+                    if regs.min > before {
+                        self.barrier_advanced = true;
+                    }
                 }
             }
             InputState::Dead => {
@@ -303,17 +337,22 @@ impl Switch {
         }
     }
 
-    /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
+    /// Paper 4.2: a new link joins only once its barriers pass the current output barriers.
     fn try_admit(&mut self, port: usize, half: Half) {
-        let output = match half {
-            Half::Up => self.up_barrier(),
-            Half::Down => self.down_barrier(),
+        let direction = match half {
+            Half::Up => PortDirection::Up,
+            Half::Down => PortDirection::Down,
         };
+        let outputs = LANES.map(|lane| self.lanes[lane as usize].output(direction));
         let p = &mut self.ports[port];
-        if p.barrier > output {
+        if LANES.iter().all(|&l| p.barrier[l as usize] > outputs[l as usize]) {
             p.state = InputState::Live;
-            let (slot, value) = (p.slot, p.barrier.as_nanos());
-            self.registers(half).set(slot, value);
+            let (slot, values) = (p.slot, p.barrier);
+            for lane in LANES {
+                self.lanes[lane as usize]
+                    .half(half)
+                    .set(slot, values[lane as usize].as_nanos());
+            }
             self.counters.links_joined += 1;
         }
     }
@@ -327,22 +366,21 @@ impl Switch {
         if !std::mem::take(&mut self.barrier_advanced) {
             return;
         }
-        let (up, down) = (self.up_barrier(), self.down_barrier());
         let interval = self.config.beacon_interval.as_nanos();
-        for p in &mut self.ports {
+        for i in 0..self.ports.len() {
             // Only the half that owns this output matters: news from the other half would spend
             // the link's budget on a beacon that repeats what the link already carried.
-            let barrier = match p.direction {
-                PortDirection::Up => up,
-                PortDirection::Down => down,
-            };
+            let barriers = self.barriers_for_output(i);
+            let p = &mut self.ports[i];
             // Hosts beacon at multiples of the interval of their own clocks, so the values of
             // one wave all lie at or above the same multiple. The minimum rises in small steps
             // as a wave's beacons trickle in (skew, scheduling); only the step that completes
             // the wave is worth a beacon, and spending the budget on the others would hold the
             // complete wave back to the next tick (measured: +1 interval at 0.3 us skew).
             let wave = |b: Instant| b.as_nanos() / interval;
-            let news = wave(barrier) > wave(p.last_barrier_sent);
+            let news = LANES
+                .iter()
+                .any(|&l| wave(barriers[l as usize]) > wave(p.last_barrier_sent[l as usize]));
             if news && p.eager_budget > 0 && !p.beacon_pending {
                 p.eager_budget -= 1;
                 p.beacon_pending = true;
@@ -374,18 +412,29 @@ impl Switch {
     fn check_invariants(&self) {
         if cfg!(debug_assertions) {
             for p in &self.ports {
-                let half = match p.direction {
-                    PortDirection::Down => &self.up,
-                    PortDirection::Up => &self.down,
-                };
-                let counted = half.counted[p.slot];
-                match p.state {
-                    InputState::Live => assert_eq!(counted, p.barrier.as_nanos()),
-                    InputState::Dead | InputState::Joining => assert_eq!(counted, u64::MAX),
+                for lane in LANES {
+                    let regs = &self.lanes[lane as usize];
+                    let half = match p.direction {
+                        PortDirection::Down => &regs.up,
+                        PortDirection::Up => &regs.down,
+                    };
+                    let counted = half.counted[p.slot];
+                    match p.state {
+                        InputState::Live => assert_eq!(counted, p.barrier[lane as usize].as_nanos()),
+                        InputState::Dead | InputState::Joining => assert_eq!(counted, u64::MAX),
+                    }
                 }
             }
         }
     }
+}
+
+/// The barriers a packet carries, unwrapped near `now`.
+fn heard_barriers<T: AsRef<[u8]>>(packet: &Packet<T>, now: Instant) -> [Instant; 2] {
+    [
+        packet.barrier().unwrap_near(now),
+        packet.commit_barrier().unwrap_near(now),
+    ]
 }
 
 impl Node for Switch {
@@ -400,10 +449,12 @@ impl Node for Switch {
         }
         match Opcode::from_u8(packet.opcode_raw()) {
             Some(Opcode::Beacon) => Route::Consume,
-            Some(Opcode::Data | Opcode::Nak) => match self.choose_output(port as usize, &packet) {
-                Ok(out) => Route::Forward(out as PortId),
-                Err(_) => Route::Drop,
-            },
+            Some(Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack) => {
+                match self.choose_output(port as usize, &packet) {
+                    Ok(out) => Route::Forward(out as PortId),
+                    Err(_) => Route::Drop,
+                }
+            }
             None => Route::Drop,
         }
     }
@@ -421,8 +472,8 @@ impl Node for Switch {
             return;
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
-        let barrier = packet.barrier().unwrap_near(now);
-        self.hear(now, port, barrier);
+        let heard = heard_barriers(&packet, now);
+        self.hear(now, port, heard);
         match route {
             Route::Consume => {
                 self.counters.beacons_received += 1;
@@ -433,8 +484,9 @@ impl Node for Switch {
                 let out = out as usize;
                 // Eq. 4.1: the packet leaves with the minimum over the inputs of the half that
                 // sends it; a turnaround passes the uplink half, then the downlink half.
-                let b = self.barrier_for_output(out);
-                packet.set_barrier(b.to_wire());
+                let b = self.barriers_for_output(out);
+                packet.set_barrier(b[Lane::BestEffort as usize].to_wire());
+                packet.set_commit_barrier(b[Lane::Commit as usize].to_wire());
                 packet.set_link_id(self.ports[out].peer_port);
                 let o = &mut self.ports[out];
                 o.last_sent = now;
@@ -453,7 +505,7 @@ impl Node for Switch {
             return;
         };
         if (port as usize) < self.ports.len() && Repr::parse(&packet).is_ok() {
-            self.hear(now, port as usize, packet.barrier().unwrap_near(now));
+            self.hear(now, port as usize, heard_barriers(&packet, now));
             self.check_invariants();
         }
     }
@@ -463,8 +515,12 @@ impl Node for Switch {
         if !self.ports.get(p)?.beacon_pending {
             return None;
         }
-        let barrier = self.barrier_for_output(p);
-        let repr = Repr::beacon(barrier.to_wire(), barrier.to_wire(), self.ports[p].peer_port);
+        let barrier = self.barriers_for_output(p);
+        let repr = Repr::beacon(
+            barrier[Lane::BestEffort as usize].to_wire(),
+            barrier[Lane::Commit as usize].to_wire(),
+            self.ports[p].peer_port,
+        );
         let len = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
         let o = &mut self.ports[p];
@@ -488,19 +544,15 @@ impl Node for Switch {
         // "beacons are sent at synchronized times ... the expected delay overhead is only half
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
-        let (up, down) = (self.up_barrier(), self.down_barrier());
         let dead_before =
             now.saturating_sub(interval.saturating_mul(self.config.dead_after_intervals as u64));
         for i in 0..self.ports.len() {
+            let barriers = self.barriers_for_output(i);
             let p = &mut self.ports[i];
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
-            let barrier = match p.direction {
-                PortDirection::Up => up,
-                PortDirection::Down => down,
-            };
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
             // that did may still owe news that arrived after its last packet.
-            if p.last_sent <= idle_since || barrier > p.last_barrier_sent {
+            if p.last_sent <= idle_since || barriers != p.last_barrier_sent {
                 p.beacon_pending = true;
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
@@ -509,7 +561,9 @@ impl Node for Switch {
                 p.state = InputState::Dead;
                 let slot = p.slot;
                 let half = self.half_of_input(i);
-                self.registers(half).set(slot, u64::MAX);
+                for lane in &mut self.lanes {
+                    lane.half(half).set(slot, u64::MAX);
+                }
                 self.counters.links_removed += 1;
             }
         }

@@ -24,6 +24,11 @@ pub struct Link {
     /// Breaks per-link FIFO on purpose: frames are held and released in batches every 8
     /// steps, newest first.
     pub reorder: bool,
+    /// Probability that a frame is lost, and that it is delivered twice.
+    pub loss: f64,
+    pub dup: f64,
+    /// Extra delay drawn uniformly up to this, FIFO kept (a frame never passes the previous one).
+    pub jitter: Duration,
 }
 
 pub struct Net {
@@ -40,6 +45,9 @@ pub struct Net {
     pub links: Vec<Link>,
     pub logs: Vec<ProcessLog>,
     pub failures: Vec<Vec<onepipe::SendFailure>>,
+    /// Destinations of reliable scatterings not yet released, by message id, per sender.
+    pub pending: Vec<std::collections::HashMap<u64, Vec<u32>>>,
+    pub rng: onepipe::hash::SplitMix,
 }
 
 pub struct NetConfig {
@@ -52,6 +60,12 @@ pub struct NetConfig {
     /// Delay of each link, by link index in creation order, cycled.
     pub delays: Vec<Duration>,
     pub start: Instant,
+    /// Applied to every link.
+    pub loss: f64,
+    pub dup: f64,
+    pub jitter: Duration,
+    pub seed: u64,
+    pub reliable: onepipe::reliable::ReliableConfig,
 }
 
 impl Default for NetConfig {
@@ -64,6 +78,11 @@ impl Default for NetConfig {
             offsets_ns: Vec::new(),
             delays: vec![Duration::from_micros(1)],
             start: Instant::from_nanos(1_000_000),
+            loss: 0.0,
+            dup: 0.0,
+            jitter: Duration::ZERO,
+            seed: 0,
+            reliable: onepipe::reliable::ReliableConfig::default(),
         }
     }
 }
@@ -90,6 +109,7 @@ impl Net {
                 ec.beacon_interval = cfg.beacon_interval;
                 ec.mtu_bytes = cfg.mtu_bytes;
                 ec.clock_offset_ns = cfg.offsets_ns.get(p as usize).copied().unwrap_or(0);
+                ec.reliable = cfg.reliable.clone();
                 Endpoint::new(ec, now)
             })
             .collect();
@@ -114,6 +134,9 @@ impl Net {
                             delay: delay_of(),
                             queue: VecDeque::new(),
                             reorder: false,
+                            loss: cfg.loss,
+                            dup: cfg.dup,
+                            jitter: cfg.jitter,
                         });
                         End::Process(p)
                     }
@@ -125,6 +148,9 @@ impl Net {
                     delay: delay_of(),
                     queue: VecDeque::new(),
                     reorder: false,
+                    loss: cfg.loss,
+                    dup: cfg.dup,
+                    jitter: cfg.jitter,
                 });
             }
         }
@@ -146,6 +172,8 @@ impl Net {
             links,
             logs,
             failures: vec![Vec::new(); count as usize],
+            pending: vec![Default::default(); count as usize],
+            rng: onepipe::hash::SplitMix::new(cfg.seed),
         }
     }
 
@@ -162,9 +190,54 @@ impl Net {
         Ok(r.msg_id)
     }
 
+    /// Sends a reliable scattering from `src`; its S lines are logged when it is released.
+    pub fn send_reliable(&mut self, src: u32, scatter: &[(u32, &[u8])]) -> Result<u64, onepipe::SendError> {
+        let id = self.endpoints[src as usize].send_reliable(self.now, scatter)?;
+        self.pending[src as usize].insert(id, scatter.iter().map(|&(d, _)| d).collect());
+        self.log_released(src as usize);
+        Ok(id)
+    }
+
+    fn log_released(&mut self, p: usize) {
+        while let Some((msg_id, ts)) = self.endpoints[p].poll_released() {
+            let dsts = self.pending[p].remove(&msg_id).expect("released what was sent");
+            for dst in dsts {
+                self.logs[p].events.push(Event::Send {
+                    ts_ns: ts.as_nanos(),
+                    dst,
+                    msg_id,
+                });
+            }
+        }
+    }
+
+    fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     fn push(&mut self, link: usize, frame: Vec<u8>) {
-        let at = self.now + self.links[link].delay;
-        self.links[link].queue.push_back((at, frame));
+        let (loss, dup, jitter) = (
+            self.links[link].loss,
+            self.links[link].dup,
+            self.links[link].jitter,
+        );
+        if loss > 0.0 && self.uniform() < loss {
+            return;
+        }
+        let copies = if dup > 0.0 && self.uniform() < dup { 2 } else { 1 };
+        let extra = if jitter > Duration::ZERO {
+            Duration::from_nanos(self.rng.next_u64() % jitter.as_nanos())
+        } else {
+            Duration::ZERO
+        };
+        let mut at = self.now + self.links[link].delay + extra;
+        // Jitter never lets a frame pass the one before it: links stay FIFO.
+        if let Some(&(last, _)) = self.links[link].queue.back() {
+            at = at.max(last);
+        }
+        for _ in 0..copies {
+            self.links[link].queue.push_back((at, frame.clone()));
+        }
     }
 
     /// Advances one step: every link delivers what is due, then every node times out and
@@ -231,6 +304,14 @@ impl Net {
                     msg_id: d.msg_id,
                 });
             }
+            while let Some(d) = self.endpoints[p].poll_deliver_reliable() {
+                self.logs[p].events.push(Event::Deliver {
+                    ts_ns: d.ts.as_nanos(),
+                    src: d.src,
+                    msg_id: d.msg_id,
+                });
+            }
+            self.log_released(p);
             while let Some(f) = self.endpoints[p].poll_failure() {
                 self.failures[p].push(f);
             }

@@ -1,0 +1,51 @@
+//! Reliable 1Pipe (paper 5.1, 6.1): two-phase commit over the best-effort fabric.
+//!
+//! Prepare: every message goes to its receiver on a per (sender, receiver) connection with
+//! packet sequence numbers, is acknowledged and, if lost, sent again ([`sender`],
+//! [`receiver`]). Commit: each sender's commit barrier, the timestamp below which all its
+//! messages are acknowledged, rides on every packet and beacon; switches aggregate it like the
+//! best-effort barrier; a receiver delivers prepared messages below the commit barrier it hears,
+//! in (timestamp, sender) order. Flow control gives each connection a receive window and DCTCP
+//! a congestion window ([`dctcp`]); retransmission timeouts follow RFC 6298 ([`rtt`]).
+
+pub mod dctcp;
+pub mod receiver;
+pub mod rtt;
+pub mod sender;
+
+use onepipe_wire::Duration;
+
+#[derive(Clone, Debug)]
+pub struct ReliableConfig {
+    /// Packets a receiver buffers for each sender (paper 6.1: provisioned on first contact);
+    /// the send window never exceeds it.
+    pub recv_window_packets: u32,
+    pub initial_cwnd_packets: u32,
+    pub max_cwnd_packets: u32,
+    /// DCTCP's weight of the newest marked fraction in `alpha` (the DCTCP paper's g).
+    pub dctcp_gain: f64,
+    /// Retransmission timeout before the first RTT sample, and its bounds.
+    pub rto_initial: Duration,
+    pub rto_min: Duration,
+    pub rto_max: Duration,
+    /// Retransmissions of one packet before its message is given up and reported.
+    pub retries_max: u32,
+    /// Reliable send buffer, in packets: waiting for window plus in flight.
+    pub send_buffer_packets_max: usize,
+}
+
+impl Default for ReliableConfig {
+    fn default() -> ReliableConfig {
+        ReliableConfig {
+            recv_window_packets: 256,
+            initial_cwnd_packets: 64,
+            max_cwnd_packets: 1024,
+            dctcp_gain: 1.0 / 16.0,
+            rto_initial: Duration::from_millis(2),
+            rto_min: Duration::from_micros(500),
+            rto_max: Duration::from_millis(200),
+            retries_max: 20,
+            send_buffer_packets_max: 8192,
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The receiving half of reliable 1Pipe (paper 5.1 prepare phase, 6.1 receive windows),
+//! sans-IO: per-sender connections that suppress duplicates by PSN, bound what a sender may
+//! have buffered here, and say what to acknowledge.
+
+use super::sender::psn_before;
+use onepipe_wire::AckPayload;
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverCounters {
+    pub prepared: u64,
+    pub duplicates: u64,
+    /// Beyond the receive window: dropped, the sender retransmits once the window opens.
+    pub out_of_window: u64,
+    pub acks_sent: u64,
+}
+
+/// What to do with an arriving prepare packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// New and within the window: store it.
+    Store,
+    /// Seen before (a retransmission or a duplicate on the wire): drop it, ACK again.
+    Duplicate,
+    /// Beyond the window: drop it.
+    OutOfWindow,
+}
+
+struct Connection {
+    /// Next PSN expected: everything below arrived.
+    cumulative: u32,
+    /// Arrived PSNs at or after `cumulative`, as a ring of bits indexed by PSN.
+    seen: Vec<u64>,
+    /// Packets stored and not yet delivered, in order and out of order.
+    held: u32,
+    /// Of those, the ones at or after `cumulative` (out of order).
+    held_out_of_order: u32,
+    received_since_ack: u16,
+    marked_since_ack: u16,
+    /// Right edge of the window in the last ACK.
+    advertised_edge: u32,
+    ack_queued: bool,
+}
+
+impl Connection {
+    fn bit(&self, psn: u32) -> (usize, u64) {
+        let i = psn as usize % (self.seen.len() * 64);
+        (i / 64, 1 << (i % 64))
+    }
+    fn is_seen(&self, psn: u32) -> bool {
+        let (w, b) = self.bit(psn);
+        self.seen[w] & b != 0
+    }
+    fn set_seen(&mut self, psn: u32, on: bool) {
+        let (w, b) = self.bit(psn);
+        if on {
+            self.seen[w] |= b;
+        } else {
+            self.seen[w] &= !b;
+        }
+    }
+}
+
+pub struct ReliableReceiver {
+    window_packets: u32,
+    connections: Vec<Option<Connection>>,
+    ack_queue: VecDeque<u32>,
+    counters: ReceiverCounters,
+}
+
+impl ReliableReceiver {
+    pub fn new(window_packets: u32, process_count: u32) -> ReliableReceiver {
+        assert!(window_packets > 0, "receive window must be positive");
+        ReliableReceiver {
+            window_packets,
+            connections: (0..process_count).map(|_| None).collect(),
+            ack_queue: VecDeque::new(),
+            counters: ReceiverCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &ReceiverCounters {
+        &self.counters
+    }
+
+    /// Paper 6.1: "When a destination process is first accessed, it establishes a connection
+    /// with the source process and provisions a receive buffer for it". Both ends know the
+    /// window size from configuration, so the first packet opens the connection.
+    fn open(connections: &mut [Option<Connection>], window: u32, src: u32) -> Option<&mut Connection> {
+        let words = (window as usize).div_ceil(64) + 1;
+        Some(
+            connections
+                .get_mut(src as usize)?
+                .get_or_insert_with(|| Connection {
+                    cumulative: 0,
+                    seen: vec![0; words],
+                    held: 0,
+                    held_out_of_order: 0,
+                    received_since_ack: 0,
+                    marked_since_ack: 0,
+                    advertised_edge: window,
+                    ack_queued: false,
+                }),
+        )
+    }
+
+    fn queue_ack(ack_queue: &mut VecDeque<u32>, c: &mut Connection, src: u32) {
+        if !c.ack_queued {
+            c.ack_queued = true;
+            ack_queue.push_back(src);
+        }
+    }
+
+    /// A prepare packet `psn` from `src` arrived, `marked` if it carried ECN.
+    pub fn on_prepare(&mut self, src: u32, psn: u32, marked: bool) -> Admit {
+        let window = self.window_packets;
+        let Some(c) = Self::open(&mut self.connections, window, src) else {
+            return Admit::OutOfWindow;
+        };
+        c.received_since_ack = c.received_since_ack.saturating_add(1);
+        if marked {
+            c.marked_since_ack = c.marked_since_ack.saturating_add(1);
+        }
+        let admit = if psn_before(psn, c.cumulative) || c.is_seen(psn) {
+            Admit::Duplicate
+        } else if psn.wrapping_sub(c.cumulative) >= window - (c.held - c.held_out_of_order) {
+            Admit::OutOfWindow
+        } else {
+            c.set_seen(psn, true);
+            c.held += 1;
+            c.held_out_of_order += 1;
+            while c.is_seen(c.cumulative) {
+                c.set_seen(c.cumulative, false);
+                c.cumulative = c.cumulative.wrapping_add(1);
+                c.held_out_of_order -= 1;
+            }
+            Admit::Store
+        };
+        match admit {
+            Admit::Store => self.counters.prepared += 1,
+            Admit::Duplicate => self.counters.duplicates += 1,
+            Admit::OutOfWindow => self.counters.out_of_window += 1,
+        }
+        Self::queue_ack(&mut self.ack_queue, c, src);
+        admit
+    }
+
+    /// A message of `packets` packets from `src` was delivered: its buffer space is free. The
+    /// sender hears of it in the next ACK, sent now if the window opened by a quarter.
+    pub fn on_delivered(&mut self, src: u32, packets: u16) {
+        let window = self.window_packets;
+        let Some(Some(c)) = self.connections.get_mut(src as usize) else {
+            return;
+        };
+        c.held = c.held.saturating_sub(packets as u32);
+        let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
+        if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
+            Self::queue_ack(&mut self.ack_queue, c, src);
+        }
+    }
+
+    /// The next ACK to send: (to, cumulative PSN, payload).
+    pub fn poll_ack(&mut self) -> Option<(u32, u32, AckPayload)> {
+        let window = self.window_packets;
+        let src = self.ack_queue.pop_front()?;
+        let c = self.connections[src as usize]
+            .as_mut()
+            .expect("queued connections exist");
+        c.ack_queued = false;
+        let mut sack = 0u64;
+        for bit in 0..64u32 {
+            if c.is_seen(c.cumulative.wrapping_add(1 + bit)) {
+                sack |= 1 << bit;
+            }
+        }
+        let window_packets = window - (c.held - c.held_out_of_order);
+        c.advertised_edge = c.cumulative.wrapping_add(window_packets);
+        let ack = AckPayload {
+            sack,
+            window_packets,
+            received: std::mem::take(&mut c.received_since_ack),
+            ce_marked: std::mem::take(&mut c.marked_since_ack),
+        };
+        self.counters.acks_sent += 1;
+        Some((src, c.cumulative, ack))
+    }
+
+    pub fn acks_pending(&self) -> bool {
+        !self.ack_queue.is_empty()
+    }
+}

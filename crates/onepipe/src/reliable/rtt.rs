@@ -1,0 +1,82 @@
+//! Round-trip time estimate and retransmission timeout (RFC 6298), in shared-clock ns.
+
+use onepipe_wire::Duration;
+
+#[derive(Clone, Debug)]
+pub struct RttEstimator {
+    srtt_ns: Option<u64>,
+    rttvar_ns: u64,
+    rto_min: Duration,
+    rto_max: Duration,
+    rto_initial: Duration,
+}
+
+impl RttEstimator {
+    pub fn new(rto_initial: Duration, rto_min: Duration, rto_max: Duration) -> RttEstimator {
+        RttEstimator {
+            srtt_ns: None,
+            rttvar_ns: 0,
+            rto_min,
+            rto_max,
+            rto_initial,
+        }
+    }
+
+    /// One sample, from a packet sent once (Karn: retransmitted packets give no sample).
+    pub fn sample(&mut self, rtt: Duration) {
+        let r = rtt.as_nanos();
+        match self.srtt_ns {
+            None => {
+                self.srtt_ns = Some(r);
+                self.rttvar_ns = r / 2;
+            }
+            Some(srtt) => {
+                self.rttvar_ns = (3 * self.rttvar_ns + srtt.abs_diff(r)) / 4;
+                self.srtt_ns = Some((7 * srtt + r) / 8);
+            }
+        }
+    }
+
+    /// Smoothed RTT, or the initial RTO before any sample.
+    pub fn srtt(&self) -> Duration {
+        Duration::from_nanos(self.srtt_ns.unwrap_or(self.rto_initial.as_nanos()))
+    }
+
+    /// RTO = SRTT + 4 RTTVAR, clamped, doubled per consecutive timeout (`backoff`).
+    pub fn rto(&self, backoff: u32) -> Duration {
+        let base = match self.srtt_ns {
+            None => self.rto_initial.as_nanos(),
+            Some(srtt) => srtt + 4 * self.rttvar_ns,
+        };
+        let base = base.clamp(self.rto_min.as_nanos(), self.rto_max.as_nanos());
+        Duration::from_nanos(
+            base.saturating_mul(1 << backoff.min(16))
+                .min(self.rto_max.as_nanos()),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(v: u64) -> Duration {
+        Duration::from_micros(v)
+    }
+
+    #[test]
+    fn rto_follows_samples_and_backs_off_within_bounds() {
+        let mut r = RttEstimator::new(us(1_000), us(100), us(10_000));
+        assert_eq!(r.rto(0), us(1_000));
+        r.sample(us(200));
+        // srtt 200, rttvar 100: 200 + 400.
+        assert_eq!(r.rto(0), us(600));
+        assert_eq!(r.rto(1), us(1_200));
+        assert_eq!(r.rto(20), us(10_000), "capped at rto_max");
+        for _ in 0..50 {
+            r.sample(us(10));
+        }
+        assert_eq!(r.rto(0), us(100), "floored at rto_min");
+        assert!(r.srtt() < us(20));
+    }
+}

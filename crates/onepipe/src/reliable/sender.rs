@@ -1,0 +1,585 @@
+//! The sending half of reliable 1Pipe (paper 5.1 prepare phase, 6.1 flow control), sans-IO.
+//!
+//! A scattering waits in the send buffer, without a timestamp, until each of its messages fits
+//! the send window of its destination (min of the receive window and the congestion window).
+//! It acquires credits from those windows as they open and keeps them while it waits, so a
+//! large scattering cannot be starved by small ones (paper 6.1). Once it holds every credit it
+//! takes the current timestamp and its packets get PSNs on their connections and go out.
+//!
+//! Every packet stays in flight until acknowledged (cumulative plus selective ACKs), and is
+//! sent again on timeout or when later packets are acknowledged before it. The commit barrier
+//! is the timestamp of the oldest scattering not yet fully acknowledged, or the clock when there
+//! is none: every message below it has reached its receiver.
+
+use super::ReliableConfig;
+use super::dctcp::Dctcp;
+use super::rtt::RttEstimator;
+use crate::endpoint::SendFailure;
+use onepipe_wire::{AckPayload, Duration, Instant};
+use std::collections::VecDeque;
+
+/// `a` before `b` in PSN space (serial arithmetic, RFC 1982).
+pub(crate) fn psn_before(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderCounters {
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub fast_retransmits: u64,
+    pub acks_received: u64,
+    /// ACKs for a connection we never opened, or acknowledging PSNs we never sent.
+    pub acks_invalid: u64,
+    /// Messages given up after the retry budget (each reported as a send failure).
+    pub messages_failed: u64,
+}
+
+struct OutMessage {
+    dst: u32,
+    start: usize,
+    len: usize,
+    packets: u16,
+    /// Credits acquired while waiting; packets not yet acknowledged after release.
+    credits: u16,
+    unacked: u16,
+}
+
+struct Scattering {
+    ts: Instant,
+    msg_id: u64,
+    data: Vec<u8>,
+    messages: Vec<OutMessage>,
+    /// Messages not yet acknowledged or given up.
+    open_messages: usize,
+    packets: usize,
+}
+
+#[derive(Clone, Copy)]
+struct InFlight {
+    slot: u32,
+    message: u16,
+    fragment: u16,
+    /// Last transmission, `None` while waiting for its first.
+    sent_at: Option<Instant>,
+    retries: u16,
+    acked: bool,
+    /// In the transmit queue now.
+    queued: bool,
+}
+
+struct Connection {
+    /// Next PSN to assign.
+    next_psn: u32,
+    /// Oldest PSN not cumulatively acknowledged; `in_flight[0]` has it.
+    una: u32,
+    in_flight: VecDeque<InFlight>,
+    /// PSNs below this are within the receiver's window.
+    window_edge: u32,
+    /// Credits held by waiting scatterings.
+    reserved: u32,
+    cc: Dctcp,
+    rtt: RttEstimator,
+    backoff: u32,
+    /// The retry budget ran out: the receiver is unreachable; later messages fail at once.
+    broken: bool,
+}
+
+impl Connection {
+    fn new(config: &ReliableConfig) -> Connection {
+        Connection {
+            next_psn: 0,
+            una: 0,
+            in_flight: VecDeque::new(),
+            window_edge: config.recv_window_packets,
+            reserved: 0,
+            cc: Dctcp::new(
+                config.initial_cwnd_packets,
+                1,
+                config.max_cwnd_packets,
+                config.dctcp_gain,
+            ),
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            backoff: 0,
+            broken: false,
+        }
+    }
+
+    /// Credits free for new packets: min(receive window, congestion window) less what is in
+    /// flight and what waiting scatterings hold.
+    fn available(&self) -> u32 {
+        let cwnd_edge = self.una.wrapping_add(self.cc.window().max(1));
+        let edge = if psn_before(cwnd_edge, self.window_edge) {
+            cwnd_edge
+        } else {
+            self.window_edge
+        };
+        let room = edge.wrapping_sub(self.next_psn);
+        if (room as i32) <= 0 {
+            return 0;
+        }
+        room.saturating_sub(self.reserved)
+    }
+
+    fn entry(&mut self, psn: u32) -> Option<&mut InFlight> {
+        let index = psn.wrapping_sub(self.una) as usize;
+        self.in_flight.get_mut(index)
+    }
+}
+
+/// A packet to put on the wire now.
+pub struct Transmit<'a> {
+    pub dst: u32,
+    pub psn: u32,
+    pub ts: Instant,
+    pub msg_id: u64,
+    pub frag_index: u16,
+    pub frag_count: u16,
+    pub payload: &'a [u8],
+}
+
+pub struct ReliableSender {
+    config: ReliableConfig,
+    fragment_bytes: usize,
+    slots: Vec<Option<Scattering>>,
+    free_slots: Vec<u32>,
+    /// Scatterings without a timestamp yet, oldest first.
+    waiting: VecDeque<u32>,
+    /// Released scatterings in timestamp order; the front bounds the commit barrier.
+    released: VecDeque<u32>,
+    connections: Vec<Option<Connection>>,
+    /// (destination, PSN) to transmit, first transmissions and retransmissions alike.
+    transmit: VecDeque<(u32, u32)>,
+    buffered_packets: usize,
+    /// (message id, timestamp) of scatterings released since the last look.
+    newly_released: VecDeque<(u64, Instant)>,
+    failures: VecDeque<SendFailure>,
+    /// No retransmission is due before this (may be early; never late).
+    rto_deadline: Option<Instant>,
+    /// Windows may have opened or scatterings arrived since `release` last looked.
+    credits_changed: bool,
+    counters: SenderCounters,
+}
+
+impl ReliableSender {
+    pub fn new(config: ReliableConfig, process_count: u32, fragment_bytes: usize) -> ReliableSender {
+        ReliableSender {
+            config,
+            fragment_bytes,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            waiting: VecDeque::new(),
+            released: VecDeque::new(),
+            connections: (0..process_count).map(|_| None).collect(),
+            transmit: VecDeque::new(),
+            buffered_packets: 0,
+            newly_released: VecDeque::new(),
+            failures: VecDeque::new(),
+            rto_deadline: None,
+            credits_changed: false,
+            counters: SenderCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &SenderCounters {
+        &self.counters
+    }
+
+    pub fn buffered_packets(&self) -> usize {
+        self.buffered_packets
+    }
+
+    pub fn room_packets(&self) -> usize {
+        self.config
+            .send_buffer_packets_max
+            .saturating_sub(self.buffered_packets)
+    }
+
+    /// Scatterings waiting for window credits.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    fn packets_for(&self, len: usize) -> u16 {
+        len.div_ceil(self.fragment_bytes).max(1) as u16
+    }
+
+    /// Takes a validated scattering into the send buffer. The caller checked destinations,
+    /// sizes and `room_packets`.
+    pub fn submit(&mut self, msg_id: u64, scatter: &[(u32, &[u8])]) {
+        let mut data = Vec::with_capacity(scatter.iter().map(|(_, m)| m.len()).sum());
+        let mut messages = Vec::with_capacity(scatter.len());
+        let mut packets = 0;
+        for &(dst, msg) in scatter {
+            let n = self.packets_for(msg.len());
+            packets += n as usize;
+            messages.push(OutMessage {
+                dst,
+                start: data.len(),
+                len: msg.len(),
+                packets: n,
+                credits: 0,
+                unacked: n,
+            });
+            data.extend_from_slice(msg);
+        }
+        let s = Scattering {
+            ts: Instant::ZERO,
+            msg_id,
+            data,
+            open_messages: messages.len(),
+            messages,
+            packets,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(s);
+                i
+            }
+            None => {
+                self.slots.push(Some(s));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.buffered_packets += packets;
+        self.waiting.push_back(slot);
+        self.credits_changed = true;
+    }
+
+    fn connection(&mut self, dst: u32) -> &mut Connection {
+        let config = &self.config;
+        self.connections[dst as usize].get_or_insert_with(|| Connection::new(config))
+    }
+
+    /// Hands out window credits to waiting scatterings, oldest first, and releases each that
+    /// holds all it needs with timestamp `issue()`. Returns how many were released.
+    pub fn release(&mut self, mut issue: impl FnMut() -> Instant) -> usize {
+        if !std::mem::take(&mut self.credits_changed) {
+            return 0;
+        }
+        let mut released = 0;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let slot = self.waiting[i];
+            if self.acquire(slot) {
+                self.waiting.remove(i);
+                let ts = issue();
+                self.launch(slot, ts);
+                released += 1;
+            } else {
+                i += 1;
+            }
+        }
+        released
+    }
+
+    /// Acquires what credits it can for scattering `slot`; true when it holds them all.
+    fn acquire(&mut self, slot: u32) -> bool {
+        let mut s = self.slots[slot as usize].take().expect("waiting slot is live");
+        let mut complete = true;
+        for m in &mut s.messages {
+            let need = m.packets - m.credits;
+            if need == 0 {
+                continue;
+            }
+            let c = self.connection(m.dst);
+            if c.broken {
+                // Fails at launch; it needs no window.
+                c.reserved -= m.credits as u32;
+                m.credits = m.packets;
+                continue;
+            }
+            let take = c.available().min(need as u32);
+            c.reserved += take;
+            m.credits += take as u16;
+            complete &= m.credits == m.packets;
+        }
+        self.slots[slot as usize] = Some(s);
+        complete
+    }
+
+    /// Timestamps scattering `slot` and queues its packets.
+    fn launch(&mut self, slot: u32, ts: Instant) {
+        let mut s = self.slots[slot as usize].take().expect("released slot is live");
+        s.ts = ts;
+        self.newly_released.push_back((s.msg_id, ts));
+        for (index, m) in s.messages.iter_mut().enumerate() {
+            let c = self.connections[m.dst as usize]
+                .as_mut()
+                .expect("acquire opened it");
+            if c.broken {
+                m.unacked = 0;
+                s.open_messages -= 1;
+                self.counters.messages_failed += 1;
+                self.failures.push_back(SendFailure {
+                    ts,
+                    dst: m.dst,
+                    msg_id: s.msg_id,
+                });
+                continue;
+            }
+            c.reserved -= m.credits as u32;
+            for fragment in 0..m.packets {
+                let psn = c.next_psn;
+                c.next_psn = c.next_psn.wrapping_add(1);
+                c.in_flight.push_back(InFlight {
+                    slot,
+                    message: index as u16,
+                    fragment,
+                    sent_at: None,
+                    retries: 0,
+                    acked: false,
+                    queued: true,
+                });
+                self.transmit.push_back((m.dst, psn));
+            }
+        }
+        self.slots[slot as usize] = Some(s);
+        self.released.push_back(slot);
+        self.retire_front();
+    }
+
+    /// (message id, timestamp) of the next scattering that got its timestamp.
+    pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
+        self.newly_released.pop_front()
+    }
+
+    pub fn poll_failure(&mut self) -> Option<SendFailure> {
+        self.failures.pop_front()
+    }
+
+    /// The commit barrier (paper 5.1): every message with a lower timestamp is acknowledged.
+    /// `clock` is the host clock now; anything released later gets a timestamp at or above it.
+    pub fn commit_barrier(&self, clock: Instant) -> Instant {
+        match self.released.front() {
+            Some(&slot) => self.slots[slot as usize].as_ref().expect("live").ts.min(clock),
+            None => clock,
+        }
+    }
+
+    /// Frees fully acknowledged scatterings at the front of the release order.
+    fn retire_front(&mut self) {
+        while let Some(&slot) = self.released.front() {
+            let done = self.slots[slot as usize]
+                .as_ref()
+                .is_some_and(|s| s.open_messages == 0);
+            if !done {
+                break;
+            }
+            self.released.pop_front();
+            let s = self.slots[slot as usize].take().expect("checked");
+            self.buffered_packets -= s.packets;
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// The next packet to send, if any. `now` is the shared clock.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
+        loop {
+            let (dst, psn) = self.transmit.pop_front()?;
+            let Some(c) = self.connections[dst as usize].as_mut() else {
+                continue;
+            };
+            let rto = c.rtt.rto(c.backoff);
+            let Some(e) = c.entry(psn) else {
+                continue; // acknowledged meanwhile
+            };
+            e.queued = false;
+            if e.acked {
+                continue;
+            }
+            e.sent_at = Some(now);
+            let e = *e;
+            let deadline = now + rto;
+            self.rto_deadline = Some(self.rto_deadline.map_or(deadline, |d| d.min(deadline)));
+            let s = self.slots[e.slot as usize]
+                .as_ref()
+                .expect("in-flight slot is live");
+            let m = &s.messages[e.message as usize];
+            let start = m.start + e.fragment as usize * self.fragment_bytes;
+            let end = (start + self.fragment_bytes).min(m.start + m.len);
+            return Some(Transmit {
+                dst,
+                psn,
+                ts: s.ts,
+                msg_id: s.msg_id,
+                frag_index: e.fragment,
+                frag_count: m.packets,
+                payload: &s.data[start..end],
+            });
+        }
+    }
+
+    /// Marks one in-flight packet acknowledged and closes its message when it was the last.
+    fn ack_entry(slots: &mut [Option<Scattering>], e: &mut InFlight) {
+        if e.acked {
+            return;
+        }
+        e.acked = true;
+        let s = slots[e.slot as usize].as_mut().expect("in-flight slot is live");
+        let m = &mut s.messages[e.message as usize];
+        m.unacked -= 1;
+        if m.unacked == 0 {
+            s.open_messages -= 1;
+        }
+    }
+
+    /// An ACK from receiver `from` (paper 5.1: "The sender uses ACKs to detect and recover
+    /// packet losses").
+    pub fn on_ack(&mut self, now: Instant, from: u32, cumulative: u32, ack: &AckPayload) {
+        let Some(Some(c)) = self.connections.get_mut(from as usize) else {
+            self.counters.acks_invalid += 1;
+            return;
+        };
+        // Acknowledging beyond what we sent is forged or corrupt; so is going back before una
+        // by more than the window could explain (an old, reordered ACK is merely stale).
+        if psn_before(c.next_psn, cumulative) {
+            self.counters.acks_invalid += 1;
+            return;
+        }
+        self.counters.acks_received += 1;
+        let mut progressed = false;
+        while psn_before(c.una, cumulative) {
+            let mut e = c.in_flight.pop_front().expect("una < cumulative <= next_psn");
+            if !e.acked {
+                if let (Some(sent), 0) = (e.sent_at, e.retries) {
+                    c.rtt.sample(now.saturating_since(sent));
+                }
+                Self::ack_entry(&mut self.slots, &mut e);
+            }
+            c.una = c.una.wrapping_add(1);
+            progressed = true;
+        }
+        let mut highest_sacked = None;
+        for bit in 0..64u32 {
+            if ack.sack & (1 << bit) == 0 {
+                continue;
+            }
+            let psn = cumulative.wrapping_add(1 + bit);
+            if let Some(e) = c.entry(psn) {
+                Self::ack_entry(&mut self.slots, e);
+                highest_sacked = Some(psn);
+            }
+        }
+        // Later packets arrived and these did not: lost, most likely (the fabric keeps each
+        // link FIFO, but paths differ). Resend each once per smoothed RTT.
+        if let Some(high) = highest_sacked {
+            let srtt = c.rtt.srtt();
+            let mut psn = c.una;
+            while psn_before(psn, high) {
+                let e = c.entry(psn).expect("below highest sacked");
+                let stale = e.sent_at.is_some_and(|t| now.saturating_since(t) >= srtt);
+                if !e.acked && !e.queued && stale {
+                    e.queued = true;
+                    e.retries += 1;
+                    self.transmit.push_back((from, psn));
+                    self.counters.fast_retransmits += 1;
+                    self.counters.retransmissions += 1;
+                }
+                psn = psn.wrapping_add(1);
+            }
+        }
+        let edge = cumulative.wrapping_add(ack.window_packets);
+        if psn_before(c.window_edge, edge) {
+            c.window_edge = edge;
+        }
+        c.cc.on_ack(ack.received, ack.ce_marked, c.una, c.next_psn);
+        if progressed {
+            c.backoff = 0;
+        }
+        self.credits_changed = true;
+        self.retire_front();
+    }
+
+    /// When `on_timeout` is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.rto_deadline
+    }
+
+    /// Retransmits what has waited longer than its RTO; gives up on messages whose packets
+    /// used up the retry budget (paper Table 1 send-failure callback).
+    pub fn on_timeout(&mut self, now: Instant) {
+        if self.rto_deadline.is_none_or(|d| now < d) {
+            return;
+        }
+        let mut next: Option<Instant> = None;
+        for dst in 0..self.connections.len() {
+            let Some(c) = self.connections[dst].as_mut() else {
+                continue;
+            };
+            let rto = c.rtt.rto(c.backoff);
+            let mut expired = false;
+            let mut exhausted = false;
+            for (i, e) in c.in_flight.iter_mut().enumerate() {
+                let Some(sent) = e.sent_at else { continue };
+                if e.acked || e.queued {
+                    continue;
+                }
+                let due = sent + rto;
+                if now < due {
+                    next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                    continue;
+                }
+                if e.retries as u32 >= self.config.retries_max {
+                    exhausted = true;
+                    break;
+                }
+                e.retries += 1;
+                e.queued = true;
+                expired = true;
+                self.transmit
+                    .push_back((dst as u32, c.una.wrapping_add(i as u32)));
+                self.counters.retransmissions += 1;
+            }
+            if expired {
+                self.counters.timeouts += 1;
+                c.backoff += 1;
+                c.cc.on_timeout();
+                // The backed-off RTO applies from now on.
+                let later = now + c.rtt.rto(c.backoff);
+                next = Some(next.map_or(later, |n| n.min(later)));
+            }
+            if exhausted {
+                self.give_up(dst as u32);
+            }
+        }
+        self.rto_deadline = next;
+        self.credits_changed = true;
+        self.retire_front();
+    }
+
+    /// The retry budget ran out towards `dst`: every message still open to it fails, and so
+    /// will later ones, until the controller (issue 6) says otherwise.
+    fn give_up(&mut self, dst: u32) {
+        let c = self.connections[dst as usize].as_mut().expect("exists");
+        c.broken = true;
+        let mut failed_slots = Vec::new();
+        for e in c.in_flight.iter_mut() {
+            if !e.acked {
+                if !failed_slots.contains(&(e.slot, e.message)) {
+                    failed_slots.push((e.slot, e.message));
+                }
+                Self::ack_entry(&mut self.slots, e);
+            }
+        }
+        for (slot, _) in failed_slots {
+            let s = self.slots[slot as usize].as_ref().expect("live");
+            self.counters.messages_failed += 1;
+            self.failures.push_back(SendFailure {
+                ts: s.ts,
+                dst,
+                msg_id: s.msg_id,
+            });
+        }
+    }
+
+    /// Whether nothing is buffered (all acknowledged or failed).
+    pub fn is_idle(&self) -> bool {
+        self.buffered_packets == 0
+    }
+
+    /// Smoothed RTT towards `dst`, if a connection exists.
+    pub fn srtt(&self, dst: u32) -> Option<Duration> {
+        self.connections.get(dst as usize)?.as_ref().map(|c| c.rtt.srtt())
+    }
+}
