@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
 use onepipe_check::{Checks, Report, check_all};
 use onepipe_fabric::Topology;
+use onepipe_fabric::inproc::LinkFaults;
 use onepipe_wire::{Duration, Instant};
 use serde::Serialize;
 use std::io::{BufWriter, Write};
@@ -63,6 +64,24 @@ pub struct DemoArgs {
     /// Write DIR/<process-id>.log with S and D lines (docs/logs.md)
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
+    /// Use reliable 1Pipe (2PC with commit barriers, retransmission) instead of best effort
+    #[arg(long)]
+    reliable: bool,
+    /// Probability that a link drops a frame (every link, seeded by --seed)
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Probability that a link delivers a frame twice
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Extra delay per frame, uniform up to this; links stay FIFO
+    #[arg(long, default_value_t = 0.0)]
+    jitter_us: f64,
+    /// Serialization rate of every link in Gbit/s (queues build and switches mark ECN past
+    /// --ecn-threshold-bytes); 0 is as fast as the workers go
+    #[arg(long, default_value_t = 0.0)]
+    link_gbps: f64,
+    #[arg(long, default_value_t = 1024)]
+    ecn_threshold_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -100,7 +119,20 @@ struct Summary {
     reorder_bytes_peak: usize,
     reorder_messages_peak: usize,
     events_checked: usize,
-    checks: Checks,
+    service: &'static str,
+    retransmissions: u64,
+    link_drops: u64,
+    link_duplicates: u64,
+    checks: AllChecks,
+}
+
+#[derive(Serialize)]
+struct AllChecks {
+    #[serde(flatten)]
+    order: Checks,
+    /// Reliable runs: every message sent was delivered exactly once by its destination.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_loss: Option<bool>,
 }
 
 fn us(v: f64) -> Duration {
@@ -132,6 +164,18 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     non_negative("skew-us", args.skew_us)?;
     non_negative("rate", args.rate)?;
     non_negative("link-delay-us", args.link_delay_us)?;
+    non_negative("jitter-us", args.jitter_us)?;
+    non_negative("link-gbps", args.link_gbps)?;
+    for (name, p) in [("loss", args.loss), ("dup", args.dup)] {
+        if !(0.0..1.0).contains(&p) {
+            return Err(format!("--{name} must be a probability in [0, 1)"));
+        }
+    }
+    if (args.loss > 0.0 || args.dup > 0.0) && !args.reliable {
+        eprintln!(
+            "note: best effort does not recover lost frames; losses show as incomplete drops and send failures"
+        );
+    }
     if args.dead_after_beacons == 0 {
         return Err("--dead-after-beacons must be at least 1".into());
     }
@@ -150,6 +194,15 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         dead_after_intervals: args.dead_after_beacons,
         link_capacity_bytes: args.link_capacity_bytes,
         rate_per_process: args.rate,
+        reliable: args.reliable,
+        faults: LinkFaults {
+            loss: args.loss,
+            duplicate: args.dup,
+            jitter: us(args.jitter_us),
+            seed: args.seed,
+        },
+        link_bits_per_s: (args.link_gbps > 0.0).then(|| (args.link_gbps * 1e9) as u64),
+        ecn_threshold_bytes: args.ecn_threshold_bytes,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {
@@ -223,6 +276,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         write_logs(dir, &ordered).map_err(|e| format!("cannot write logs to {}: {e}", dir.display()))?;
     }
     let report: Report = check_all(&ordered.logs);
+    let lost = if args.reliable {
+        onepipe_check::check_no_loss(&ordered.logs)
+    } else {
+        Vec::new()
+    };
     let events_checked = ordered.logs.iter().map(|l| l.events.len()).sum();
     let percentiles = |r: &PhaseResult| Percentiles {
         p50: r.latency_us(0.5),
@@ -258,7 +316,14 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         reorder_bytes_peak: ordered.reorder_bytes_peak,
         reorder_messages_peak: ordered.reorder_messages_peak,
         events_checked,
-        checks: report.checks(),
+        service: if args.reliable { "reliable" } else { "best-effort" },
+        retransmissions: ordered.retransmissions,
+        link_drops: ordered.link_drops,
+        link_duplicates: ordered.link_duplicates,
+        checks: AllChecks {
+            order: report.checks(),
+            no_loss: args.reliable.then_some(lost.is_empty()),
+        },
     };
     if args.json {
         println!(
@@ -267,8 +332,14 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         );
     } else {
         print_summary(&summary, &report);
+        if let Some(first) = lost.first() {
+            println!(
+                "{} messages not delivered exactly once; first: {first}",
+                lost.len()
+            );
+        }
     }
-    Ok(if report.ok() {
+    Ok(if report.ok() && lost.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -324,8 +395,17 @@ fn print_summary(s: &Summary, report: &Report) {
         s.reorder_bytes_peak as f64 / 1024.0,
         s.reorder_messages_peak
     );
-    println!("checks             over {} events", s.events_checked);
-    let c = &s.checks;
+    if s.service == "reliable" || s.link_drops + s.link_duplicates > 0 {
+        println!(
+            "faults             {} frames dropped, {} duplicated by links; {} retransmissions",
+            s.link_drops, s.link_duplicates, s.retransmissions
+        );
+    }
+    println!(
+        "checks             over {} events ({})",
+        s.events_checked, s.service
+    );
+    let c = &s.checks.order;
     for (name, ok) in [
         ("total order", c.total_order),
         ("FIFO", c.fifo),
@@ -334,6 +414,9 @@ fn print_summary(s: &Summary, report: &Report) {
         ("no creation", c.no_creation),
     ] {
         println!("  {:<16} {}", name, if ok { "pass" } else { "FAIL" });
+    }
+    if let Some(ok) = s.checks.no_loss {
+        println!("  {:<16} {}", "no loss", if ok { "pass" } else { "FAIL" });
     }
     if !report.ok() {
         println!("{report}");

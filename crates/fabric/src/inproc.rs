@@ -17,7 +17,7 @@ use onepipe_wire::{Duration, Instant};
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 
 const FRAME_HEADER_LEN: usize = 10;
@@ -64,6 +64,40 @@ pub struct InprocConfig {
     /// Largest frame any node originates or forwards; a port takes output only when it has
     /// room for one of these.
     pub frame_max_bytes: usize,
+    /// Faults injected on every link (there is no netem here: we break our own links).
+    pub faults: LinkFaults,
+    /// Serialization rate of every link in bits per second; `None` is infinitely fast. With a
+    /// rate, frames queue in the link's ring and the ECN threshold means something.
+    pub link_bits_per_s: Option<u64>,
+    /// Frames forwarded into a ring holding more than this are offered to
+    /// [`Node::mark_congestion`].
+    pub ecn_threshold_bytes: usize,
+}
+
+/// Seeded per-link faults. Links stay FIFO: jitter never lets a frame pass the one before.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkFaults {
+    /// Probability that a frame is dropped.
+    pub loss: f64,
+    /// Probability that a frame is delivered twice.
+    pub duplicate: f64,
+    /// Extra delay, uniform in [0, jitter).
+    pub jitter: Duration,
+    pub seed: u64,
+}
+
+impl LinkFaults {
+    fn active(&self) -> bool {
+        self.loss > 0.0 || self.duplicate > 0.0 || self.jitter > Duration::ZERO
+    }
+}
+
+/// What the runtime did to frames on purpose, summed over links.
+#[derive(Debug, Default)]
+pub struct FaultCounters {
+    pub dropped: AtomicU64,
+    pub duplicated: AtomicU64,
+    pub ecn_marked: AtomicU64,
 }
 
 impl Default for InprocConfig {
@@ -72,6 +106,9 @@ impl Default for InprocConfig {
             workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             link_capacity_bytes: 64 * 1024,
             frame_max_bytes: 1500,
+            faults: LinkFaults::default(),
+            link_bits_per_s: None,
+            ecn_threshold_bytes: usize::MAX,
         }
     }
 }
@@ -101,6 +138,77 @@ pub enum InprocError {
 struct Output {
     ring: Producer<u8>,
     delay: Duration,
+    /// Seeded stream for this link's faults (SplitMix64 state).
+    rng: u64,
+    /// Ready time of the last frame written: jitter never goes below it (FIFO).
+    last_ready: Instant,
+    /// The link serializes until then.
+    busy_until: Instant,
+}
+
+/// How every output writes frames: faults, serialization, ECN.
+#[derive(Clone)]
+struct LinkModel {
+    faults: LinkFaults,
+    bits_per_s: Option<u64>,
+    ecn_threshold_bytes: usize,
+    capacity_bytes: usize,
+    counters: Arc<FaultCounters>,
+}
+
+impl Output {
+    fn next_random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && ((self.next_random() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+
+    /// Bytes queued in the ring now.
+    fn queued_bytes(&self, model: &LinkModel) -> usize {
+        model.capacity_bytes - self.ring.slots()
+    }
+
+    /// Writes the frame in `scratch[FRAME_HEADER_LEN..][..len]` (room for one frame was
+    /// checked), applying the link model.
+    fn send(&mut self, model: &LinkModel, scratch: &mut [u8], len: usize, now: Instant) {
+        let mut copies = 1;
+        let mut ready = now;
+        if let Some(bps) = model.bits_per_s {
+            let start = now.max(self.busy_until);
+            let wire_ns = (len as u64 * 8).saturating_mul(1_000_000_000) / bps.max(1);
+            self.busy_until = start + Duration::from_nanos(wire_ns);
+            ready = self.busy_until;
+        }
+        ready = ready + self.delay;
+        if model.faults.active() {
+            if self.chance(model.faults.loss) {
+                model.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if self.chance(model.faults.duplicate) && self.ring.slots() >= 2 * (FRAME_HEADER_LEN + len) {
+                model.counters.duplicated.fetch_add(1, Ordering::Relaxed);
+                copies = 2;
+            }
+            let jitter = model.faults.jitter.as_nanos();
+            if jitter > 0 {
+                ready = ready + Duration::from_nanos(self.next_random() % jitter);
+            }
+            ready = ready.max(self.last_ready);
+        }
+        self.last_ready = ready;
+        write_frame_header(scratch, len, ready);
+        for _ in 0..copies {
+            self.ring
+                .write_all(&scratch[..FRAME_HEADER_LEN + len])
+                .expect("room was checked");
+        }
+    }
 }
 
 /// One node and its rings.
@@ -117,6 +225,7 @@ struct Slot<N> {
 /// A running topology. Dropping it without [`Runtime::stop`] stops the workers too.
 pub struct Runtime<N: Node + 'static> {
     stop: Arc<AtomicBool>,
+    fault_counters: Arc<FaultCounters>,
     workers: Vec<JoinHandle<Vec<Slot<N>>>>,
     node_count: usize,
 }
@@ -175,6 +284,10 @@ impl<N: Node + 'static> Runtime<N> {
             outs[fport as usize] = Some(Output {
                 ring: producer,
                 delay: l.delay,
+                rng: config.faults.seed
+                    ^ ((fnode as u64) << 32 | fport as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
+                last_ready: Instant::ZERO,
+                busy_until: Instant::ZERO,
             });
             if slots[tnode].inputs.iter().any(|(p, _)| *p == tport) {
                 return Err(InprocError::DuplicateInput {
@@ -198,22 +311,37 @@ impl<N: Node + 'static> Runtime<N> {
             per_worker[w].push(slot);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let fault_counters = Arc::new(FaultCounters::default());
+        let model = LinkModel {
+            faults: config.faults.clone(),
+            bits_per_s: config.link_bits_per_s,
+            ecn_threshold_bytes: config.ecn_threshold_bytes,
+            capacity_bytes: config.link_capacity_bytes,
+            counters: fault_counters.clone(),
+        };
         let mut handles = Vec::with_capacity(workers);
         for (w, mut mine) in per_worker.into_iter().enumerate() {
             mine.reverse();
             let stop = stop.clone();
             let frame_max = config.frame_max_bytes;
+            let model = model.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("onepipe-worker-{w}"))
-                .spawn(move || worker_loop(mine, &stop, clock, frame_max))
+                .spawn(move || worker_loop(mine, &stop, clock, frame_max, &model))
                 .map_err(|e| InprocError::Spawn(e.to_string()))?;
             handles.push(handle);
         }
         Ok(Runtime {
             stop,
+            fault_counters,
             workers: handles,
             node_count,
         })
+    }
+
+    /// Frames the link model dropped, duplicated and ECN-marked so far.
+    pub fn fault_counters(&self) -> &FaultCounters {
+        &self.fault_counters
     }
 
     /// Stops the workers and hands the nodes back in their original order.
@@ -245,6 +373,7 @@ fn worker_loop<N: Node>(
     stop: &AtomicBool,
     clock: Clock,
     frame_max: usize,
+    model: &LinkModel,
 ) -> Vec<Slot<N>> {
     let mut scratch = vec![0u8; FRAME_HEADER_LEN + FRAME_MAX];
     let mut idle_passes = 0u32;
@@ -254,7 +383,7 @@ fn worker_loop<N: Node>(
         // time, and a reader on the other worker whose pass began earlier would see them as not
         // yet arrived and leave them for a whole pass (measured: about a third less throughput).
         for slot in &mut slots {
-            worked |= visit(slot, clock.now(), &mut scratch, frame_max);
+            worked |= visit(slot, clock.now(), &mut scratch, frame_max, model);
         }
         if worked {
             idle_passes = 0;
@@ -289,7 +418,13 @@ fn write_frame_header(buf: &mut [u8], len: usize, ready_at: Instant) {
 }
 
 /// Runs one node for one visit: inputs, timers, outputs. Returns whether anything happened.
-fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_max: usize) -> bool {
+fn visit<N: Node>(
+    slot: &mut Slot<N>,
+    now: Instant,
+    scratch: &mut [u8],
+    frame_max: usize,
+    model: &LinkModel,
+) -> bool {
     let mut worked = false;
     let Slot {
         node,
@@ -349,10 +484,11 @@ fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_ma
             worked = true;
             if let Route::Forward(out) = route {
                 let o = outputs[out as usize].as_mut().expect("checked above");
-                write_frame_header(scratch, len, now + o.delay);
-                o.ring
-                    .write_all(&scratch[..FRAME_HEADER_LEN + len])
-                    .expect("room was checked");
+                if o.queued_bytes(model) > model.ecn_threshold_bytes {
+                    node.mark_congestion(frame);
+                    model.counters.ecn_marked.fetch_add(1, Ordering::Relaxed);
+                }
+                o.send(model, scratch, len, now);
             }
         }
         chunk.commit(offset);
@@ -374,10 +510,7 @@ fn visit<N: Node>(slot: &mut Slot<N>, now: Instant, scratch: &mut [u8], frame_ma
                 len <= frame_max,
                 "node emitted a {len}-byte frame; frame_max_bytes is {frame_max}"
             );
-            write_frame_header(scratch, len, now + o.delay);
-            o.ring
-                .write_all(&scratch[..FRAME_HEADER_LEN + len])
-                .expect("room was checked");
+            o.send(model, scratch, len, now);
             worked = true;
         }
     }

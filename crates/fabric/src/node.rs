@@ -41,6 +41,10 @@ pub trait Node: Send {
     /// ingress buffer). Must be idempotent.
     fn handle_stalled(&mut self, _now: Instant, _port: PortId, _frame: &[u8]) {}
 
+    /// The output queue a forwarded frame joins is past its ECN threshold: mark the frame if
+    /// its protocol carries congestion marks (DCTCP, paper 6.1). Called after `handle_frame`.
+    fn mark_congestion(&self, _frame: &mut [u8]) {}
+
     /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
     /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;

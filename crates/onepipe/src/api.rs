@@ -143,6 +143,7 @@ impl OnePipe {
                 workers: options.workers.max(1),
                 link_capacity_bytes: 64 * 1024,
                 frame_max_bytes: options.mtu_bytes,
+                ..InprocConfig::default()
             },
             link_delay: Duration::ZERO,
         };

@@ -12,7 +12,7 @@ use crate::system::{self, Member, SystemConfig, SystemError};
 use crate::workload::{Broadcast, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
-use onepipe_fabric::inproc::{Clock, InprocConfig};
+use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
@@ -43,6 +43,14 @@ pub struct DemoConfig {
     pub link_capacity_bytes: usize,
     pub send_buffer_packets_max: usize,
     pub reorder_bytes_max: usize,
+    /// Use the reliable service (paper 5.1) instead of best effort.
+    pub reliable: bool,
+    /// Loss, duplication and jitter on every link.
+    pub faults: LinkFaults,
+    /// Serialization rate of every link; `None` is as fast as the workers go.
+    pub link_bits_per_s: Option<u64>,
+    /// Queue depth past which switches mark ECN (DCTCP).
+    pub ecn_threshold_bytes: usize,
 }
 
 impl Default for DemoConfig {
@@ -67,6 +75,10 @@ impl Default for DemoConfig {
             link_capacity_bytes: 2048,
             send_buffer_packets_max: 32,
             reorder_bytes_max: 64 << 20,
+            reliable: false,
+            faults: LinkFaults::default(),
+            link_bits_per_s: None,
+            ecn_threshold_bytes: 1024,
         }
     }
 }
@@ -98,6 +110,10 @@ pub struct PhaseResult {
     pub endpoint: EndpointCounters,
     pub switch: SwitchCounters,
     pub send_failures: u64,
+    pub retransmissions: u64,
+    /// Frames the links dropped and duplicated on purpose.
+    pub link_drops: u64,
+    pub link_duplicates: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
 }
@@ -116,6 +132,7 @@ pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
 
 /// Time given to in-flight messages after sending stops.
 const DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
 const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn sum_endpoint(a: &mut EndpointCounters, b: &EndpointCounters) {
@@ -175,6 +192,9 @@ pub fn run_phase(
     let per_broadcast = count as usize * config.message_bytes.div_ceil(config.mtu_bytes - 48).max(1);
     endpoint.send_buffer_packets_max = config.send_buffer_packets_max.max(per_broadcast);
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
+    // The reliable buffer holds a scattering until it is acknowledged, an RTT longer than
+    // best effort holds it; a few broadcasts keep the pipe full.
+    endpoint.reliable.send_buffer_packets_max = 4 * endpoint.send_buffer_packets_max;
     let system_config = SystemConfig {
         switch: SwitchConfig {
             beacon_interval: config.beacon_interval,
@@ -186,6 +206,10 @@ pub fn run_phase(
             workers: config.workers.max(1),
             link_capacity_bytes: config.link_capacity_bytes,
             frame_max_bytes: config.mtu_bytes,
+            faults: config.faults.clone(),
+            link_bits_per_s: config.link_bits_per_s,
+            ecn_threshold_bytes: config.ecn_threshold_bytes,
+            ..InprocConfig::default()
         },
         link_delay: config.link_delay,
     };
@@ -219,6 +243,7 @@ pub fn run_phase(
                     send_gap,
                     record_until,
                     seed: config.seed,
+                    reliable: config.reliable,
                 },
                 delivered.clone(),
             )))
@@ -232,7 +257,13 @@ pub fn run_phase(
         progress(done, delivered.load(Ordering::Relaxed));
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
-    std::thread::sleep(DRAIN);
+    // Reliable messages may still be waiting for retransmission after sending stops.
+    std::thread::sleep(if config.reliable { RELIABLE_DRAIN } else { DRAIN });
+    let faults = runtime.fault_counters();
+    let (link_drops, link_duplicates) = (
+        faults.dropped.load(Ordering::Relaxed),
+        faults.duplicated.load(Ordering::Relaxed),
+    );
     let nodes = runtime.stop();
 
     let mut result = PhaseResult {
@@ -247,6 +278,9 @@ pub fn run_phase(
         endpoint: EndpointCounters::default(),
         switch: SwitchCounters::default(),
         send_failures: 0,
+        retransmissions: 0,
+        link_drops,
+        link_duplicates,
         reorder_bytes_peak: 0,
         reorder_messages_peak: 0,
     };
@@ -256,6 +290,7 @@ pub fn run_phase(
             Member::Host(h) => {
                 let ep = &h.endpoint;
                 sum_endpoint(&mut result.endpoint, ep.counters());
+                result.retransmissions += ep.reliable_sender().counters().retransmissions;
                 result.reorder_bytes_peak = result.reorder_bytes_peak.max(ep.reorder().bytes_peak());
                 result.reorder_messages_peak = result.reorder_messages_peak.max(ep.reorder().messages_peak());
                 if let App::Workload(w) = h.app {

@@ -42,11 +42,23 @@ impl HostNode {
     fn drain(&mut self, now: Instant) {
         match &mut self.app {
             App::Workload(w) => {
-                while self
-                    .endpoint
-                    .poll_deliver_with(|ts, src, id, payload| w.on_deliver(now, ts, src, id, payload))
-                    .is_some()
-                {}
+                // Sends logged before the deliveries that follow them in program order.
+                w.on_released(&mut self.endpoint);
+                if w.is_reliable() {
+                    while self
+                        .endpoint
+                        .poll_deliver_reliable_with(|ts, src, id, payload| {
+                            w.on_deliver(now, ts, src, id, payload)
+                        })
+                        .is_some()
+                    {}
+                } else {
+                    while self
+                        .endpoint
+                        .poll_deliver_with(|ts, src, id, payload| w.on_deliver(now, ts, src, id, payload))
+                        .is_some()
+                    {}
+                }
                 while let Some(f) = self.endpoint.poll_failure() {
                     w.on_failure(f);
                 }

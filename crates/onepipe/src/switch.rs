@@ -510,6 +510,21 @@ impl Node for Switch {
         }
     }
 
+    /// DCTCP marking (paper 6.1): the output queue is past its threshold. Only data carries
+    /// the mark; receivers echo it in ACKs.
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        let Ok(mut packet) = Packet::new_checked(&mut frame[..]) else {
+            return;
+        };
+        if matches!(
+            Opcode::from_u8(packet.opcode_raw()),
+            Some(Opcode::Data | Opcode::Prepare)
+        ) {
+            let f = packet.flags() | onepipe_wire::packet::flags::ECN;
+            packet.set_flags(f);
+        }
+    }
+
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let p = port as usize;
         if !self.ports.get(p)?.beacon_pending {

@@ -29,6 +29,9 @@ pub struct Broadcast {
     next_send_at: Instant,
     /// Draws the exponential gaps of paced sending.
     rng: SplitMix,
+    reliable: bool,
+    /// Reliable broadcasts in the send buffer, not yet timestamped, whose S lines are owed.
+    unreleased_recorded: std::collections::HashSet<u64>,
     /// Record events only for messages sent before this time (bounds checker memory).
     record_until: Instant,
     pub events: Vec<Event>,
@@ -52,6 +55,8 @@ pub struct Schedule {
     pub record_until: Instant,
     /// Seeds the paced gaps; each process draws its own stream from it.
     pub seed: u64,
+    /// Send with the reliable service.
+    pub reliable: bool,
 }
 
 impl Broadcast {
@@ -68,6 +73,7 @@ impl Broadcast {
             send_gap,
             record_until,
             seed,
+            reliable,
         } = schedule;
         let mut rng = SplitMix::new(seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let first_gap = exponential(&mut rng, send_gap);
@@ -83,6 +89,8 @@ impl Broadcast {
             // average; random gaps also keep processes from sending in step.
             next_send_at: send_from + first_gap,
             rng,
+            reliable,
+            unreleased_recorded: Default::default(),
             record_until,
             events: Vec::new(),
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
@@ -104,7 +112,12 @@ impl Broadcast {
             return;
         }
         let need = self.destinations.len() * endpoint.packets_for(self.payload.len());
-        if endpoint.send_room_packets() < need {
+        let room = if self.reliable {
+            endpoint.reliable_room_packets()
+        } else {
+            endpoint.send_room_packets()
+        };
+        if room < need {
             return;
         }
         self.payload[..8].copy_from_slice(&now.as_nanos().to_le_bytes());
@@ -113,23 +126,53 @@ impl Broadcast {
             .iter()
             .map(|&d| (d, &self.payload[..]))
             .collect();
-        let receipt = endpoint
-            .send_unreliable(now, &scatter)
-            .expect("room was checked, destinations exist");
+        let record = now < self.record_until;
+        if self.reliable {
+            let msg_id = endpoint
+                .send_reliable(now, &scatter)
+                .expect("room was checked, destinations exist");
+            if record {
+                // The timestamp comes when the scattering leaves the send buffer.
+                self.unreleased_recorded.insert(msg_id);
+            }
+            self.on_released(endpoint);
+        } else {
+            let receipt = endpoint
+                .send_unreliable(now, &scatter)
+                .expect("room was checked, destinations exist");
+            if record {
+                self.record_send(receipt.ts, receipt.msg_id);
+            }
+        }
         if self.send_gap > Duration::ZERO {
             // Keep the schedule (open loop); after a stall, resume from now rather than burst.
             let gap = exponential(&mut self.rng, self.send_gap);
             self.next_send_at = (self.next_send_at + gap).max(now);
         }
-        if now < self.record_until {
-            for &dst in &self.destinations {
-                self.events.push(Event::Send {
-                    ts_ns: receipt.ts.as_nanos(),
-                    dst,
-                    msg_id: receipt.msg_id,
-                });
+    }
+
+    fn record_send(&mut self, ts: Instant, msg_id: u64) {
+        for &dst in &self.destinations {
+            self.events.push(Event::Send {
+                ts_ns: ts.as_nanos(),
+                dst,
+                msg_id,
+            });
+        }
+    }
+
+    /// Logs reliable scatterings that got their timestamps (program order: a scattering is
+    /// sent, as far as the log is concerned, when it leaves the send buffer).
+    pub fn on_released(&mut self, endpoint: &mut Endpoint) {
+        while let Some((msg_id, ts)) = endpoint.poll_released() {
+            if self.unreleased_recorded.remove(&msg_id) {
+                self.record_send(ts, msg_id);
             }
         }
+    }
+
+    pub fn is_reliable(&self) -> bool {
+        self.reliable
     }
 
     pub fn on_deliver(&mut self, now: Instant, ts: Instant, src: u32, msg_id: u64, payload: &[u8]) {
