@@ -105,15 +105,18 @@ impl OnePipe {
         endpoint.send_buffer_packets_max = endpoint
             .send_buffer_packets_max
             .max(count as usize * options.message_bytes_max.div_ceil(options.mtu_bytes - HEADER_LEN));
+        endpoint.reliable.send_buffer_packets_max = endpoint.send_buffer_packets_max;
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);
         for p in 0..count {
             let (cmd_tx, cmd_rx) = RingBuffer::new(options.send_queue_max);
             let (del_tx, del_rx) = RingBuffer::new(options.recv_queue_max);
+            let (rel_tx, rel_rx) = RingBuffer::new(options.recv_queue_max);
             let delivered_ts = Arc::new(AtomicU64::new(0));
             apps.push(App::Link(Box::new(AppLink {
                 commands: cmd_rx,
                 deliveries: del_tx,
+                reliable_deliveries: rel_tx,
                 on_failure: None,
                 delivered_ts: delivered_ts.clone(),
                 refused: 0,
@@ -123,6 +126,7 @@ impl OnePipe {
                 process_count: count,
                 commands: cmd_tx,
                 deliveries: del_rx,
+                reliable_deliveries: rel_rx,
                 clock,
                 offset_ns: offsets[p as usize],
                 delivered_ts,
@@ -182,6 +186,7 @@ pub struct Process {
     process_count: u32,
     commands: Producer<Command>,
     deliveries: Consumer<Delivery>,
+    reliable_deliveries: Consumer<Delivery>,
     clock: Clock,
     offset_ns: i64,
     delivered_ts: Arc<AtomicU64>,
@@ -199,6 +204,18 @@ impl Process {
     /// Sends one scattering: every message gets the same timestamp, and every receiver
     /// delivers it at the same position of the total order. Returns the message id.
     pub fn send_unreliable(&mut self, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
+        self.submit(scatter, false)
+    }
+
+    /// Paper Table 1 `onepipe_reliable_send`: as [`Process::send_unreliable`], but through
+    /// loss: the scattering is delivered exactly once to each receiver (two-phase commit,
+    /// paper 5.1), or the send-failure callback reports each message that could not be.
+    /// Receivers take it with [`Process::recv_reliable`].
+    pub fn send_reliable(&mut self, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
+        self.submit(scatter, true)
+    }
+
+    fn submit(&mut self, scatter: &[(u32, &[u8])], reliable: bool) -> Result<u64, SendError> {
         if scatter.is_empty() {
             return Err(SendError::EmptyScattering);
         }
@@ -222,8 +239,13 @@ impl Process {
             });
         }
         let owned = scatter.iter().map(|&(d, m)| (d, m.to_vec())).collect();
+        let cmd = if reliable {
+            Command::SendReliable(owned)
+        } else {
+            Command::Send(owned)
+        };
         self.commands
-            .push(Command::Send(owned))
+            .push(cmd)
             .map_err(|_| SendError::BufferFull { queued: 0, max: 0 })?;
         let id = self.next_msg_id;
         self.next_msg_id += 1;
@@ -235,28 +257,22 @@ impl Process {
         self.deliveries.pop().ok()
     }
 
+    /// Paper Table 1 `onepipe_reliable_recv`: the next reliable message, in the total order.
+    pub fn recv_reliable(&mut self) -> Option<Delivery> {
+        self.reliable_deliveries.pop().ok()
+    }
+
     /// Waits up to `timeout` for the next delivered message. Spins briefly, then sleeps in
     /// short steps so that waiting applications leave the cores to the runtime's workers.
     pub fn recv_timeout(&mut self, timeout: std::time::Duration) -> Option<Delivery> {
-        const SPINS: u32 = 64;
-        const NAP: std::time::Duration = std::time::Duration::from_micros(50);
-        let deadline = std::time::Instant::now() + timeout;
-        let mut tries = 0u32;
-        loop {
-            if let Ok(d) = self.deliveries.pop() {
-                return Some(d);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            tries += 1;
-            if tries < SPINS {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(NAP);
-            }
-        }
+        wait_pop(&mut self.deliveries, timeout)
     }
+
+    /// As [`Process::recv_timeout`], for reliable messages.
+    pub fn recv_reliable_timeout(&mut self, timeout: std::time::Duration) -> Option<Delivery> {
+        wait_pop(&mut self.reliable_deliveries, timeout)
+    }
+
 
     /// Registers the send-failure callback; it runs on a runtime worker, so keep it short.
     pub fn on_send_failure(&mut self, callback: impl FnMut(SendFailure) + Send + 'static) {
@@ -278,5 +294,27 @@ impl Process {
         let ns = self.clock.now().as_nanos() as i128 + self.offset_ns as i128;
         let host = Instant::from_nanos(ns.max(0) as u64);
         host.max(Instant::from_nanos(self.delivered_ts.load(Ordering::Relaxed) + 1))
+    }
+}
+
+/// Pops from `ring`, waiting up to `timeout`: spins briefly, then sleeps in short steps.
+fn wait_pop(ring: &mut Consumer<Delivery>, timeout: std::time::Duration) -> Option<Delivery> {
+    const SPINS: u32 = 64;
+    const NAP: std::time::Duration = std::time::Duration::from_micros(50);
+    let deadline = std::time::Instant::now() + timeout;
+    let mut tries = 0u32;
+    loop {
+        if let Ok(d) = ring.pop() {
+            return Some(d);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        tries += 1;
+        if tries < SPINS {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(NAP);
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// What an application thread asks of its endpoint.
 pub enum Command {
     Send(Vec<(u32, Vec<u8>)>),
+    SendReliable(Vec<(u32, Vec<u8>)>),
     OnSendFailure(Box<dyn FnMut(SendFailure) + Send>),
 }
 
@@ -20,6 +21,7 @@ pub enum Command {
 pub struct AppLink {
     pub commands: Consumer<Command>,
     pub deliveries: Producer<Delivery>,
+    pub reliable_deliveries: Producer<Delivery>,
     pub on_failure: Option<Box<dyn FnMut(SendFailure) + Send>>,
     /// Largest delivered timestamp, published for `Process::timestamp`.
     pub delivered_ts: Arc<AtomicU64>,
@@ -72,6 +74,15 @@ impl HostNode {
                     // Room was checked; the handle may have gone, which only drops the message.
                     let _ = link.deliveries.push(d);
                 }
+                while link.reliable_deliveries.slots() > 0 {
+                    let Some(d) = self.endpoint.poll_deliver_reliable() else {
+                        break;
+                    };
+                    link.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
+                    let _ = link.reliable_deliveries.push(d);
+                }
+                // Nothing logs reliable releases for linked applications.
+                while self.endpoint.poll_released().is_some() {}
                 while let Some(f) = self.endpoint.poll_failure() {
                     if let Some(cb) = link.on_failure.as_mut() {
                         cb(f);
@@ -87,18 +98,27 @@ impl HostNode {
             App::Workload(w) => w.refill(now, &mut self.endpoint),
             App::Link(link) => {
                 while let Ok(cmd) = link.commands.peek() {
-                    if let Command::Send(msgs) = cmd {
-                        // The handle refuses scatterings larger than the whole buffer, so this
-                        // wait always ends.
-                        let need: usize = msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum();
-                        if need > self.endpoint.send_room_packets() {
+                    // The handle refuses scatterings larger than the whole buffer, so these
+                    // waits always end.
+                    let packets =
+                        |msgs: &[(u32, Vec<u8>)]| -> usize { msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum() };
+                    match cmd {
+                        Command::Send(msgs) if packets(msgs) > self.endpoint.send_room_packets() => break,
+                        Command::SendReliable(msgs) if packets(msgs) > self.endpoint.reliable_room_packets() => {
                             break;
                         }
+                        _ => {}
                     }
                     match link.commands.pop() {
                         Ok(Command::Send(msgs)) => {
                             let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
                             if self.endpoint.send_unreliable(now, &scatter).is_err() {
+                                link.refused += 1;
+                            }
+                        }
+                        Ok(Command::SendReliable(msgs)) => {
+                            let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
+                            if self.endpoint.send_reliable(now, &scatter).is_err() {
                                 link.refused += 1;
                             }
                         }
