@@ -273,7 +273,6 @@ impl Process {
         wait_pop(&mut self.reliable_deliveries, timeout)
     }
 
-
     /// Registers the send-failure callback; it runs on a runtime worker, so keep it short.
     pub fn on_send_failure(&mut self, callback: impl FnMut(SendFailure) + Send + 'static) {
         // A full command queue only delays registration until it has room.

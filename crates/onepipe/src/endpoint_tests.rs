@@ -231,3 +231,71 @@ fn unordered_mode_delivers_on_arrival() {
         .unwrap();
     assert_eq!(ep.poll_deliver().unwrap().payload, b"x");
 }
+
+/// Paper 6.1: "If the send buffer is full, the send API returns fail"; a scattering that
+/// could never fit is a different error from one that must wait.
+#[test]
+fn full_reliable_send_buffer_is_backpressure() {
+    let mut c = EndpointConfig::new(0, 4, 7);
+    c.mtu_bytes = HEADER_LEN + 10;
+    c.reliable.send_buffer_packets_max = 4;
+    let mut ep = Endpoint::new(c, t(0));
+    assert!(matches!(
+        ep.send_reliable(t(1), &[(1, &[0u8; 50])]),
+        Err(SendError::ScatteringTooLarge { packets: 5, max: 4 })
+    ));
+    ep.send_reliable(t(1), &[(1, &[0u8; 30])]).unwrap();
+    assert_eq!(
+        ep.send_reliable(t(2), &[(2, &[0u8; 20])]),
+        Err(SendError::BufferFull { queued: 3, max: 4 })
+    );
+    assert_eq!(ep.reliable_room_packets(), 1);
+}
+
+/// Paper 5.1: a prepare packet is acknowledged and held until the commit barrier passes its
+/// timestamp; only then is it delivered.
+#[test]
+fn prepared_message_waits_for_the_commit_barrier() {
+    let mut sender = endpoint(0, 2);
+    let mut receiver = endpoint(1, 2);
+    sender.send_reliable(t(100), &[(1, b"hi")]).unwrap();
+    let (id, ts) = sender.poll_released().unwrap();
+    let frames = drain(&mut sender, 100);
+    let prepare = frames
+        .iter()
+        .find(|f| repr(f).opcode == Opcode::Prepare)
+        .expect("sent");
+    // The ToR passes it on with barriers below its timestamp.
+    let mut f = prepare.clone();
+    {
+        let mut p = Packet::new_unchecked(&mut f[..]);
+        p.set_barrier(Timestamp48::new(1));
+        p.set_commit_barrier(Timestamp48::new(1));
+    }
+    receiver.handle_frame(t(110), &f).unwrap();
+    assert!(
+        receiver.poll_deliver_reliable().is_none(),
+        "prepared, not committed"
+    );
+    let acks: Vec<_> = drain(&mut receiver, 110)
+        .into_iter()
+        .filter(|f| repr(f).opcode == Opcode::Ack)
+        .collect();
+    assert_eq!(acks.len(), 1);
+    assert_eq!(repr(&acks[0]).psn, 1, "cumulative: PSN 0 arrived");
+    sender.handle_frame(t(120), &acks[0]).unwrap();
+    // With nothing open, the sender's commit barrier is its clock, past the message.
+    let beacon_frames = {
+        sender.handle_timeout(t(1_000));
+        drain(&mut sender, 1_000)
+    };
+    let commit = Packet::new_checked(&beacon_frames[0][..])
+        .unwrap()
+        .commit_barrier();
+    assert!(commit.raw() > ts.as_nanos());
+    let mut b = beacon(1);
+    Packet::new_unchecked(&mut b[..]).set_commit_barrier(commit);
+    receiver.handle_frame(t(1_010), &b).unwrap();
+    let d = receiver.poll_deliver_reliable().expect("committed");
+    assert_eq!((d.src, d.msg_id, d.payload.as_slice()), (0, id, &b"hi"[..]));
+}

@@ -100,11 +100,14 @@ impl HostNode {
                 while let Ok(cmd) = link.commands.peek() {
                     // The handle refuses scatterings larger than the whole buffer, so these
                     // waits always end.
-                    let packets =
-                        |msgs: &[(u32, Vec<u8>)]| -> usize { msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum() };
+                    let packets = |msgs: &[(u32, Vec<u8>)]| -> usize {
+                        msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum()
+                    };
                     match cmd {
                         Command::Send(msgs) if packets(msgs) > self.endpoint.send_room_packets() => break,
-                        Command::SendReliable(msgs) if packets(msgs) > self.endpoint.reliable_room_packets() => {
+                        Command::SendReliable(msgs)
+                            if packets(msgs) > self.endpoint.reliable_room_packets() =>
+                        {
                             break;
                         }
                         _ => {}

@@ -64,7 +64,10 @@ fn reliable_broadcast_is_delivered_completely_and_in_one_order() {
     let orders = exchange(true, rounds);
     for o in &orders {
         assert_eq!(o.len(), rounds * orders.len(), "every reliable message arrives");
-        assert!(o.windows(2).all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)), "(ts, src) order");
+        assert!(
+            o.windows(2).all(|w| (w[0].0, w[0].1) < (w[1].0, w[1].1)),
+            "(ts, src) order"
+        );
     }
     assert!(orders.windows(2).all(|w| w[0] == w[1]), "all receivers agree");
 }
@@ -81,7 +84,10 @@ fn misuse_is_a_typed_error() {
     let mut system = start();
     let mut p = system.take_process(0).unwrap();
     assert_eq!(p.send_reliable(&[]), Err(SendError::EmptyScattering));
-    assert_eq!(p.send_reliable(&[(99, b"x")]), Err(SendError::UnknownDestination(99)));
+    assert_eq!(
+        p.send_reliable(&[(99, b"x")]),
+        Err(SendError::UnknownDestination(99))
+    );
     let huge = vec![0u8; 2 << 20];
     assert!(matches!(
         p.send_unreliable(&[(1, &huge)]),

@@ -52,3 +52,6 @@ impl Default for ReliableConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! Edge cases of the reliable service, sans-IO: windows, credits, forged ACKs, the retry
+//! budget (paper 5.1, 6.1).
+
+use super::ReliableConfig;
+use super::receiver::{Admit, ReliableReceiver};
+use super::sender::ReliableSender;
+use onepipe_wire::{AckPayload, Duration, Instant};
+
+fn t(us: u64) -> Instant {
+    Instant::from_nanos(1_000_000 + us * 1_000)
+}
+
+fn config(window: u32) -> ReliableConfig {
+    ReliableConfig {
+        recv_window_packets: window,
+        initial_cwnd_packets: window,
+        rto_initial: Duration::from_micros(100),
+        rto_min: Duration::from_micros(100),
+        rto_max: Duration::from_micros(800),
+        retries_max: 3,
+        send_buffer_packets_max: 64,
+        ..ReliableConfig::default()
+    }
+}
+
+/// 100-byte fragments, 4 processes.
+fn sender(window: u32) -> ReliableSender {
+    ReliableSender::new(config(window), 4, 100)
+}
+
+/// Releases what fits, with timestamps 1, 2, 3, ...
+fn release(s: &mut ReliableSender) -> usize {
+    let mut ts = 0;
+    s.release(|| {
+        ts += 1;
+        Instant::from_nanos(ts)
+    })
+}
+
+fn drain(s: &mut ReliableSender, now: Instant) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    while let Some(tx) = s.poll_transmit(now) {
+        out.push((tx.dst, tx.psn));
+    }
+    out
+}
+
+fn ack(window_packets: u32) -> AckPayload {
+    AckPayload {
+        sack: 0,
+        window_packets,
+        received: 1,
+        ce_marked: 0,
+    }
+}
+
+#[test]
+fn scattering_waits_for_window_and_goes_when_the_ack_opens_it() {
+    let mut s = sender(2);
+    s.submit(0, &[(1, &[0u8; 150])]); // 2 packets: fills the window of 2
+    s.submit(1, &[(1, b"x"), (2, b"y")]);
+    assert_eq!(release(&mut s), 1, "the second needs a packet of window to 1");
+    assert_eq!(drain(&mut s, t(0)), vec![(1, 0), (1, 1)]);
+    assert_eq!(s.waiting(), 1);
+    assert_eq!(s.poll_released().map(|r| r.0), Some(0));
+    s.on_ack(t(10), 1, 2, &ack(2));
+    assert_eq!(release(&mut s), 1);
+    assert_eq!(drain(&mut s, t(10)), vec![(1, 2), (2, 0)]);
+}
+
+/// Paper 6.1: "a scattering acquires credits from the send windows ... held in a wait queue
+/// without releasing credits", so a large scattering is not starved by small ones behind it.
+#[test]
+fn waiting_scattering_keeps_its_credits() {
+    let mut s = sender(4);
+    s.submit(0, &[(1, &[0u8; 300])]); // 3 packets
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.submit(1, &[(1, &[0u8; 400])]); // 4 packets: 1 credit now, 3 more later
+    s.submit(2, &[(1, b"small")]);
+    assert_eq!(
+        release(&mut s),
+        0,
+        "the large one holds the only credit; the small one waits"
+    );
+    s.on_ack(t(10), 1, 3, &ack(4));
+    assert_eq!(release(&mut s), 1, "the large one completes first");
+    assert_eq!(s.poll_released().map(|r| r.0), Some(0));
+    assert_eq!(s.poll_released().map(|r| r.0), Some(1));
+}
+
+#[test]
+fn forged_and_impossible_acks_are_counted_and_ignored() {
+    let mut s = sender(4);
+    s.on_ack(t(0), 3, 0, &ack(4));
+    assert_eq!(s.counters().acks_invalid, 1, "no connection to 3");
+    s.submit(0, &[(1, b"x")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_ack(t(1), 1, 7, &ack(4));
+    assert_eq!(s.counters().acks_invalid, 2, "acknowledges PSNs never sent");
+    assert!(!s.is_idle());
+    s.on_ack(t(2), 1, 1, &ack(4));
+    assert!(s.is_idle());
+}
+
+/// Issue: "a receiver that never answers leads to the send-failure callback, not to
+/// unbounded buffering".
+#[test]
+fn silent_receiver_exhausts_the_retry_budget_and_frees_the_buffer() {
+    let mut s = sender(4);
+    s.submit(7, &[(1, b"x"), (2, b"y")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_ack(t(5), 2, 1, &ack(4)); // 2 answers, 1 never does
+    let mut now = t(0);
+    let mut sends = 0;
+    while s.poll_failure().is_none() {
+        now = s.poll_timeout().expect("a retransmission is due");
+        s.on_timeout(now);
+        sends += drain(&mut s, now).len();
+        assert!(sends <= 3, "retries bounded by retries_max");
+    }
+    assert_eq!(sends, 3);
+    assert!(s.is_idle(), "nothing of it stays buffered");
+    assert!(s.commit_barrier(now) == now, "the commit barrier moves on");
+    // Later messages to the unreachable receiver fail at once.
+    s.submit(8, &[(1, b"z")]);
+    release(&mut s);
+    assert_eq!(s.poll_failure().map(|f| (f.msg_id, f.dst)), Some((8, 1)));
+}
+
+#[test]
+fn selective_ack_repairs_a_hole_once_per_rtt() {
+    let mut s = sender(8);
+    s.submit(0, &[(1, &[0u8; 400])]); // PSNs 0..4
+    release(&mut s);
+    drain(&mut s, t(0));
+    // PSN 0 lost; 1..3 arrived.
+    let a = AckPayload {
+        sack: 0b111,
+        ..ack(8)
+    };
+    s.on_ack(t(500), 1, 0, &a);
+    assert_eq!(drain(&mut s, t(500)), vec![(1, 0)], "the hole goes again");
+    s.on_ack(t(501), 1, 0, &a);
+    assert!(drain(&mut s, t(501)).is_empty(), "not again within an RTT");
+    assert_eq!(s.counters().fast_retransmits, 1);
+}
+
+#[test]
+fn commit_barrier_is_the_oldest_unacknowledged_timestamp() {
+    let mut s = sender(8);
+    s.submit(0, &[(1, b"a")]);
+    s.submit(1, &[(2, b"b")]);
+    release(&mut s); // timestamps 1 and 2
+    drain(&mut s, t(0));
+    let clock = Instant::from_nanos(100);
+    assert_eq!(s.commit_barrier(clock), Instant::from_nanos(1));
+    s.on_ack(t(1), 2, 1, &ack(8));
+    assert_eq!(s.commit_barrier(clock), Instant::from_nanos(1), "ts 1 still open");
+    s.on_ack(t(2), 1, 1, &ack(8));
+    assert_eq!(s.commit_barrier(clock), clock, "nothing open: the clock");
+}
+
+#[test]
+fn receiver_suppresses_duplicates_and_bounds_each_sender() {
+    let mut r = ReliableReceiver::new(4, 3);
+    assert_eq!(r.on_prepare(1, 0, false), Admit::Store);
+    assert_eq!(r.on_prepare(1, 0, false), Admit::Duplicate);
+    assert_eq!(
+        r.on_prepare(1, 2, true),
+        Admit::Store,
+        "out of order within the window"
+    );
+    assert_eq!(
+        r.on_prepare(1, 4, false),
+        Admit::OutOfWindow,
+        "cumulative 1 + window 4 - 1 held"
+    );
+    assert_eq!(r.on_prepare(9, 0, false), Admit::OutOfWindow, "no such process");
+    let (to, cumulative, a) = r.poll_ack().unwrap();
+    assert_eq!((to, cumulative), (1, 1));
+    assert_eq!(a.sack, 0b1, "PSN 2 = cumulative + 1 + bit 0");
+    assert_eq!(
+        a.window_packets, 3,
+        "one packet delivered-pending below cumulative"
+    );
+    assert_eq!((a.received, a.ce_marked), (4, 1));
+    r.on_delivered(1, 1);
+    let (_, _, a) = r.poll_ack().expect("window opened by a quarter: tell the sender");
+    assert_eq!(a.window_packets, 4);
+}
