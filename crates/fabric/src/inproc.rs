@@ -185,7 +185,7 @@ impl Output {
             self.busy_until = start + Duration::from_nanos(wire_ns);
             ready = self.busy_until;
         }
-        ready = ready + self.delay;
+        ready += self.delay;
         if model.faults.active() {
             if self.chance(model.faults.loss) {
                 model.counters.dropped.fetch_add(1, Ordering::Relaxed);
@@ -197,7 +197,7 @@ impl Output {
             }
             let jitter = model.faults.jitter.as_nanos();
             if jitter > 0 {
-                ready = ready + Duration::from_nanos(self.next_random() % jitter);
+                ready += Duration::from_nanos(self.next_random() % jitter);
             }
             ready = ready.max(self.last_ready);
         }
@@ -641,6 +641,7 @@ mod tests {
             workers: 2,
             link_capacity_bytes: 2048,
             frame_max_bytes: 128,
+            ..InprocConfig::default()
         };
         let rt = Runtime::start(nodes, &links, &[0, 1, 0], &config, Clock::new(Instant::ZERO)).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -652,12 +653,67 @@ mod tests {
         assert!(in_order.load(Ordering::Relaxed));
     }
 
+    /// Seeded faults: about the configured share dropped and duplicated, every drop and copy
+    /// counted, and jitter never breaks FIFO (ready times never go back).
+    #[test]
+    fn link_faults_drop_duplicate_and_jitter_but_keep_fifo() {
+        let (producer, mut consumer) = RingBuffer::new(1 << 20);
+        let mut out = Output {
+            ring: producer,
+            delay: Duration::from_micros(1),
+            rng: 42,
+            last_ready: Instant::ZERO,
+            busy_until: Instant::ZERO,
+        };
+        let counters = Arc::new(FaultCounters::default());
+        let model = LinkModel {
+            faults: LinkFaults {
+                loss: 0.2,
+                duplicate: 0.1,
+                jitter: Duration::from_micros(5),
+                seed: 42,
+            },
+            bits_per_s: Some(8_000_000_000), // 1 byte per ns
+            ecn_threshold_bytes: usize::MAX,
+            capacity_bytes: 1 << 20,
+            counters: counters.clone(),
+        };
+        let mut scratch = vec![0u8; FRAME_HEADER_LEN + 100];
+        let sent = 10_000u64;
+        for i in 0..sent {
+            scratch[FRAME_HEADER_LEN..FRAME_HEADER_LEN + 8].copy_from_slice(&i.to_le_bytes());
+            out.send(&model, &mut scratch, 100, Instant::from_nanos(i * 10));
+        }
+        let (mut frames, mut last_ready, mut last_seq) = (0u64, 0u64, 0u64);
+        let mut header = [0u8; FRAME_HEADER_LEN + 8];
+        while consumer.slots() >= FRAME_HEADER_LEN + 100 {
+            let chunk = consumer.read_chunk(FRAME_HEADER_LEN + 100).unwrap();
+            let (a, b) = chunk.as_slices();
+            copy_out(a, b, 0, &mut header);
+            chunk.commit_all();
+            let ready = u64::from_le_bytes(header[2..10].try_into().unwrap());
+            let seq = u64::from_le_bytes(header[10..18].try_into().unwrap());
+            assert!(ready >= last_ready, "jitter broke FIFO");
+            assert!(seq >= last_seq, "frames out of order");
+            (last_ready, last_seq) = (ready, seq);
+            frames += 1;
+        }
+        let dropped = counters.dropped.load(Ordering::Relaxed);
+        let duplicated = counters.duplicated.load(Ordering::Relaxed);
+        assert_eq!(frames, sent - dropped + duplicated);
+        assert!((1_700..2_300).contains(&dropped), "dropped {dropped}");
+        assert!((550..1_050).contains(&duplicated), "duplicated {duplicated}");
+        // 100 bytes at 1 byte/ns take 100 ns each, sent every 10 ns: the link serializes.
+        assert!(last_ready >= (sent - dropped) * 100, "serialization ignored");
+    }
+
     #[test]
     fn rejects_bad_wiring() {
         let config = InprocConfig {
             workers: 1,
             link_capacity_bytes: 2048,
             frame_max_bytes: 128,
+            ..InprocConfig::default()
         };
         let l = LinkSpec {
             from: (0, 0),
