@@ -209,7 +209,6 @@ pub fn run_phase(
             faults: config.faults.clone(),
             link_bits_per_s: config.link_bits_per_s,
             ecn_threshold_bytes: config.ecn_threshold_bytes,
-            ..InprocConfig::default()
         },
         link_delay: config.link_delay,
     };
