@@ -201,7 +201,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             jitter: us(args.jitter_us),
             seed: args.seed,
         },
-        link_bits_per_s: (args.link_gbps > 0.0).then(|| (args.link_gbps * 1e9) as u64),
+        link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
         ..DemoConfig::default()
     };
