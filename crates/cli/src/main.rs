@@ -1,5 +1,6 @@
 //! `onepipe`: run 1Pipe in software.
 
+mod bench;
 mod demo;
 
 use clap::{Parser, Subcommand};
@@ -20,12 +21,16 @@ struct Cli {
 enum Command {
     /// All-to-all broadcast through a software fat-tree, verified, next to an unordered baseline.
     Demo(demo::DemoArgs),
+    /// Benchmarks printing numbers (JSON with --json)
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
+        Command::Bench(cmd) => bench::run(cmd),
     };
     match result {
         Ok(code) => code,

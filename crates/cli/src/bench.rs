@@ -1,0 +1,293 @@
+//! `onepipe bench`: benchmarks that print numbers, compared as ratios within one run.
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
+use onepipe_check::check_no_loss;
+use onepipe_fabric::inproc::LinkFaults;
+use onepipe_wire::Duration;
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Best-effort, reliable and unordered side by side on the paper testbed, saturated; then
+    /// latency against link loss (paper Fig. 9b) at a light paced load.
+    Modes(ModesArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ModesArgs {
+    /// Length of each saturated run
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// Length of each run of the loss table
+    #[arg(long, default_value_t = 1.0)]
+    loss_seconds: f64,
+    /// Broadcasts per second per process in the loss table (paced, Poisson)
+    #[arg(long, default_value_t = 100.0)]
+    rate: f64,
+    /// Per-link loss probabilities of the loss table
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.000001,0.00001,0.0001,0.001,0.01,0.1"
+    )]
+    losses: Vec<f64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of tables
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+#[derive(Serialize)]
+struct ModeRow {
+    system: &'static str,
+    loss: f64,
+    throughput_msgs_per_s: f64,
+    latency_us: Percentiles,
+    retransmissions: u64,
+    send_failures: u64,
+    /// Reliable rows: every message delivered exactly once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_loss: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct LossRow {
+    loss: f64,
+    best_effort_latency_us: Percentiles,
+    reliable_latency_us: Percentiles,
+    unordered_latency_us: Percentiles,
+    reliable_retransmissions: u64,
+    reliable_no_loss: bool,
+    /// Best-effort messages lost to the link faults (never delivered).
+    best_effort_delivered_fraction: f64,
+}
+
+#[derive(Serialize)]
+struct ModesReport {
+    processes: usize,
+    message_bytes: usize,
+    beacon_interval_us: f64,
+    modes: Vec<ModeRow>,
+    reliable_to_best_effort_throughput: f64,
+    /// At the paced load of the loss table, lowest loss: what reliability adds to the median.
+    reliable_minus_best_effort_latency_us: f64,
+    /// Saturated reliable throughput at 1% link loss over loss-free.
+    reliable_throughput_at_1pct_loss_ratio: f64,
+    loss_table: Vec<LossRow>,
+}
+
+pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
+    match cmd {
+        BenchCommand::Modes(args) => modes(args),
+    }
+}
+
+fn percentiles(r: &PhaseResult) -> Percentiles {
+    Percentiles {
+        p50: r.latency_us(0.5),
+        p99: r.latency_us(0.99),
+    }
+}
+
+fn config(seconds: f64, seed: u64, reliable: bool, loss: f64, rate: f64) -> DemoConfig {
+    DemoConfig {
+        duration: Duration::from_nanos((seconds * 1e9) as u64),
+        seed,
+        reliable,
+        rate_per_process: rate,
+        faults: LinkFaults {
+            loss,
+            seed,
+            ..LinkFaults::default()
+        },
+        ..DemoConfig::default()
+    }
+}
+
+fn phase(c: &DemoConfig, ordering: bool, bar: &ProgressBar, label: String) -> Result<PhaseResult, String> {
+    bar.set_message(label);
+    let r = run_phase(c, ordering, &mut |_, _| {}).map_err(|e| e.to_string())?;
+    bar.inc(1);
+    Ok(r)
+}
+
+fn row(system: &'static str, loss: f64, r: &PhaseResult, reliable: bool) -> ModeRow {
+    ModeRow {
+        system,
+        loss,
+        throughput_msgs_per_s: r.throughput_msgs_per_s(),
+        latency_us: percentiles(r),
+        retransmissions: r.retransmissions,
+        send_failures: r.send_failures,
+        no_loss: reliable.then(|| check_no_loss(&r.logs).is_empty()),
+    }
+}
+
+fn modes(args: ModesArgs) -> Result<ExitCode, String> {
+    if !(args.seconds > 0.0 && args.loss_seconds > 0.0 && args.rate > 0.0) {
+        return Err("--seconds, --loss-seconds and --rate must be positive".into());
+    }
+    if let Some(p) = args.losses.iter().find(|p| !(0.0..1.0).contains(*p)) {
+        return Err(format!("loss {p} is not a probability in [0, 1)"));
+    }
+    let runs = 4 + 3 * args.losses.len() as u64;
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(runs)
+    };
+    bar.set_style(ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}").expect("valid template"));
+    let s = args.seconds;
+    let be = phase(
+        &config(s, args.seed, false, 0.0, 0.0),
+        true,
+        &bar,
+        "best effort".into(),
+    )?;
+    let rel = phase(
+        &config(s, args.seed, true, 0.0, 0.0),
+        true,
+        &bar,
+        "reliable".into(),
+    )?;
+    let unordered = phase(
+        &config(s, args.seed, false, 0.0, 0.0),
+        false,
+        &bar,
+        "unordered".into(),
+    )?;
+    let rel_lossy = phase(
+        &config(s, args.seed, true, 0.01, 0.0),
+        true,
+        &bar,
+        "reliable, 1% loss".into(),
+    )?;
+    let mut loss_table = Vec::new();
+    for &loss in &args.losses {
+        let (ls, seed, rate) = (args.loss_seconds, args.seed, args.rate);
+        let b = phase(
+            &config(ls, seed, false, loss, rate),
+            true,
+            &bar,
+            format!("loss {loss}: best effort"),
+        )?;
+        let r = phase(
+            &config(ls, seed, true, loss, rate),
+            true,
+            &bar,
+            format!("loss {loss}: reliable"),
+        )?;
+        let u = phase(
+            &config(ls, seed, false, loss, rate),
+            false,
+            &bar,
+            format!("loss {loss}: unordered"),
+        )?;
+        loss_table.push(LossRow {
+            loss,
+            best_effort_latency_us: percentiles(&b),
+            reliable_latency_us: percentiles(&r),
+            unordered_latency_us: percentiles(&u),
+            reliable_retransmissions: r.retransmissions,
+            reliable_no_loss: check_no_loss(&r.logs).is_empty(),
+            best_effort_delivered_fraction: b.delivered as f64 / b.messages_sent.max(1) as f64,
+        });
+    }
+    bar.finish_and_clear();
+    let lowest = loss_table.first();
+    let report = ModesReport {
+        processes: be.processes,
+        message_bytes: DemoConfig::default().message_bytes,
+        beacon_interval_us: DemoConfig::default().beacon_interval.as_micros_f64(),
+        reliable_to_best_effort_throughput: rel.throughput_msgs_per_s() / be.throughput_msgs_per_s().max(1.0),
+        reliable_minus_best_effort_latency_us: lowest.map_or(f64::NAN, |l| {
+            l.reliable_latency_us.p50 - l.best_effort_latency_us.p50
+        }),
+        reliable_throughput_at_1pct_loss_ratio: rel_lossy.throughput_msgs_per_s()
+            / rel.throughput_msgs_per_s().max(1.0),
+        modes: vec![
+            row("1pipe-be", 0.0, &be, false),
+            row("1pipe-r", 0.0, &rel, true),
+            row("unordered", 0.0, &unordered, false),
+            row("1pipe-r", 0.01, &rel_lossy, true),
+        ],
+        loss_table,
+    };
+    let all_delivered = report.modes.iter().all(|m| m.no_loss != Some(false))
+        && report.loss_table.iter().all(|l| l.reliable_no_loss);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serializes")
+        );
+    } else {
+        print_report(&report);
+    }
+    Ok(if all_delivered {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_report(r: &ModesReport) {
+    println!(
+        "{} processes, {}-byte all-to-all broadcast, beacon interval {} us",
+        r.processes, r.message_bytes, r.beacon_interval_us
+    );
+    println!("saturated:");
+    println!(
+        "  {:<10} {:>8} {:>14} {:>10} {:>10} {:>8}",
+        "system", "loss", "M msg/s", "p50 us", "p99 us", "retx"
+    );
+    for m in &r.modes {
+        println!(
+            "  {:<10} {:>8} {:>14.3} {:>10.1} {:>10.1} {:>8}{}",
+            m.system,
+            m.loss,
+            m.throughput_msgs_per_s / 1e6,
+            m.latency_us.p50,
+            m.latency_us.p99,
+            m.retransmissions,
+            match m.no_loss {
+                Some(false) => "  LOST MESSAGES",
+                _ => "",
+            }
+        );
+    }
+    println!(
+        "  reliable / best effort throughput x{:.2}; reliable at 1% loss x{:.2} of loss-free",
+        r.reliable_to_best_effort_throughput, r.reliable_throughput_at_1pct_loss_ratio
+    );
+    println!("median latency (us) against per-link loss, paced (paper Fig. 9b):");
+    println!(
+        "  {:>8} {:>12} {:>12} {:>12} {:>8} {:>10}",
+        "loss", "best effort", "reliable", "unordered", "retx", "BE kept"
+    );
+    for l in &r.loss_table {
+        println!(
+            "  {:>8} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>9.1}%{}",
+            l.loss,
+            l.best_effort_latency_us.p50,
+            l.reliable_latency_us.p50,
+            l.unordered_latency_us.p50,
+            l.reliable_retransmissions,
+            100.0 * l.best_effort_delivered_fraction,
+            if l.reliable_no_loss { "" } else { "  LOST MESSAGES" }
+        );
+    }
+    println!(
+        "  reliable adds {:.1} us to the best-effort median at the lowest loss",
+        r.reliable_minus_best_effort_latency_us
+    );
+}
