@@ -66,7 +66,9 @@ impl Default for DemoConfig {
             rate_per_process: 0.0,
             link_delay: Duration::ZERO,
             workers: InprocConfig::default().workers,
-            dead_after_intervals: 10,
+            // 25 ms at 50 us: a worker on a shared core can be descheduled for milliseconds,
+            // and a live link removed turns its sender's next messages into late drops.
+            dead_after_intervals: 500,
             record_window: Duration::from_secs(10),
             clock_start: Instant::from_nanos(1_000_000_000),
             mtu_bytes: 1500,

@@ -605,10 +605,18 @@ impl Endpoint {
 
     /// Paper 5.1: "The receiver stores messages in a receive buffer, and replies with ACKs."
     fn on_prepare(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
+        let ts = repr.msg_ts.unwrap_near(host_now);
+        if self.config.ordering && ts < self.commit {
+            // The commit barrier passed it: a switch removed its sender's link as dead while
+            // the sender was only slow (paper 4.2). Delivering it now would break the order,
+            // so it is neither stored nor acknowledged; the sender's retry budget reports it.
+            // Recovering such messages is the controller's job (paper 5.2).
+            self.counters.late += 1;
+            return;
+        }
         if self.receiver.on_prepare(repr.src, repr.psn, repr.ecn) != Admit::Store {
             return;
         }
-        let ts = repr.msg_ts.unwrap_near(host_now);
         let ordered = self.config.ordering;
         let (src, id) = (repr.src, repr.msg_id);
         match self

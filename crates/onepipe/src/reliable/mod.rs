@@ -41,11 +41,10 @@ impl Default for ReliableConfig {
             initial_cwnd_packets: 64,
             max_cwnd_packets: 1024,
             dctcp_gain: 1.0 / 16.0,
-            // Software fabrics on shared cores see millisecond scheduling stalls; a shorter RTO
-            // retransmits what is merely late (measured: ~2% of packets at 500 us). Losses
-            // with later traffic behind them are repaired sooner, from SACKs.
-            rto_initial: Duration::from_millis(5),
-            rto_min: Duration::from_millis(2),
+            // The floor covers the millisecond scheduling stalls of software fabrics on shared
+            // cores only partly; what it retransmits spuriously, PSNs suppress.
+            rto_initial: Duration::from_millis(1),
+            rto_min: Duration::from_micros(100),
             rto_max: Duration::from_millis(200),
             retries_max: 20,
             send_buffer_packets_max: 8192,
