@@ -54,6 +54,8 @@ struct ModeRow {
     throughput_msgs_per_s: f64,
     latency_us: Percentiles,
     retransmissions: u64,
+    acks_sent: u64,
+    acks_piggybacked: u64,
     send_failures: u64,
     /// Reliable rows: every message delivered exactly once.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -128,6 +130,8 @@ fn row(system: &'static str, loss: f64, r: &PhaseResult, reliable: bool) -> Mode
         throughput_msgs_per_s: r.throughput_msgs_per_s(),
         latency_us: percentiles(r),
         retransmissions: r.retransmissions,
+        acks_sent: r.acks_sent,
+        acks_piggybacked: r.acks_piggybacked,
         send_failures: r.send_failures,
         no_loss: reliable.then(|| check_no_loss(&r.logs).is_empty()),
     }

@@ -113,6 +113,9 @@ pub struct PhaseResult {
     pub switch: SwitchCounters,
     pub send_failures: u64,
     pub retransmissions: u64,
+    /// ACKs sent, and how many of them rode on prepare packets.
+    pub acks_sent: u64,
+    pub acks_piggybacked: u64,
     /// Frames the links dropped and duplicated on purpose.
     pub link_drops: u64,
     pub link_duplicates: u64,
@@ -134,6 +137,7 @@ pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
 
 /// Time given to in-flight messages after sending stops.
 const DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+const RELIABLE_BUFFER_BROADCASTS: usize = 4;
 const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
 const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -196,7 +200,7 @@ pub fn run_phase(
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
     // The reliable buffer holds a scattering until it is acknowledged, an RTT longer than
     // best effort holds it; a few broadcasts keep the pipe full.
-    endpoint.reliable.send_buffer_packets_max = 4 * endpoint.send_buffer_packets_max;
+    endpoint.reliable.send_buffer_packets_max = RELIABLE_BUFFER_BROADCASTS * endpoint.send_buffer_packets_max;
     let system_config = SystemConfig {
         switch: SwitchConfig {
             beacon_interval: config.beacon_interval,
@@ -280,6 +284,8 @@ pub fn run_phase(
         switch: SwitchCounters::default(),
         send_failures: 0,
         retransmissions: 0,
+        acks_sent: 0,
+        acks_piggybacked: 0,
         link_drops,
         link_duplicates,
         reorder_bytes_peak: 0,
@@ -292,6 +298,9 @@ pub fn run_phase(
                 let ep = &h.endpoint;
                 sum_endpoint(&mut result.endpoint, ep.counters());
                 result.retransmissions += ep.reliable_sender().counters().retransmissions;
+                let r = ep.reliable_receiver().counters();
+                result.acks_sent += r.acks_sent;
+                result.acks_piggybacked += r.acks_piggybacked;
                 result.reorder_bytes_peak = result.reorder_bytes_peak.max(ep.reorder().bytes_peak());
                 result.reorder_messages_peak = result.reorder_messages_peak.max(ep.reorder().messages_peak());
                 if let App::Workload(w) = h.app {

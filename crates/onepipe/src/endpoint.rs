@@ -19,8 +19,9 @@ use crate::reliable::ReliableConfig;
 use crate::reliable::receiver::{Admit, ReliableReceiver};
 use crate::reliable::sender::ReliableSender;
 use crate::reorder::{Insert, ReorderBuffer};
+use onepipe_wire::ack::{emit_piggyback, split_piggyback};
 use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
-use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Duration, Instant, Timestamp48};
+use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Duration, Instant, PIGGYBACK_LEN, Timestamp48};
 use std::collections::VecDeque;
 
 #[derive(Clone, Debug)]
@@ -151,6 +152,8 @@ struct OutScattering {
 
 pub struct Endpoint {
     config: EndpointConfig,
+    /// ACKs may ride on prepare packets (the MTU leaves room).
+    piggyback: bool,
     sender: ReliableSender,
     receiver: ReliableReceiver,
     /// Prepared reliable messages, waiting for the commit barrier.
@@ -189,7 +192,17 @@ impl Endpoint {
         let host_now = clock.read(now);
         let fragment_bytes = config.fragment_payload_bytes();
         Endpoint {
-            sender: ReliableSender::new(config.reliable.clone(), config.process_count, fragment_bytes),
+            // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
+            piggyback: fragment_bytes > 2 * PIGGYBACK_LEN,
+            sender: ReliableSender::new(
+                config.reliable.clone(),
+                config.process_count,
+                if fragment_bytes > 2 * PIGGYBACK_LEN {
+                    fragment_bytes - PIGGYBACK_LEN
+                } else {
+                    fragment_bytes
+                },
+            ),
             receiver: ReliableReceiver::new(config.reliable.recv_window_packets, config.process_count),
             prepared: ReorderBuffer::new(config.reorder_bytes_max),
             commit: Instant::ZERO,
@@ -308,7 +321,11 @@ impl Endpoint {
     /// destination, in the same total order, or reported through [`Endpoint::poll_failure`].
     /// Returns the message id.
     pub fn send_reliable(&mut self, now: Instant, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
-        let (packets, _) = self.validate(scatter)?;
+        self.validate(scatter)?;
+        let packets = scatter
+            .iter()
+            .map(|(_, m)| self.reliable_packets_for(m.len()))
+            .sum();
         let max = self.config.reliable.send_buffer_packets_max;
         if packets > max {
             return Err(SendError::ScatteringTooLarge { packets, max });
@@ -326,6 +343,12 @@ impl Endpoint {
         self.counters.scatterings_sent += 1;
         self.counters.messages_sent += scatter.len() as u64;
         Ok(msg_id)
+    }
+
+    /// Packets a reliable message of `len` bytes needs (smaller fragments than best effort:
+    /// they leave room for a piggybacked ACK).
+    pub fn reliable_packets_for(&self, len: usize) -> usize {
+        self.sender.packets_for(len) as usize
     }
 
     /// Free space in the reliable send buffer, in packets.
@@ -376,7 +399,9 @@ impl Endpoint {
     /// retransmitted), then best-effort data, then a beacon when one is due. Every packet
     /// carries both our barriers.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if let Some(len) = self.next_ack(now, buf) {
+        // ACKs that waited long enough for a prepare packet to carry them go on their own.
+        let delay = self.config.reliable.ack_delay_max;
+        if let Some(len) = self.next_ack(now, Some(delay), buf) {
             return Some(len);
         }
         if let Some(mut nak) = self.naks.pop_front() {
@@ -391,6 +416,10 @@ impl Endpoint {
         if let Some(len) = self.next_data_packet(now, buf) {
             return Some(len);
         }
+        // Nothing left to ride on.
+        if let Some(len) = self.next_ack(now, None, buf) {
+            return Some(len);
+        }
         if self.beacon_due {
             self.beacon_due = false;
             let b = self.outgoing_barrier(now).to_wire();
@@ -402,14 +431,15 @@ impl Endpoint {
         None
     }
 
-    fn next_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        let (to, cumulative, ack) = self.receiver.poll_ack()?;
+    fn next_ack(&mut self, now: Instant, only_older_than: Option<Duration>, buf: &mut [u8]) -> Option<usize> {
+        let (to, cumulative, ack) = self.receiver.poll_ack(now, only_older_than)?;
         let mut payload = [0u8; ACK_PAYLOAD_LEN];
         ack.emit(&mut payload);
         let repr = Repr {
             opcode: Opcode::Ack,
             end_of_message: true,
             ecn: false,
+            ack: false,
             msg_ts: Timestamp48::default(),
             barrier: self.outgoing_barrier(now).to_wire(),
             commit_barrier: self.outgoing_commit(now).to_wire(),
@@ -429,10 +459,17 @@ impl Endpoint {
         let barrier = self.outgoing_barrier(now).to_wire();
         let commit_barrier = self.outgoing_commit(now).to_wire();
         let t = self.sender.poll_transmit(now)?;
+        let piggyback = if self.piggyback {
+            self.receiver.take_ack(t.dst)
+        } else {
+            None
+        };
+        let head = if piggyback.is_some() { PIGGYBACK_LEN } else { 0 };
         let repr = Repr {
             opcode: Opcode::Prepare,
             end_of_message: t.frag_index + 1 == t.frag_count,
             ecn: false,
+            ack: piggyback.is_some(),
             msg_ts: t.ts.to_wire(),
             barrier,
             commit_barrier,
@@ -443,12 +480,18 @@ impl Endpoint {
             frag_index: t.frag_index,
             frag_count: t.frag_count,
             link_id: self.config.tor_port,
-            payload_len: t.payload.len() as u16,
+            payload_len: (head + t.payload.len()) as u16,
         };
         let total = repr.buffer_len();
         let mut packet = Packet::new_unchecked(&mut buf[..total]);
         repr.emit(&mut packet);
-        packet.payload_mut().copy_from_slice(t.payload);
+        let payload = packet.payload_mut();
+        if let Some((cumulative, ack)) = piggyback {
+            let mut h = [0u8; PIGGYBACK_LEN];
+            emit_piggyback(cumulative, &ack, &mut h);
+            payload[..PIGGYBACK_LEN].copy_from_slice(&h);
+        }
+        payload[head..].copy_from_slice(t.payload);
         self.counters.packets_sent += 1;
         self.last_sent = now;
         Some(total)
@@ -466,6 +509,7 @@ impl Endpoint {
             opcode: Opcode::Data,
             end_of_message: s.next_fragment + 1 == frag_count,
             ecn: false,
+            ack: false,
             msg_ts: s.ts.to_wire(),
             // Everything queued behind this packet has a timestamp >= s.ts.
             barrier: s.ts.to_wire(),
@@ -516,6 +560,7 @@ impl Endpoint {
             opcode: Opcode::Nak,
             end_of_message: true,
             ecn: false,
+            ack: false,
             msg_ts: ts,
             barrier: Timestamp48::default(),
             commit_barrier: Timestamp48::default(),
@@ -548,7 +593,13 @@ impl Endpoint {
                 });
             }
             Opcode::Prepare if repr.dst != self.config.process => self.counters.misdelivered += 1,
-            Opcode::Prepare => self.on_prepare(&repr, packet.payload(), host_now),
+            Opcode::Prepare if repr.ack => {
+                let (cumulative, ack, data) =
+                    split_piggyback(packet.payload()).expect("parse checked the length");
+                self.sender.on_ack(now, repr.src, cumulative, &ack);
+                self.on_prepare(now, &repr, data, host_now);
+            }
+            Opcode::Prepare => self.on_prepare(now, &repr, packet.payload(), host_now),
             Opcode::Ack if repr.dst != self.config.process => self.counters.misdelivered += 1,
             Opcode::Ack => {
                 let ack = AckPayload::parse(packet.payload()).expect("parse checked the length");
@@ -604,7 +655,7 @@ impl Endpoint {
     }
 
     /// Paper 5.1: "The receiver stores messages in a receive buffer, and replies with ACKs."
-    fn on_prepare(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
+    fn on_prepare(&mut self, now: Instant, repr: &Repr, payload: &[u8], host_now: Instant) {
         let ts = repr.msg_ts.unwrap_near(host_now);
         if self.config.ordering && ts < self.commit {
             // The commit barrier passed it: a switch removed its sender's link as dead while
@@ -614,7 +665,7 @@ impl Endpoint {
             self.counters.late += 1;
             return;
         }
-        if self.receiver.on_prepare(repr.src, repr.psn, repr.ecn) != Admit::Store {
+        if self.receiver.on_prepare(now, repr.src, repr.psn, repr.ecn) != Admit::Store {
             return;
         }
         let ordered = self.config.ordering;
@@ -647,7 +698,8 @@ impl Endpoint {
         let (ts, src, packets, r) = self
             .prepared
             .pop_below_counted(limit, |ts, src, id, n, p| (ts, src, n, f(ts, src, id, p)))?;
-        self.receiver.on_delivered(src, packets);
+        // The freed window is news worth an ACK at once (it carries no delay).
+        self.receiver.on_delivered(Instant::ZERO, src, packets);
         self.clock.on_deliver(ts);
         self.counters.delivered += 1;
         Some(r)

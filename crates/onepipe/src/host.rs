@@ -100,17 +100,22 @@ impl HostNode {
                 while let Ok(cmd) = link.commands.peek() {
                     // The handle refuses scatterings larger than the whole buffer, so these
                     // waits always end.
-                    let packets = |msgs: &[(u32, Vec<u8>)]| -> usize {
-                        msgs.iter().map(|(_, m)| self.endpoint.packets_for(m.len())).sum()
-                    };
-                    match cmd {
-                        Command::Send(msgs) if packets(msgs) > self.endpoint.send_room_packets() => break,
-                        Command::SendReliable(msgs)
-                            if packets(msgs) > self.endpoint.reliable_room_packets() =>
-                        {
-                            break;
+                    let ep = &self.endpoint;
+                    let full = match cmd {
+                        Command::Send(msgs) => {
+                            msgs.iter().map(|(_, m)| ep.packets_for(m.len())).sum::<usize>()
+                                > ep.send_room_packets()
                         }
-                        _ => {}
+                        Command::SendReliable(msgs) => {
+                            msgs.iter()
+                                .map(|(_, m)| ep.reliable_packets_for(m.len()))
+                                .sum::<usize>()
+                                > ep.reliable_room_packets()
+                        }
+                        Command::OnSendFailure(_) => false,
+                    };
+                    if full {
+                        break;
                     }
                     match link.commands.pop() {
                         Ok(Command::Send(msgs)) => {

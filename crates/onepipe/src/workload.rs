@@ -111,12 +111,16 @@ impl Broadcast {
         if now >= self.send_until || now < self.next_send_at {
             return;
         }
-        let need = self.destinations.len() * endpoint.packets_for(self.payload.len());
-        let room = if self.reliable {
-            endpoint.reliable_room_packets()
+        let len = self.payload.len();
+        let (need, room) = if self.reliable {
+            (
+                endpoint.reliable_packets_for(len),
+                endpoint.reliable_room_packets(),
+            )
         } else {
-            endpoint.send_room_packets()
+            (endpoint.packets_for(len), endpoint.send_room_packets())
         };
+        let need = self.destinations.len() * need;
         if room < need {
             return;
         }

@@ -15,6 +15,9 @@
 
 /// Length of the ACK payload in bytes.
 pub const ACK_PAYLOAD_LEN: usize = 16;
+/// Length of an ACK piggybacked on a prepare packet (flag `ACK`): the cumulative PSN (4
+/// bytes) then an ACK payload, in front of the message bytes.
+pub const PIGGYBACK_LEN: usize = 4 + ACK_PAYLOAD_LEN;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AckPayload {
@@ -44,6 +47,22 @@ impl AckPayload {
     }
 }
 
+/// Writes a piggybacked ACK: cumulative PSN, then the payload.
+pub fn emit_piggyback(cumulative: u32, ack: &AckPayload, out: &mut [u8; PIGGYBACK_LEN]) {
+    out[..4].copy_from_slice(&cumulative.to_be_bytes());
+    let mut p = [0u8; ACK_PAYLOAD_LEN];
+    ack.emit(&mut p);
+    out[4..].copy_from_slice(&p);
+}
+
+/// Splits a piggybacked ACK off the front of a prepare payload: (cumulative, ACK, message
+/// bytes). `None` if the payload is too short.
+pub fn split_piggyback(payload: &[u8]) -> Option<(u32, AckPayload, &[u8])> {
+    let cumulative = u32::from_be_bytes(payload.get(..4)?.try_into().ok()?);
+    let ack = AckPayload::parse(payload.get(4..PIGGYBACK_LEN)?)?;
+    Some((cumulative, ack, &payload[PIGGYBACK_LEN..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +75,17 @@ mod tests {
             let mut buf = [0u8; ACK_PAYLOAD_LEN];
             a.emit(&mut buf);
             prop_assert_eq!(AckPayload::parse(&buf), Some(a));
+        }
+
+        #[test]
+        fn piggyback_round_trips(cumulative: u32, sack: u64, rest in proptest::collection::vec(any::<u8>(), 0..20)) {
+            let a = AckPayload { sack, window_packets: 9, received: 2, ce_marked: 1 };
+            let mut head = [0u8; PIGGYBACK_LEN];
+            emit_piggyback(cumulative, &a, &mut head);
+            let mut payload = head.to_vec();
+            payload.extend_from_slice(&rest);
+            prop_assert_eq!(split_piggyback(&payload), Some((cumulative, a, &rest[..])));
+            prop_assert_eq!(split_piggyback(&payload[..PIGGYBACK_LEN - 1]), None);
         }
 
         #[test]

@@ -43,7 +43,11 @@ pub mod flags {
     pub const END_OF_MESSAGE: u8 = 0x01;
     /// Congestion experienced, set by a fabric queue past its ECN threshold.
     pub const ECN: u8 = 0x02;
-    pub const KNOWN: u8 = END_OF_MESSAGE | ECN;
+    /// A prepare packet whose payload starts with a piggybacked ACK for its destination's
+    /// connection to us ([`crate::ack::PIGGYBACK_LEN`] bytes: cumulative PSN, then the ACK
+    /// payload).
+    pub const ACK: u8 = 0x04;
+    pub const KNOWN: u8 = END_OF_MESSAGE | ECN | ACK;
 }
 
 /// What a packet is.
@@ -289,6 +293,8 @@ pub struct Repr {
     pub opcode: Opcode,
     pub end_of_message: bool,
     pub ecn: bool,
+    /// Prepare only: the payload starts with a piggybacked ACK.
+    pub ack: bool,
     pub msg_ts: Timestamp48,
     pub barrier: Timestamp48,
     pub commit_barrier: Timestamp48,
@@ -309,6 +315,7 @@ impl Repr {
             opcode: Opcode::Beacon,
             end_of_message: true,
             ecn: false,
+            ack: false,
             msg_ts: barrier,
             barrier,
             commit_barrier,
@@ -340,7 +347,10 @@ impl Repr {
             return Err(ParseError::BadFragment);
         }
         let payload_len = packet.payload_len();
+        let ack = flag_bits & flags::ACK != 0;
         let payload_ok = match opcode {
+            Opcode::Prepare if ack => payload_len as usize >= crate::ack::PIGGYBACK_LEN,
+            _ if ack => false,
             Opcode::Data | Opcode::Prepare => true,
             Opcode::Ack => payload_len as usize == crate::ack::ACK_PAYLOAD_LEN,
             Opcode::Beacon | Opcode::Nak => payload_len == 0,
@@ -352,6 +362,7 @@ impl Repr {
             opcode,
             end_of_message,
             ecn: flag_bits & flags::ECN != 0,
+            ack,
             msg_ts: packet.msg_ts(),
             barrier: packet.barrier(),
             commit_barrier: packet.commit_barrier(),
@@ -381,6 +392,9 @@ impl Repr {
         if self.ecn {
             f |= flags::ECN;
         }
+        if self.ack {
+            f |= flags::ACK;
+        }
         packet.set_flags(f);
         packet.set_msg_ts(self.msg_ts);
         packet.set_barrier(self.barrier);
@@ -406,6 +420,7 @@ mod tests {
             opcode: Opcode::Data,
             end_of_message: false,
             ecn: true,
+            ack: false,
             msg_ts: Timestamp48::new(0x0102_0304_0506),
             barrier: Timestamp48::new(0x0102_0304_0500),
             commit_barrier: Timestamp48::new(7),

@@ -32,6 +32,9 @@ pub struct ReliableConfig {
     pub retries_max: u32,
     /// Reliable send buffer, in packets: waiting for window plus in flight.
     pub send_buffer_packets_max: usize,
+    /// While this host has prepare packets to send, an ACK waits up to this long to ride on
+    /// one going its way instead of taking a frame of its own. An idle host ACKs at once.
+    pub ack_delay_max: Duration,
 }
 
 impl Default for ReliableConfig {
@@ -48,6 +51,7 @@ impl Default for ReliableConfig {
             rto_max: Duration::from_millis(200),
             retries_max: 20,
             send_buffer_packets_max: 8192,
+            ack_delay_max: Duration::from_millis(2),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! have buffered here, and say what to acknowledge.
 
 use super::sender::psn_before;
-use onepipe_wire::AckPayload;
+use onepipe_wire::{AckPayload, Duration, Instant};
 use std::collections::VecDeque;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -13,6 +13,8 @@ pub struct ReceiverCounters {
     /// Beyond the receive window: dropped, the sender retransmits once the window opens.
     pub out_of_window: u64,
     pub acks_sent: u64,
+    /// Of those, ACKs that rode on a prepare packet instead of a frame of their own.
+    pub acks_piggybacked: u64,
 }
 
 /// What to do with an arriving prepare packet.
@@ -64,7 +66,9 @@ impl Connection {
 pub struct ReliableReceiver {
     window_packets: u32,
     connections: Vec<Option<Connection>>,
-    ack_queue: VecDeque<u32>,
+    /// Connections owing an ACK, with when they began to owe it. An entry whose connection
+    /// no longer owes (its ACK rode on a prepare packet) is skipped.
+    ack_queue: VecDeque<(u32, Instant)>,
     counters: ReceiverCounters,
 }
 
@@ -104,15 +108,15 @@ impl ReliableReceiver {
         )
     }
 
-    fn queue_ack(ack_queue: &mut VecDeque<u32>, c: &mut Connection, src: u32) {
+    fn queue_ack(ack_queue: &mut VecDeque<(u32, Instant)>, c: &mut Connection, src: u32, now: Instant) {
         if !c.ack_queued {
             c.ack_queued = true;
-            ack_queue.push_back(src);
+            ack_queue.push_back((src, now));
         }
     }
 
     /// A prepare packet `psn` from `src` arrived, `marked` if it carried ECN.
-    pub fn on_prepare(&mut self, src: u32, psn: u32, marked: bool) -> Admit {
+    pub fn on_prepare(&mut self, now: Instant, src: u32, psn: u32, marked: bool) -> Admit {
         let window = self.window_packets;
         let Some(c) = Self::open(&mut self.connections, window, src) else {
             return Admit::OutOfWindow;
@@ -141,13 +145,13 @@ impl ReliableReceiver {
             Admit::Duplicate => self.counters.duplicates += 1,
             Admit::OutOfWindow => self.counters.out_of_window += 1,
         }
-        Self::queue_ack(&mut self.ack_queue, c, src);
+        Self::queue_ack(&mut self.ack_queue, c, src, now);
         admit
     }
 
     /// A message of `packets` packets from `src` was delivered: its buffer space is free. The
     /// sender hears of it in the next ACK, sent now if the window opened by a quarter.
-    pub fn on_delivered(&mut self, src: u32, packets: u16) {
+    pub fn on_delivered(&mut self, now: Instant, src: u32, packets: u16) {
         let window = self.window_packets;
         let Some(Some(c)) = self.connections.get_mut(src as usize) else {
             return;
@@ -155,17 +159,49 @@ impl ReliableReceiver {
         c.held = c.held.saturating_sub(packets as u32);
         let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
         if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
-            Self::queue_ack(&mut self.ack_queue, c, src);
+            Self::queue_ack(&mut self.ack_queue, c, src, now);
         }
     }
 
-    /// The next ACK to send: (to, cumulative PSN, payload).
-    pub fn poll_ack(&mut self) -> Option<(u32, u32, AckPayload)> {
+    /// The next ACK to send on its own: (to, cumulative PSN, payload). With `only_older_than`,
+    /// only one that has waited at least that long for a prepare packet to ride on.
+    pub fn poll_ack(
+        &mut self,
+        now: Instant,
+        only_older_than: Option<Duration>,
+    ) -> Option<(u32, u32, AckPayload)> {
+        loop {
+            let &(src, since) = self.ack_queue.front()?;
+            let owed = self.connections[src as usize]
+                .as_ref()
+                .is_some_and(|c| c.ack_queued);
+            if !owed {
+                self.ack_queue.pop_front();
+                continue;
+            }
+            if only_older_than.is_some_and(|d| now.saturating_since(since) < d) {
+                return None;
+            }
+            self.ack_queue.pop_front();
+            return Some(self.build_ack(src));
+        }
+    }
+
+    /// The ACK owed to `to`, if any, to piggyback on a prepare packet going there.
+    pub fn take_ack(&mut self, to: u32) -> Option<(u32, AckPayload)> {
+        let owed = self.connections.get(to as usize)?.as_ref()?.ack_queued;
+        owed.then(|| {
+            self.counters.acks_piggybacked += 1;
+            let (_, cumulative, ack) = self.build_ack(to);
+            (cumulative, ack)
+        })
+    }
+
+    fn build_ack(&mut self, src: u32) -> (u32, u32, AckPayload) {
         let window = self.window_packets;
-        let src = self.ack_queue.pop_front()?;
         let c = self.connections[src as usize]
             .as_mut()
-            .expect("queued connections exist");
+            .expect("owing connections exist");
         c.ack_queued = false;
         let mut sack = 0u64;
         for bit in 0..64u32 {
@@ -182,7 +218,7 @@ impl ReliableReceiver {
             ce_marked: std::mem::take(&mut c.marked_since_ack),
         };
         self.counters.acks_sent += 1;
-        Some((src, c.cumulative, ack))
+        (src, c.cumulative, ack)
     }
 
     pub fn acks_pending(&self) -> bool {

@@ -203,7 +203,8 @@ impl ReliableSender {
         self.waiting.len()
     }
 
-    fn packets_for(&self, len: usize) -> u16 {
+    /// Packets a message of `len` bytes takes.
+    pub fn packets_for(&self, len: usize) -> u16 {
         len.div_ceil(self.fragment_bytes).max(1) as u16
     }
 

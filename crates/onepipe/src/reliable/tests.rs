@@ -166,20 +166,24 @@ fn commit_barrier_is_the_oldest_unacknowledged_timestamp() {
 #[test]
 fn receiver_suppresses_duplicates_and_bounds_each_sender() {
     let mut r = ReliableReceiver::new(4, 3);
-    assert_eq!(r.on_prepare(1, 0, false), Admit::Store);
-    assert_eq!(r.on_prepare(1, 0, false), Admit::Duplicate);
+    assert_eq!(r.on_prepare(t(0), 1, 0, false), Admit::Store);
+    assert_eq!(r.on_prepare(t(0), 1, 0, false), Admit::Duplicate);
     assert_eq!(
-        r.on_prepare(1, 2, true),
+        r.on_prepare(t(0), 1, 2, true),
         Admit::Store,
         "out of order within the window"
     );
     assert_eq!(
-        r.on_prepare(1, 4, false),
+        r.on_prepare(t(0), 1, 4, false),
         Admit::OutOfWindow,
         "cumulative 1 + window 4 - 1 held"
     );
-    assert_eq!(r.on_prepare(9, 0, false), Admit::OutOfWindow, "no such process");
-    let (to, cumulative, a) = r.poll_ack().unwrap();
+    assert_eq!(
+        r.on_prepare(t(0), 9, 0, false),
+        Admit::OutOfWindow,
+        "no such process"
+    );
+    let (to, cumulative, a) = r.poll_ack(t(0), None).unwrap();
     assert_eq!((to, cumulative), (1, 1));
     assert_eq!(a.sack, 0b1, "PSN 2 = cumulative + 1 + bit 0");
     assert_eq!(
@@ -187,7 +191,25 @@ fn receiver_suppresses_duplicates_and_bounds_each_sender() {
         "one packet delivered-pending below cumulative"
     );
     assert_eq!((a.received, a.ce_marked), (4, 1));
-    r.on_delivered(1, 1);
-    let (_, _, a) = r.poll_ack().expect("window opened by a quarter: tell the sender");
+    r.on_delivered(t(0), 1, 1);
+    let (_, _, a) = r
+        .poll_ack(t(0), None)
+        .expect("window opened by a quarter: tell the sender");
     assert_eq!(a.window_packets, 4);
+}
+
+/// An owed ACK rides on a prepare packet going its way, or goes alone once it has waited.
+#[test]
+fn owed_ack_rides_along_or_goes_alone_after_the_delay() {
+    let mut r = ReliableReceiver::new(8, 3);
+    r.on_prepare(t(0), 1, 0, false);
+    r.on_prepare(t(0), 2, 0, false);
+    let delay = Some(Duration::from_micros(10));
+    assert!(r.poll_ack(t(5), delay).is_none(), "young: wait for a ride");
+    assert_eq!(r.take_ack(1).map(|(c, _)| c), Some(1), "rides to 1");
+    assert!(r.take_ack(1).is_none(), "owed once");
+    let (to, _, _) = r.poll_ack(t(10), delay).expect("2 waited long enough");
+    assert_eq!(to, 2);
+    assert!(r.poll_ack(t(20), None).is_none(), "nothing else owed");
+    assert_eq!((r.counters().acks_sent, r.counters().acks_piggybacked), (2, 1));
 }
