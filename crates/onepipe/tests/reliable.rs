@@ -26,6 +26,7 @@ fn fast_timers() -> ReliableConfig {
         rto_min: Duration::from_micros(50),
         rto_max: Duration::from_millis(2),
         retries_max: 40,
+        give_up_after: Duration::from_millis(50),
         ..ReliableConfig::default()
     }
 }

@@ -28,8 +28,10 @@ pub struct ReliableConfig {
     pub rto_initial: Duration,
     pub rto_min: Duration,
     pub rto_max: Duration,
-    /// Retransmissions of one packet before its message is given up and reported.
+    /// A message is given up and reported once one of its packets was retransmitted this many
+    /// times and its connection has seen no acknowledgment progress for `give_up_after`.
     pub retries_max: u32,
+    pub give_up_after: Duration,
     /// Reliable send buffer, in packets: waiting for window plus in flight.
     pub send_buffer_packets_max: usize,
     /// While this host has prepare packets to send, an ACK waits up to this long to ride on
@@ -48,8 +50,11 @@ impl Default for ReliableConfig {
             // cores only partly; what it retransmits spuriously, PSNs suppress.
             rto_initial: Duration::from_millis(1),
             rto_min: Duration::from_micros(100),
-            rto_max: Duration::from_millis(200),
-            retries_max: 20,
+            // Losses here are random, not congestion: a low cap keeps one unlucky packet
+            // from holding the commit barrier (and so everyone's delivery) for long.
+            rto_max: Duration::from_millis(20),
+            retries_max: 8,
+            give_up_after: Duration::from_millis(500),
             send_buffer_packets_max: 8192,
             ack_delay_max: Duration::from_millis(2),
         }

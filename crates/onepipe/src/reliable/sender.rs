@@ -80,6 +80,9 @@ struct Connection {
     reserved: u32,
     cc: Dctcp,
     backoff: u32,
+    /// Since when the connection has waited for ACK progress (`None`: nothing outstanding
+    /// was ever sent since the last progress).
+    waiting_since: Option<Instant>,
     /// The retry budget ran out: the receiver is unreachable; later messages fail at once.
     broken: bool,
 }
@@ -99,6 +102,7 @@ impl Connection {
                 config.dctcp_gain,
             ),
             backoff: 0,
+            waiting_since: None,
             broken: false,
         }
     }
@@ -394,6 +398,7 @@ impl ReliableSender {
             }
             e.sent_at = Some(now);
             let e = *e;
+            c.waiting_since.get_or_insert(now);
             let deadline = now + rto;
             self.rto_deadline = Some(self.rto_deadline.map_or(deadline, |d| d.min(deadline)));
             let s = self.slots[e.slot as usize]
@@ -490,6 +495,7 @@ impl ReliableSender {
         c.cc.on_ack(ack.received, ack.ce_marked, c.una, c.next_psn);
         if progressed {
             c.backoff = 0;
+            c.waiting_since = Some(now);
         }
         self.credits_changed = true;
         self.retire_front();
@@ -524,7 +530,12 @@ impl ReliableSender {
                     next = Some(next.map_or(due, |n: Instant| n.min(due)));
                     continue;
                 }
-                if e.retries as u32 >= self.config.retries_max {
+                // Give up only on a receiver that is silent, not on a lossy path: the packet
+                // used its retries and the connection saw no progress for `give_up_after`.
+                let stalled = c
+                    .waiting_since
+                    .is_some_and(|w| now.saturating_since(w) >= self.config.give_up_after);
+                if e.retries as u32 >= self.config.retries_max && stalled {
                     exhausted = true;
                     break;
                 }

@@ -18,6 +18,7 @@ fn config(window: u32) -> ReliableConfig {
         rto_min: Duration::from_micros(100),
         rto_max: Duration::from_micros(800),
         retries_max: 3,
+        give_up_after: Duration::from_micros(300),
         send_buffer_packets_max: 64,
         ..ReliableConfig::default()
     }
