@@ -187,7 +187,7 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
     for &loss in &args.losses {
         let (ls, seed, rate) = (args.loss_seconds, args.seed, args.rate);
         let link = 1.0 - (1.0 - loss).powf(1.0 / PATH_LINKS);
-        let mut run = |reliable: bool, ordering: bool, what: &str| {
+        let run = |reliable: bool, ordering: bool, what: &str| {
             let c = config(ls, seed, reliable, link, rate);
             phase(&c, ordering, &bar, format!("loss {loss}: {what}"))
         };
