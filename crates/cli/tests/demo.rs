@@ -143,3 +143,92 @@ fn bad_input_gets_a_clear_error_not_a_panic() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown node `b`"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 3: `onepipe demo --reliable --loss P --dup P` delivers everything exactly once, in
+/// order, and says how many retransmissions that took; the logs re-check from outside.
+#[test]
+fn reliable_demo_through_lossy_links_loses_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let logs = temp_dir("reliable-logs");
+    let out = onepipe()
+        .args([
+            "demo",
+            "--reliable",
+            "--loss",
+            "0.01",
+            "--dup",
+            "0.01",
+            "--seconds",
+            "0.4",
+            "--rate",
+            "200",
+            "--no-baseline",
+            "--json",
+            "--log-dir",
+        ])
+        .arg(&logs)
+        .output()
+        .expect("run onepipe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["service"], "reliable");
+    for check in [
+        "total_order",
+        "fifo",
+        "causality",
+        "no_duplicates",
+        "no_creation",
+        "no_loss",
+    ] {
+        assert_eq!(v["checks"][check], true, "{check} in {v}");
+    }
+    assert!(v["link_drops"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["retransmissions"].as_u64().unwrap() > 0, "{v}");
+    let read = onepipe_check::read_dir(&logs).expect("logs parse");
+    assert!(onepipe_check::check_all(&read).ok());
+    assert!(onepipe_check::check_no_loss(&read).is_empty());
+    std::fs::remove_dir_all(&logs).unwrap();
+}
+
+#[test]
+fn bench_modes_prints_every_row() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = onepipe()
+        .args([
+            "bench",
+            "modes",
+            "--seconds",
+            "0.2",
+            "--loss-seconds",
+            "0.2",
+            "--losses",
+            "0.001",
+            "--json",
+        ])
+        .output()
+        .expect("run onepipe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let systems: Vec<&str> = v["modes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["system"].as_str().unwrap())
+        .collect();
+    assert_eq!(systems, ["1pipe-be", "1pipe-r", "unordered", "1pipe-r"]);
+    for m in v["modes"].as_array().unwrap() {
+        assert!(m["throughput_msgs_per_s"].as_f64().unwrap() > 0.0, "{m}");
+    }
+    assert!(v["reliable_to_best_effort_throughput"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["loss_table"][0]["reliable_no_loss"], true, "{v}");
+}
