@@ -123,6 +123,7 @@ struct Summary {
     retransmissions: u64,
     link_drops: u64,
     link_duplicates: u64,
+    ecn_marked: u64,
     checks: AllChecks,
 }
 
@@ -320,6 +321,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         retransmissions: ordered.retransmissions,
         link_drops: ordered.link_drops,
         link_duplicates: ordered.link_duplicates,
+        ecn_marked: ordered.ecn_marked,
         checks: AllChecks {
             order: report.checks(),
             no_loss: args.reliable.then_some(lost.is_empty()),
@@ -397,8 +399,8 @@ fn print_summary(s: &Summary, report: &Report) {
     );
     if s.service == "reliable" || s.link_drops + s.link_duplicates > 0 {
         println!(
-            "faults             {} frames dropped, {} duplicated by links; {} retransmissions",
-            s.link_drops, s.link_duplicates, s.retransmissions
+            "faults             {} frames dropped, {} duplicated by links; {} retransmissions; {} ECN marks",
+            s.link_drops, s.link_duplicates, s.retransmissions, s.ecn_marked
         );
     }
     println!(
