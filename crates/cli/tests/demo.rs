@@ -16,22 +16,28 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// Runs `onepipe ARGS [--log-dir DIR]`, expects success and one JSON object on stdout.
+fn run_json(args: &[&str], log_dir: Option<&std::path::Path>) -> serde_json::Value {
+    let mut cmd = onepipe();
+    cmd.args(args);
+    if let Some(dir) = log_dir {
+        cmd.arg("--log-dir").arg(dir);
+    }
+    let out = cmd.output().expect("run onepipe");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "onepipe {args:?} failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout).expect("one JSON object")
+}
+
 #[test]
 fn short_demo_prints_json_and_passes_every_check() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let logs = temp_dir("logs");
-    let out = onepipe()
-        .args(["demo", "--seconds", "0.4", "--json", "--log-dir"])
-        .arg(&logs)
-        .output()
-        .expect("run onepipe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "demo failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let v = run_json(&["demo", "--seconds", "0.4", "--json"], Some(&logs));
     assert_eq!(v["processes"], 32);
     assert!(v["delivered"].as_u64().unwrap() > 1000, "{v}");
     for key in [
@@ -150,32 +156,21 @@ fn bad_input_gets_a_clear_error_not_a_panic() {
 fn reliable_demo_through_lossy_links_loses_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let logs = temp_dir("reliable-logs");
-    let out = onepipe()
-        .args([
-            "demo",
-            "--reliable",
-            "--loss",
-            "0.01",
-            "--dup",
-            "0.01",
-            "--seconds",
-            "0.4",
-            "--rate",
-            "200",
-            "--no-baseline",
-            "--json",
-            "--log-dir",
-        ])
-        .arg(&logs)
-        .output()
-        .expect("run onepipe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "demo failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let args = [
+        "demo",
+        "--reliable",
+        "--loss",
+        "0.01",
+        "--dup",
+        "0.01",
+        "--seconds",
+        "0.4",
+        "--rate",
+        "200",
+        "--no-baseline",
+        "--json",
+    ];
+    let v = run_json(&args, Some(&logs));
     assert_eq!(v["service"], "reliable");
     for check in [
         "total_order",
@@ -198,27 +193,18 @@ fn reliable_demo_through_lossy_links_loses_nothing() {
 #[test]
 fn bench_modes_prints_every_row() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let out = onepipe()
-        .args([
-            "bench",
-            "modes",
-            "--seconds",
-            "0.2",
-            "--loss-seconds",
-            "0.2",
-            "--losses",
-            "0.001",
-            "--json",
-        ])
-        .output()
-        .expect("run onepipe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let args = [
+        "bench",
+        "modes",
+        "--seconds",
+        "0.2",
+        "--loss-seconds",
+        "0.2",
+        "--losses",
+        "0.001",
+        "--json",
+    ];
+    let v = run_json(&args, None);
     let systems: Vec<&str> = v["modes"]
         .as_array()
         .unwrap()

@@ -34,14 +34,7 @@ fn run(kind: u8, size: usize, seed: u64, delays_ns: Vec<u64>, skew_ns: u64, roun
     let n = count as u32;
     for _ in 0..rounds {
         for _ in 0..(rng.next_u64() % 4) {
-            let src = (rng.next_u64() % n as u64) as u32;
-            let mut dsts: Vec<u32> = (0..n).filter(|_| rng.next_u64() % 2 == 0).collect();
-            if dsts.is_empty() {
-                dsts.push((rng.next_u64() % n as u64) as u32);
-            }
-            // Up to ~3 fragments at the 256-byte MTU of the test net.
-            let len = (rng.next_u64() % 600) as usize;
-            let payload = vec![(src & 0xff) as u8; len];
+            let (src, dsts, payload) = common::random_scattering(&mut rng, n);
             let scatter: Vec<(u32, &[u8])> = dsts.iter().map(|&d| (d, &payload[..])).collect();
             let _ = net.send(src, &scatter);
         }

@@ -336,3 +336,15 @@ impl Net {
             .collect()
     }
 }
+
+/// A random scattering for `n` processes: (sender, receivers, payload of up to ~3 fragments at
+/// the 256-byte MTU of the test net).
+pub fn random_scattering(rng: &mut onepipe::hash::SplitMix, n: u32) -> (u32, Vec<u32>, Vec<u8>) {
+    let src = (rng.next_u64() % n as u64) as u32;
+    let mut dsts: Vec<u32> = (0..n).filter(|_| rng.next_u64() % 2 == 0).collect();
+    if dsts.is_empty() {
+        dsts.push((rng.next_u64() % n as u64) as u32);
+    }
+    let len = (rng.next_u64() % 600) as usize;
+    (src, dsts, vec![(src & 0xff) as u8; len])
+}
