@@ -299,3 +299,29 @@ fn prepared_message_waits_for_the_commit_barrier() {
     let d = receiver.poll_deliver_reliable().expect("committed");
     assert_eq!((d.src, d.msg_id, d.payload.as_slice()), (0, id, &b"hi"[..]));
 }
+
+/// A prepare below a commit barrier already passed cannot be delivered in order: it is neither
+/// stored nor acknowledged (the sender's retry budget reports it; recovery is paper 5.2's).
+#[test]
+fn prepare_below_the_passed_commit_barrier_is_refused() {
+    let mut sender = endpoint(0, 2);
+    let mut receiver = endpoint(1, 2);
+    sender.send_reliable(t(100), &[(1, b"hi")]).unwrap();
+    let frames = drain(&mut sender, 100);
+    let prepare = frames
+        .iter()
+        .find(|f| repr(f).opcode == Opcode::Prepare)
+        .unwrap()
+        .clone();
+    let mut b = beacon(1);
+    Packet::new_unchecked(&mut b[..]).set_commit_barrier(Timestamp48::new(50_000));
+    receiver.handle_frame(t(200), &b).unwrap();
+    receiver.handle_frame(t(210), &prepare).unwrap();
+    assert_eq!(receiver.counters().late, 1);
+    assert!(
+        drain(&mut receiver, 220)
+            .iter()
+            .all(|f| repr(f).opcode != Opcode::Ack)
+    );
+    assert!(receiver.poll_deliver_reliable().is_none());
+}
