@@ -190,18 +190,16 @@ impl Endpoint {
         assert!(config.process < config.process_count, "process id out of range");
         let mut clock = HostClock::new(config.clock_offset_ns);
         let host_now = clock.read(now);
+        // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
         let fragment_bytes = config.fragment_payload_bytes();
+        let piggyback = fragment_bytes > 2 * PIGGYBACK_LEN;
+        let reliable_fragment_bytes = fragment_bytes - if piggyback { PIGGYBACK_LEN } else { 0 };
         Endpoint {
-            // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
-            piggyback: fragment_bytes > 2 * PIGGYBACK_LEN,
+            piggyback,
             sender: ReliableSender::new(
                 config.reliable.clone(),
                 config.process_count,
-                if fragment_bytes > 2 * PIGGYBACK_LEN {
-                    fragment_bytes - PIGGYBACK_LEN
-                } else {
-                    fragment_bytes
-                },
+                reliable_fragment_bytes,
             ),
             receiver: ReliableReceiver::new(config.reliable.recv_window_packets, config.process_count),
             prepared: ReorderBuffer::new(config.reorder_bytes_max),
@@ -456,6 +454,11 @@ impl Endpoint {
     }
 
     fn next_prepare_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        // The barriers are read before the sender lends out its packet; skip the clock reads
+        // on the best-effort path, which asks here first on every packet.
+        if !self.sender.has_transmit() {
+            return None;
+        }
         let barrier = self.outgoing_barrier(now).to_wire();
         let commit_barrier = self.outgoing_commit(now).to_wire();
         let t = self.sender.poll_transmit(now)?;
@@ -609,8 +612,6 @@ impl Endpoint {
         if self.config.ordering {
             let c = repr.commit_barrier.unwrap_near(host_now);
             self.commit = self.commit.max(c);
-        }
-        if self.config.ordering {
             let b = repr.barrier.unwrap_near(host_now);
             if b > self.barrier {
                 self.barrier = b;

@@ -220,8 +220,4 @@ impl ReliableReceiver {
         self.counters.acks_sent += 1;
         (src, c.cumulative, ack)
     }
-
-    pub fn acks_pending(&self) -> bool {
-        !self.ack_queue.is_empty()
-    }
 }

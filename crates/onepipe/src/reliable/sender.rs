@@ -15,7 +15,7 @@ use super::ReliableConfig;
 use super::dctcp::Dctcp;
 use super::rtt::RttEstimator;
 use crate::endpoint::SendFailure;
-use onepipe_wire::{AckPayload, Duration, Instant};
+use onepipe_wire::{AckPayload, Instant};
 use std::collections::VecDeque;
 
 /// `a` before `b` in PSN space (serial arithmetic, RFC 1982).
@@ -381,6 +381,11 @@ impl ReliableSender {
         }
     }
 
+    /// Whether `poll_transmit` may have a packet (first transmissions or retransmissions).
+    pub fn has_transmit(&self) -> bool {
+        !self.transmit.is_empty()
+    }
+
     /// The next packet to send, if any. `now` is the shared clock.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
         loop {
@@ -440,8 +445,8 @@ impl ReliableSender {
             self.counters.acks_invalid += 1;
             return;
         };
-        // Acknowledging beyond what we sent is forged or corrupt; so is going back before una
-        // by more than the window could explain (an old, reordered ACK is merely stale).
+        // Acknowledging beyond what we sent is forged or corrupt. An ACK below una is stale
+        // (reordered or repeated): it advances nothing and its SACK bits find no entries.
         if psn_before(c.next_psn, cumulative) {
             self.counters.acks_invalid += 1;
             return;
@@ -591,10 +596,5 @@ impl ReliableSender {
     /// Whether nothing is buffered (all acknowledged or failed).
     pub fn is_idle(&self) -> bool {
         self.buffered_packets == 0
-    }
-
-    /// Smoothed RTT of this host's connections.
-    pub fn srtt(&self) -> Duration {
-        self.rtt.srtt()
     }
 }
