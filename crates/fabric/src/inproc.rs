@@ -48,13 +48,7 @@ impl Clock {
     }
 }
 
-/// A directed link from one node's port to another's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LinkSpec {
-    pub from: (usize, PortId),
-    pub to: (usize, PortId),
-    pub delay: Duration,
-}
+pub use crate::wiring::DirectedLink as LinkSpec;
 
 #[derive(Clone, Debug)]
 pub struct InprocConfig {

@@ -14,4 +14,4 @@ pub mod wiring;
 pub use node::{Node, PortId, Route};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
 pub use topology::{Topology, TopologyError};
-pub use wiring::{Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};
+pub use wiring::{DirectedLink, Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};

@@ -9,7 +9,9 @@
 //! the receiving end, so a receiver that shares one socket among links (the udp runtime) knows
 //! the input link without a lookup.
 
+use crate::node::PortId;
 use crate::topology::{HostIndex, SwitchIndex, Topology};
+use onepipe_wire::Duration;
 
 /// Where the peer of a port sits relative to the switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +155,51 @@ impl Wiring {
     pub fn switch_count(&self) -> usize {
         self.switch_ports.len()
     }
+
+    /// Node index of process `p` in a runtime: switches come first, then processes.
+    pub fn node_of_process(&self, p: u32) -> usize {
+        self.switch_count() + p as usize
+    }
+
+    /// Every directed link of the fabric between runtime nodes (numbered as in
+    /// [`Wiring::node_of_process`]), each with its topology delay plus `extra_delay`.
+    pub fn directed_links(&self, extra_delay: Duration) -> Vec<DirectedLink> {
+        let mut links = Vec::new();
+        for (s, ports) in self.switch_ports.iter().enumerate() {
+            for (port, spec) in ports.iter().enumerate() {
+                let delay = Duration::from_nanos(spec.delay_ns) + extra_delay;
+                let to = match spec.peer {
+                    Peer::Process(p) => {
+                        // The process's uplink, in the other direction.
+                        links.push(DirectedLink {
+                            from: (self.node_of_process(p), 0),
+                            to: (s, port as PortId),
+                            delay,
+                        });
+                        (self.node_of_process(p), 0)
+                    }
+                    Peer::Switch {
+                        switch,
+                        port: peer_port,
+                    } => (switch, peer_port),
+                };
+                links.push(DirectedLink {
+                    from: (s, port as PortId),
+                    to,
+                    delay,
+                });
+            }
+        }
+        links
+    }
+}
+
+/// A directed link from one runtime node's port to another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectedLink {
+    pub from: (usize, PortId),
+    pub to: (usize, PortId),
+    pub delay: Duration,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
-use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, LinkSpec, Runtime};
+use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, RoutingError, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 
@@ -74,7 +74,7 @@ pub struct SystemConfig {
 
 /// Node index of process `p` in the runtime: switches come first.
 pub fn node_of_process(wiring: &Wiring, p: u32) -> usize {
-    wiring.switch_count() + p as usize
+    wiring.node_of_process(p)
 }
 
 /// Builds nodes and links and starts the runtime. `apps[p]` drives process `p`;
@@ -112,32 +112,7 @@ pub fn start(
             app,
         })));
     }
-    let mut links = Vec::new();
-    for (s, ports) in wiring.switch_ports.iter().enumerate() {
-        for (port, spec) in ports.iter().enumerate() {
-            let delay = Duration::from_nanos(spec.delay_ns) + config.link_delay;
-            let to = match spec.peer {
-                Peer::Process(p) => {
-                    // The process's uplink, in the other direction.
-                    links.push(LinkSpec {
-                        from: (node_of_process(wiring, p), 0),
-                        to: (s, port as PortId),
-                        delay,
-                    });
-                    (node_of_process(wiring, p), 0)
-                }
-                Peer::Switch {
-                    switch,
-                    port: peer_port,
-                } => (switch, peer_port),
-            };
-            links.push(LinkSpec {
-                from: (s, port as PortId),
-                to,
-                delay,
-            });
-        }
-    }
+    let links = wiring.directed_links(config.link_delay);
     let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
     Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
 }
