@@ -11,7 +11,7 @@ pub mod routing;
 pub mod topology;
 pub mod wiring;
 
-pub use node::{Node, PortId, Route};
+pub use node::{Either, Node, PortId, Route};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
 pub use topology::{Topology, TopologyError};
 pub use wiring::{DirectedLink, Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};

@@ -54,3 +54,79 @@ pub trait Node: Send {
 
     fn handle_timeout(&mut self, now: Instant);
 }
+
+impl<T: Node + ?Sized> Node for Box<T> {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        (**self).classify(now, port, frame)
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        (**self).handle_frame(now, port, frame, route)
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        (**self).handle_stalled(now, port, frame)
+    }
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        (**self).mark_congestion(frame)
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        (**self).poll_transmit(now, port, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        (**self).handle_timeout(now)
+    }
+}
+
+/// One of two kinds of node, so that a runtime can drive, say, switches and hosts in one
+/// vector without boxing each call.
+pub enum Either<L, R> {
+    Left(L),
+    Right(R),
+}
+
+impl<L: Node, R: Node> Node for Either<L, R> {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        match self {
+            Either::Left(n) => n.classify(now, port, frame),
+            Either::Right(n) => n.classify(now, port, frame),
+        }
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        match self {
+            Either::Left(n) => n.handle_frame(now, port, frame, route),
+            Either::Right(n) => n.handle_frame(now, port, frame, route),
+        }
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        match self {
+            Either::Left(n) => n.handle_stalled(now, port, frame),
+            Either::Right(n) => n.handle_stalled(now, port, frame),
+        }
+    }
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        match self {
+            Either::Left(n) => n.mark_congestion(frame),
+            Either::Right(n) => n.mark_congestion(frame),
+        }
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        match self {
+            Either::Left(n) => n.poll_transmit(now, port, buf),
+            Either::Right(n) => n.poll_transmit(now, port, buf),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Either::Left(n) => n.poll_timeout(),
+            Either::Right(n) => n.poll_timeout(),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Either::Left(n) => n.handle_timeout(now),
+            Either::Right(n) => n.handle_timeout(now),
+        }
+    }
+}

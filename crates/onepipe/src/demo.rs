@@ -8,10 +8,11 @@ use crate::endpoint::{EndpointConfig, EndpointCounters};
 use crate::hash::SplitMix;
 use crate::host::App;
 use crate::switch::{SwitchConfig, SwitchCounters};
-use crate::system::{self, Member, SystemConfig, SystemError};
+use crate::system::{self, SystemConfig, SystemError};
 use crate::workload::{Broadcast, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
+use onepipe_fabric::Either;
 use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_wire::{Duration, Instant};
@@ -297,8 +298,8 @@ pub fn run_phase(
     };
     for node in nodes {
         match node {
-            Member::Switch(s) => sum_switch(&mut result.switch, s.counters()),
-            Member::Host(h) => {
+            Either::Left(s) => sum_switch(&mut result.switch, s.counters()),
+            Either::Right(h) => {
                 let ep = &h.endpoint;
                 sum_endpoint(&mut result.endpoint, ep.counters());
                 result.retransmissions += ep.reliable_sender().counters().retransmissions;

@@ -5,53 +5,11 @@ use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
 use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, Runtime};
-use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, RoutingError, Wiring, routing};
-use onepipe_wire::{Duration, Instant};
+use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
+use onepipe_wire::Duration;
 
-/// Any participant of the system.
-pub enum Member {
-    Switch(Box<Switch>),
-    Host(Box<HostNode>),
-}
-
-impl Node for Member {
-    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
-        match self {
-            Member::Switch(s) => s.classify(now, port, frame),
-            Member::Host(h) => h.classify(now, port, frame),
-        }
-    }
-    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
-        match self {
-            Member::Switch(s) => s.handle_frame(now, port, frame, route),
-            Member::Host(h) => h.handle_frame(now, port, frame, route),
-        }
-    }
-    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
-        match self {
-            Member::Switch(s) => s.handle_stalled(now, port, frame),
-            Member::Host(h) => h.handle_stalled(now, port, frame),
-        }
-    }
-    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        match self {
-            Member::Switch(s) => s.poll_transmit(now, port, buf),
-            Member::Host(h) => h.poll_transmit(now, port, buf),
-        }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Member::Switch(s) => s.poll_timeout(),
-            Member::Host(h) => h.poll_timeout(),
-        }
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Member::Switch(s) => s.handle_timeout(now),
-            Member::Host(h) => h.handle_timeout(now),
-        }
-    }
-}
+/// Any participant of the system: switches on the left, processes on the right.
+pub type Member = Either<Box<Switch>, Box<HostNode>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -91,7 +49,7 @@ pub fn start(
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
     for (s, routes) in tables.into_iter().enumerate() {
-        nodes.push(Member::Switch(Box::new(Switch::new(
+        nodes.push(Either::Left(Box::new(Switch::new(
             s,
             wiring,
             routes,
@@ -107,7 +65,7 @@ pub fn start(
         ec.process_count = count;
         ec.tor_port = spec.tor_port;
         ec.clock_offset_ns = clock_offsets_ns.get(p).copied().unwrap_or(0);
-        nodes.push(Member::Host(Box::new(HostNode {
+        nodes.push(Either::Right(Box::new(HostNode {
             endpoint: Endpoint::new(ec, now),
             app,
         })));
