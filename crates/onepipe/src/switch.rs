@@ -42,7 +42,12 @@ impl Default for SwitchConfig {
 pub enum InputState {
     /// Counted in the minimum.
     Live,
-    /// Silent too long: left out of the minimum so the barrier resumes.
+    /// Silent too long: left out of the best-effort minimum so that barrier resumes. The
+    /// commit barrier keeps counting it: taking a component out of reliable delivery needs
+    /// the controller's failure procedure (paper 5.2: Discard and Recall before Resume), or
+    /// prepared messages it still carries would arrive below the commit barrier. Until the
+    /// controller exists, reliable delivery stalls while a link is down and resumes when it
+    /// heals (found by the simulator: crates/sim/tests/faults.rs).
     Dead,
     /// Heard from again after being dead: admitted once its barrier passes the half's output
     /// barrier, so that the output barrier never goes back.
@@ -111,8 +116,9 @@ struct Port {
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
 
-/// The registers of one half, laid out flat; a register not counted (dead or joining) holds
-/// `u64::MAX`. The minimum is kept up to date on every write, so stamping a packet is O(1) and
+/// The registers of one half, laid out flat; a dead input's register holds `u64::MAX` (not
+/// counted), a joining one holds the output it froze (see `Switch::hear`). The minimum is kept
+/// up to date on every write, so stamping a packet is O(1) and
 /// only a write to the register that held the minimum costs a rescan.
 #[derive(Clone, Debug)]
 struct HalfRegisters {
@@ -318,41 +324,47 @@ impl Switch {
             }
         }
         let (state, values, slot) = (p.state, p.barrier, p.slot);
-        match state {
-            InputState::Live => {
-                for lane in LANES {
-                    let regs = self.lanes[lane as usize].half(half);
-                    let before = regs.min;
-                    regs.set(slot, values[lane as usize].as_nanos());
-                    if regs.min > before {
-                        self.barrier_advanced = true;
-                    }
-                }
+        // The commit lane counts every input whatever its state (see `InputState::Dead`).
+        for lane in LANES {
+            if lane == Lane::BestEffort && state != InputState::Live {
+                continue;
             }
+            let regs = self.lanes[lane as usize].half(half);
+            let before = regs.min;
+            regs.set(slot, values[lane as usize].as_nanos());
+            if regs.min > before {
+                self.barrier_advanced = true;
+            }
+        }
+        match state {
+            InputState::Live => {}
             InputState::Dead => {
                 self.ports[port].state = InputState::Joining;
+                // Paper 4.2: the switch "suspends updates to B_new until the barrier received
+                // from the new link is greater than B_new". The joining register holds the
+                // half's output of this moment, so the output stays there (every live register
+                // is at or above it) while the new link catches up. Without the freeze the
+                // output keeps rising with the live links and a link that lags them by its path
+                // delay never passes it: everything it carries arrives late, forever (found by
+                // the simulator: crates/sim/tests/faults.rs).
+                let lane = &mut self.lanes[Lane::BestEffort as usize];
+                let frozen = lane.output(direction_of(half));
+                lane.half(half).set(slot, frozen.as_nanos());
                 self.try_admit(port, half);
             }
             InputState::Joining => self.try_admit(port, half),
         }
     }
 
-    /// Paper 4.2: a new link joins only once its barriers pass the current output barriers.
+    /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
     fn try_admit(&mut self, port: usize, half: Half) {
-        let direction = match half {
-            Half::Up => PortDirection::Up,
-            Half::Down => PortDirection::Down,
-        };
-        let outputs = LANES.map(|lane| self.lanes[lane as usize].output(direction));
+        let lane = &mut self.lanes[Lane::BestEffort as usize];
+        let output = lane.output(direction_of(half));
         let p = &mut self.ports[port];
-        if LANES.iter().all(|&l| p.barrier[l as usize] > outputs[l as usize]) {
+        if p.barrier[Lane::BestEffort as usize] > output {
             p.state = InputState::Live;
-            let (slot, values) = (p.slot, p.barrier);
-            for lane in LANES {
-                self.lanes[lane as usize]
-                    .half(half)
-                    .set(slot, values[lane as usize].as_nanos());
-            }
+            lane.half(half)
+                .set(p.slot, p.barrier[Lane::BestEffort as usize].as_nanos());
             self.counters.links_joined += 1;
         }
     }
@@ -419,13 +431,24 @@ impl Switch {
                         PortDirection::Up => &regs.down,
                     };
                     let counted = half.counted[p.slot];
-                    match p.state {
-                        InputState::Live => assert_eq!(counted, p.barrier[lane as usize].as_nanos()),
-                        InputState::Dead | InputState::Joining => assert_eq!(counted, u64::MAX),
+                    match (lane, p.state) {
+                        (Lane::Commit, _) | (_, InputState::Live) => {
+                            assert_eq!(counted, p.barrier[lane as usize].as_nanos())
+                        }
+                        (_, InputState::Dead) => assert_eq!(counted, u64::MAX),
+                        (_, InputState::Joining) => assert!(counted < u64::MAX),
                     }
                 }
             }
         }
+    }
+}
+
+/// The output direction whose barrier a half computes.
+fn direction_of(half: Half) -> PortDirection {
+    match half {
+        Half::Up => PortDirection::Up,
+        Half::Down => PortDirection::Down,
     }
 }
 
@@ -576,9 +599,9 @@ impl Node for Switch {
                 p.state = InputState::Dead;
                 let slot = p.slot;
                 let half = self.half_of_input(i);
-                for lane in &mut self.lanes {
-                    lane.half(half).set(slot, u64::MAX);
-                }
+                self.lanes[Lane::BestEffort as usize]
+                    .half(half)
+                    .set(slot, u64::MAX);
                 self.counters.links_removed += 1;
             }
         }

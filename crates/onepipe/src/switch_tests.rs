@@ -123,6 +123,55 @@ fn joining_link_waits_until_its_barrier_passes_the_output() {
     assert_eq!(s.counters().links_joined, 1);
 }
 
+/// Paper 4.2: "it suspends updates to B_new until the barrier received from the new link is
+/// greater than B_new". A link that lags the live ones by its path delay must still get in:
+/// the output holds while it catches up (the simulator found links that never rejoined).
+#[test]
+fn joining_link_freezes_the_output_until_it_catches_up() {
+    let mut s = switch_with_port_2_silent_for_12_intervals();
+    pass(&mut s, 12_100, 2, beacon(11_500));
+    assert_eq!(
+        s.inputs().find(|r| r.port == 2).unwrap().state,
+        InputState::Joining
+    );
+    // The live inputs move on; the output does not.
+    pass(&mut s, 13_000, 0, beacon(13_000));
+    pass(&mut s, 13_000, 1, beacon(13_000));
+    let (_, out) = pass(&mut s, 13_100, 0, frame(Opcode::Data, 0, 1, 13_100, 13_100));
+    assert_eq!(barrier_of(&out), 12_000);
+    // Still behind the live inputs, but past the frozen output: admitted.
+    pass(&mut s, 13_200, 2, beacon(12_600));
+    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Live);
+    let (_, out) = pass(&mut s, 13_300, 0, frame(Opcode::Data, 0, 1, 13_300, 13_300));
+    assert_eq!(barrier_of(&out), 12_600);
+}
+
+/// Paper 5.2: only the controller takes a component out of reliable delivery. A silent input
+/// leaves the best-effort minimum but holds the commit barrier until it speaks again.
+#[test]
+fn silent_input_holds_the_commit_barrier() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    pass(&mut s, 500, 2, beacon(500));
+    for k in 1..=12u64 {
+        let now = k * 1_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+    }
+    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Dead);
+    let (_, out) = pass(&mut s, 12_500, 0, frame(Opcode::Data, 0, 1, 12_500, 12_500));
+    let packet = Packet::new_checked(&out[..]).unwrap();
+    assert_eq!(packet.barrier().raw(), 12_000);
+    assert_eq!(packet.commit_barrier().raw(), 500);
+    // Heard again: the commit barrier moves at once, before the link rejoins best effort.
+    pass(&mut s, 12_600, 2, beacon(11_000));
+    let (_, out) = pass(&mut s, 12_700, 0, frame(Opcode::Data, 0, 1, 12_700, 12_700));
+    assert_eq!(
+        Packet::new_checked(&out[..]).unwrap().commit_barrier().raw(),
+        11_000
+    );
+}
+
 /// Paper 4.2: beacons at synchronized times, only on output links idle for an interval.
 #[test]
 fn beacons_go_out_on_idle_links_at_synchronized_times() {
