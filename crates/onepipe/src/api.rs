@@ -216,14 +216,9 @@ impl Process {
     }
 
     fn submit(&mut self, scatter: &[(u32, &[u8])], reliable: bool) -> Result<u64, SendError> {
-        if scatter.is_empty() {
-            return Err(SendError::EmptyScattering);
-        }
+        crate::endpoint::check_destinations(scatter, self.process_count)?;
         let mut packets = 0;
-        for &(dst, msg) in scatter {
-            if dst >= self.process_count {
-                return Err(SendError::UnknownDestination(dst));
-            }
+        for &(_, msg) in scatter {
             if msg.len() > self.message_bytes_max {
                 return Err(SendError::MessageTooLarge {
                     size: msg.len(),

@@ -80,12 +80,32 @@ pub enum SendError {
     EmptyScattering,
     #[error("destination process {0} does not exist")]
     UnknownDestination(u32),
+    #[error("destination process {0} appears twice in one scattering")]
+    DuplicateDestination(u32),
     #[error("message of {size} bytes exceeds the limit of {max} bytes")]
     MessageTooLarge { size: usize, max: usize },
     #[error("send buffer full ({queued} of {max} packets queued); retry later")]
     BufferFull { queued: usize, max: usize },
     #[error("a scattering of {packets} packets can never fit the reliable send buffer of {max}")]
     ScatteringTooLarge { packets: usize, max: usize },
+}
+
+/// Checks that a scattering has messages, to existing and distinct receivers. Paper 2.1: a
+/// scattering's messages go to different receivers; a receiver tells messages apart by
+/// (timestamp, sender), so two to one receiver would collide.
+pub(crate) fn check_destinations(scatter: &[(u32, &[u8])], process_count: u32) -> Result<(), SendError> {
+    if scatter.is_empty() {
+        return Err(SendError::EmptyScattering);
+    }
+    if let Some(&(dst, _)) = scatter.iter().find(|&&(d, _)| d >= process_count) {
+        return Err(SendError::UnknownDestination(dst));
+    }
+    let mut dsts: Vec<u32> = scatter.iter().map(|&(d, _)| d).collect();
+    dsts.sort_unstable();
+    match dsts.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(SendError::DuplicateDestination(w[0])),
+        None => Ok(()),
+    }
 }
 
 /// A message delivered in order.
@@ -252,15 +272,10 @@ impl Endpoint {
 
     /// Checks a scattering; returns its packets and payload bytes.
     fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<(usize, usize), SendError> {
-        if scatter.is_empty() {
-            return Err(SendError::EmptyScattering);
-        }
+        check_destinations(scatter, self.config.process_count)?;
         let mut packets = 0;
         let mut bytes = 0;
-        for &(dst, msg) in scatter {
-            if dst >= self.config.process_count {
-                return Err(SendError::UnknownDestination(dst));
-            }
+        for &(_, msg) in scatter {
             if msg.len() > self.config.message_bytes_max || self.packets_for(msg.len()) > u16::MAX as usize {
                 return Err(SendError::MessageTooLarge {
                     size: msg.len(),
@@ -631,6 +646,11 @@ impl Endpoint {
     fn on_data(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
         let ts = repr.msg_ts.unwrap_near(host_now);
         if self.config.ordering && ts < self.barrier {
+            if self.reorder.recently_delivered(repr.src, repr.msg_id) {
+                // A second copy of a delivered message (a duplicating link), not a late one.
+                self.counters.duplicates += 1;
+                return;
+            }
             // Paper 4.1: the barrier promised nothing below it would still come; this did, over
             // a non-FIFO path. It cannot be delivered in order.
             self.counters.late += 1;

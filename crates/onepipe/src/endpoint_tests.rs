@@ -79,6 +79,10 @@ fn send_errors_are_typed_and_leave_nothing_behind() {
         ep.send_unreliable(t(1), &[(4, b"x")]),
         Err(SendError::UnknownDestination(4))
     );
+    assert_eq!(
+        ep.send_reliable(t(1), &[(2, b"x"), (1, b"y"), (2, b"z")]),
+        Err(SendError::DuplicateDestination(2))
+    );
     let huge = vec![0u8; (1 << 20) + 1];
     assert!(matches!(
         ep.send_unreliable(t(1), &[(1, &huge)]),

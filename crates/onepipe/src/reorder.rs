@@ -64,7 +64,17 @@ pub struct ReorderBuffer {
     bytes_max: usize,
     bytes_peak: usize,
     messages_peak: usize,
+    /// The last messages delivered, (sender, message id), as a ring: a copy of one of them
+    /// that arrives later (a duplicating link) is a duplicate, not a late message to report.
+    recent: Vec<(u32, u64)>,
+    recent_next: usize,
+    /// Second copies of complete messages dropped at delivery.
+    duplicates: u64,
 }
+
+/// Deliveries remembered for duplicate detection; duplicates from a link arrive within
+/// microseconds of the original, far fewer deliveries apart than this.
+const RECENT_DELIVERIES: usize = 1024;
 
 impl ReorderBuffer {
     pub fn new(bytes_max: usize) -> ReorderBuffer {
@@ -78,6 +88,9 @@ impl ReorderBuffer {
             bytes_max,
             bytes_peak: 0,
             messages_peak: 0,
+            recent: Vec::with_capacity(RECENT_DELIVERIES),
+            recent_next: 0,
+            duplicates: 0,
         }
     }
 
@@ -90,6 +103,30 @@ impl ReorderBuffer {
     }
     pub fn messages_peak(&self) -> usize {
         self.messages_peak
+    }
+    /// Second copies of complete messages dropped instead of delivered.
+    pub fn duplicates(&self) -> u64 {
+        self.duplicates
+    }
+
+    /// Whether `(src, msg_id)` is among the last deliveries. Only for the rare packet that
+    /// arrives below the barrier: a linear scan.
+    pub fn recently_delivered(&self, src: u32, msg_id: u64) -> bool {
+        self.recent.contains(&(src, msg_id))
+    }
+
+    fn remember_delivery(&mut self, src: u32, msg_id: u64) {
+        if self.recent.len() < RECENT_DELIVERIES {
+            self.recent.push((src, msg_id));
+        } else {
+            self.recent[self.recent_next] = (src, msg_id);
+        }
+        self.recent_next = (self.recent_next + 1) % RECENT_DELIVERIES;
+    }
+
+    /// Whether a complete copy of the message with this key waits for delivery.
+    fn complete_waiting(&self, ts: Instant, src: u32) -> bool {
+        self.ready.iter().any(|&Reverse((t, s, _))| (t, s) == (ts, src))
     }
     pub fn len(&self) -> usize {
         self.ready.len() + self.arrival.len() + self.partial.len()
@@ -192,6 +229,10 @@ impl ReorderBuffer {
             }
             let p = self.partial.pop_first().expect("peeked").1;
             self.bytes -= partial_cost(&p);
+            // Fragments of a copy of a message that is complete (a duplicating link): not lost.
+            if self.complete_waiting(ts, src) || self.recently_delivered(src, msg_id) {
+                continue;
+            }
             lost.push((ts, src, msg_id));
         }
     }
@@ -204,7 +245,18 @@ impl ReorderBuffer {
         if ts >= barrier {
             return None;
         }
-        self.ready.pop().map(|Reverse(e)| e)
+        let Reverse(e) = self.ready.pop()?;
+        // (timestamp, sender) names one message per receiver, so an equal key next in the
+        // heap is a second copy (a duplicating link delivered it twice before the barrier).
+        while let Some(&Reverse((t, s, slot))) = self.ready.peek()
+            && (t, s) == (e.0, e.1)
+        {
+            self.ready.pop();
+            self.bytes -= self.slab[slot as usize].payload.len() + ENTRY_OVERHEAD_BYTES;
+            self.free.push(slot);
+            self.duplicates += 1;
+        }
+        Some(e)
     }
 
     /// Hands the lowest-keyed complete message whose timestamp is below `barrier` to `f`
@@ -229,7 +281,9 @@ impl ReorderBuffer {
         let s = &self.slab[slot as usize];
         let r = f(ts, src, s.msg_id, s.fragments, &s.payload);
         self.bytes -= s.payload.len() + ENTRY_OVERHEAD_BYTES;
+        let msg_id = s.msg_id;
         self.free.push(slot);
+        self.remember_delivery(src, msg_id);
         Some(r)
     }
 
@@ -238,12 +292,14 @@ impl ReorderBuffer {
         let (ts, src, slot) = self.next_below(barrier)?;
         let s = &mut self.slab[slot as usize];
         let payload = std::mem::take(&mut s.payload);
+        let msg_id = s.msg_id;
         self.bytes -= payload.len() + ENTRY_OVERHEAD_BYTES;
         self.free.push(slot);
+        self.remember_delivery(src, msg_id);
         Some(Released {
             ts,
             src,
-            msg_id: s.msg_id,
+            msg_id,
             payload,
         })
     }
@@ -308,6 +364,33 @@ mod tests {
         r.expire_incomplete(t(6), &mut lost);
         assert_eq!(lost, vec![(t(5), 1, 9)]);
         assert_eq!(r.len(), 1);
+    }
+
+    /// A duplicating link (found by the simulator's campaigns): each message is delivered once
+    /// and a stray copy of a fragment is not reported as a lost message.
+    #[test]
+    fn copies_of_a_message_are_delivered_once_and_not_reported_lost() {
+        let mut r = ReorderBuffer::new(1 << 20);
+        r.insert(t(5), 1, 9, 0, 1, b"a", true);
+        r.insert(t(5), 1, 9, 0, 1, b"a", true);
+        r.insert(t(7), 2, 4, 0, 2, b"x", true);
+        r.insert(t(7), 2, 4, 1, 2, b"y", true);
+        // A copy of fragment 0 after the message completed.
+        r.insert(t(7), 2, 4, 0, 2, b"x", true);
+        let mut lost = Vec::new();
+        r.expire_incomplete(t(8), &mut lost);
+        assert!(lost.is_empty(), "{lost:?}");
+        let keys: Vec<(u32, u64)> = std::iter::from_fn(|| r.pop_below(t(8)))
+            .map(|m| (m.src, m.msg_id))
+            .collect();
+        assert_eq!(keys, vec![(1, 9), (2, 4)]);
+        assert_eq!(r.duplicates(), 1);
+        assert_eq!(r.bytes(), 0);
+        assert!(r.recently_delivered(2, 4) && !r.recently_delivered(2, 5));
+        // After delivery a late copy's partial is not a loss either.
+        r.insert(t(7), 2, 4, 1, 2, b"y", true);
+        r.expire_incomplete(t(9), &mut lost);
+        assert!(lost.is_empty(), "{lost:?}");
     }
 
     #[test]
