@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod sim;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     /// Benchmarks printing numbers (JSON with --json)
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The deterministic simulator: one seeded run, replayable exactly
+    Sim(sim::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Sim(args) => sim::run(args),
     };
     match result {
         Ok(code) => code,

@@ -209,7 +209,7 @@ impl Broadcast {
 }
 
 /// An exponentially distributed gap with the given mean (zero stays zero).
-fn exponential(rng: &mut SplitMix, mean: Duration) -> Duration {
+pub fn exponential(rng: &mut SplitMix, mean: Duration) -> Duration {
     if mean == Duration::ZERO {
         return Duration::ZERO;
     }

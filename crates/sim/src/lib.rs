@@ -1,2 +1,17 @@
 //! A deterministic discrete-event simulator: the same switch and endpoint state machines as the
 //! runtimes, driven in virtual nanoseconds, so that a seed reproduces a run exactly.
+
+pub mod engine;
+pub mod fault;
+pub mod host;
+pub mod memory;
+pub mod traffic;
+
+pub use engine::{Budget, Engine, EngineError, Model, Role, Stats};
+pub use fault::{Fault, FaultAction, FaultTarget};
+pub mod campaign;
+pub mod config;
+pub mod run;
+
+pub use config::{ConfigError, FailTarget, Failure, SimConfig};
+pub use run::{SimChecks, SimError, SimReport, run};

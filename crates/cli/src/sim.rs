@@ -1,0 +1,321 @@
+//! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
+//! replayable exactly; campaigns and paper figures are subcommands.
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use onepipe_fabric::Topology;
+use onepipe_sim::config::parse_time;
+use onepipe_sim::traffic::Pattern;
+use onepipe_sim::{Failure, SimConfig, SimReport};
+use onepipe_wire::Duration;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: Option<SimCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum SimCommand {
+    /// Many seeds, each drawing its own fabric, workload, clocks and faults; reports failing seeds
+    Campaign(CampaignArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CampaignArgs {
+    /// Number of seeds to run
+    #[arg(long, default_value_t = 50)]
+    seeds: u64,
+    /// The first seed (replay one failing seed S with --first-seed S --seeds 1)
+    #[arg(long, default_value_t = 1)]
+    first_seed: u64,
+    /// Worker threads (default: one per core)
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Print one JSON object instead of the summary
+    #[arg(long)]
+    json: bool,
+}
+
+fn time(s: &str) -> Result<Duration, String> {
+    parse_time(s)
+}
+
+/// One simulated run; times take a unit (ns, us, ms, s).
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
+    #[arg(long, default_value = "testbed")]
+    topology: String,
+    #[arg(long, default_value_t = 1)]
+    processes_per_host: u32,
+    #[arg(long, default_value = "3us", value_parser = time)]
+    beacon_interval: Duration,
+    /// Mean clock offset magnitude of a host (offsets uniform in ±2x this)
+    #[arg(long, default_value = "300ns", value_parser = time)]
+    skew: Duration,
+    /// Largest clock rate error of a host, in parts per million
+    #[arg(long, default_value_t = 0.0)]
+    drift_ppm: f64,
+    #[arg(long, default_value_t = 100.0)]
+    link_gbps: f64,
+    /// Propagation delay of every link
+    #[arg(long, default_value = "100ns", value_parser = time)]
+    link_delay: Duration,
+    /// Processing delay of a switch per frame
+    #[arg(long, default_value = "600ns", value_parser = time)]
+    switch_delay: Duration,
+    /// CPU time of a host per frame sent or received (bounds a process's message rate)
+    #[arg(long, default_value = "65ns", value_parser = time)]
+    host_frame_cost: Duration,
+    #[arg(long, default_value_t = 1 << 20)]
+    queue_capacity_bytes: usize,
+    #[arg(long, default_value_t = 100 * 1024)]
+    ecn_threshold_bytes: usize,
+    #[arg(long, default_value_t = 1500)]
+    mtu_bytes: usize,
+    #[arg(long, default_value_t = 10)]
+    dead_after_beacons: u32,
+    /// Probability that a link loses a frame
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Probability that a link delivers a frame twice
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
+    /// Loss and duplication stop this long after traffic starts (default: never)
+    #[arg(long, value_parser = time)]
+    faults_for: Option<Duration>,
+    /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D] (T after traffic starts, D how long); repeatable
+    #[arg(long = "fail")]
+    failures: Vec<Failure>,
+    /// Destinations of each scattering: broadcast, random:K, incast:P
+    #[arg(long, default_value = "broadcast")]
+    pattern: Pattern,
+    /// Mean gap between a process's scatterings (Poisson); 0ns saturates
+    #[arg(long, default_value = "20us", value_parser = time)]
+    gap: Duration,
+    #[arg(long, default_value_t = 64)]
+    message_bytes: usize,
+    /// Draw message sizes uniformly from --message-bytes up to this
+    #[arg(long)]
+    message_bytes_max: Option<usize>,
+    #[arg(long)]
+    reliable: bool,
+    /// How long traffic runs
+    #[arg(long = "send", default_value = "500us", value_parser = time)]
+    send_for: Duration,
+    /// How long the run continues after traffic stops
+    #[arg(long, default_value = "200us", value_parser = time)]
+    drain: Duration,
+    /// Messages sent this long after all faults healed must all be delivered
+    #[arg(long, default_value = "100us", value_parser = time)]
+    settle: Duration,
+    /// Stop with an error after this many events
+    #[arg(long, default_value_t = 2_000_000_000)]
+    events_max: u64,
+    /// Stop with an error when the process uses more memory than this
+    #[arg(long, default_value_t = 16 * 1024)]
+    memory_mb_max: u64,
+    /// Print one JSON object instead of the summary
+    #[arg(long)]
+    json: bool,
+}
+
+impl RunArgs {
+    pub fn config(&self) -> Result<SimConfig, String> {
+        let topology = Topology::preset(&self.topology).map_err(|e| e.to_string())?;
+        for (name, v) in [("drift-ppm", self.drift_ppm), ("link-gbps", self.link_gbps)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("--{name} must be zero or positive"));
+            }
+        }
+        Ok(SimConfig {
+            seed: self.seed,
+            topology,
+            processes_per_host: self.processes_per_host,
+            beacon_interval: self.beacon_interval,
+            skew_mean: self.skew,
+            drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
+            link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
+            link_delay: self.link_delay,
+            switch_delay: self.switch_delay,
+            host_frame_cost: self.host_frame_cost,
+            queue_capacity_bytes: self.queue_capacity_bytes,
+            ecn_threshold_bytes: self.ecn_threshold_bytes,
+            mtu_bytes: self.mtu_bytes,
+            dead_after_intervals: self.dead_after_beacons,
+            loss: self.loss,
+            duplicate: self.dup,
+            faults_for: self.faults_for,
+            failures: self.failures.clone(),
+            pattern: self.pattern,
+            gap: self.gap,
+            message_bytes_min: self.message_bytes,
+            message_bytes_max: self.message_bytes_max.unwrap_or(self.message_bytes),
+            reliable: self.reliable,
+            send_for: self.send_for,
+            drain: self.drain,
+            settle: self.settle,
+            events_max: self.events_max,
+            memory_bytes_max: self.memory_mb_max.saturating_mul(1 << 20),
+            ..SimConfig::default()
+        })
+    }
+}
+
+pub fn run(args: SimArgs) -> Result<ExitCode, String> {
+    match args.command {
+        None => run_one(&args.run),
+        Some(SimCommand::Campaign(a)) => campaign(&a),
+    }
+}
+
+fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
+    if args.seeds == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let bar = progress_bar(args.json);
+    bar.set_length(args.seeds);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
+            .expect("valid template"),
+    );
+    let report = onepipe_sim::campaign::run_campaign(args.first_seed, args.seeds, threads, &|r| {
+        if r.violations > 0 {
+            bar.println(format!(
+                "seed={} FAILED ({} violations): {}",
+                r.seed,
+                r.violations,
+                r.problems.first().map_or("", |p| p.as_str())
+            ));
+        }
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
+    } else {
+        for r in &report.runs {
+            println!(
+                "seed {:>4}: {:<22} {:>3} processes {:<8} loss {:<6} dup {:<6} {:<40} {:>9} events {:>7} delivered: {}",
+                r.seed,
+                r.topology,
+                r.processes,
+                if r.reliable { "reliable" } else { "BE" },
+                r.loss,
+                r.duplicate,
+                r.failures.join(","),
+                r.events,
+                r.delivered,
+                if r.violations == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{} violations", r.violations)
+                }
+            );
+        }
+        println!(
+            "{} seeds, {} events, {} violations, failing seeds: {:?}",
+            report.seeds, report.events, report.violations, report.failing_seeds
+        );
+    }
+    if report.violations > 0 {
+        eprintln!("replay a failing seed S with `onepipe sim campaign --first-seed S --seeds 1`");
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar over virtual time, hidden when printing JSON.
+pub fn progress_bar(hidden: bool) -> ProgressBar {
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(1000)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {percent:>3}% of virtual time, {elapsed} elapsed")
+            .expect("valid template"),
+    );
+    bar
+}
+
+fn run_one(args: &RunArgs) -> Result<ExitCode, String> {
+    let config = args.config()?;
+    let bar = progress_bar(args.json);
+    let report = onepipe_sim::run(&config, &mut |t, end| {
+        bar.set_position(1000 * t.as_nanos().min(end.as_nanos()) / end.as_nanos().max(1));
+    })
+    .map_err(|e| format!("{e} (seed={})", config.seed))?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
+    } else {
+        print_summary(&report);
+    }
+    if report.violations > 0 {
+        eprintln!(
+            "FAILED seed={}: replay with `onepipe sim --seed {}` and the same flags",
+            report.seed, report.seed
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_summary(r: &SimReport) {
+    let mode = if r.reliable { "reliable" } else { "best effort" };
+    println!(
+        "simulated {:.1} us of {} processes ({} switches), {mode}, seed {}",
+        r.virtual_us, r.processes, r.switches, r.seed
+    );
+    println!(
+        "  delivered {} messages, {:.2} M msg/s; latency p50 {:.2} us, p99 {:.2} us, max {:.2} us",
+        r.delivered,
+        r.throughput_msgs_per_s / 1e6,
+        r.latency_us.p50,
+        r.latency_us.p99,
+        r.latency_us.max
+    );
+    println!(
+        "  frames: {} sent, {} lost, {} dropped at full queues, {} at failed parts, {} duplicated; {} beacons",
+        r.engine.frames_sent,
+        r.engine.dropped_loss,
+        r.engine.dropped_queue_full,
+        r.engine.dropped_down,
+        r.engine.duplicated,
+        r.beacons_sent
+    );
+    println!(
+        "  {} events in {:.2} s ({:.2} M events/s), peak memory {} MiB, trace hash {}",
+        r.events,
+        r.wall_s,
+        r.events_per_s / 1e6,
+        r.peak_memory_bytes >> 20,
+        r.trace_hash
+    );
+    let c = &r.checks;
+    println!(
+        "  checks: total_order {} fifo {} causality {} no_duplicates {} no_creation {} no_loss {} liveness {} ({} violations)",
+        c.total_order,
+        c.fifo,
+        c.causality,
+        c.no_duplicates,
+        c.no_creation,
+        c.no_loss,
+        c.liveness,
+        r.violations
+    );
+    for e in &r.examples {
+        println!("    {e}");
+    }
+}

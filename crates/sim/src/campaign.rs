@@ -1,0 +1,301 @@
+//! Fault campaigns, swarm style: each seed draws its own fabric, workload, clocks and faults
+//! (so that different seeds stress different corners, TigerBeetle's VOPR idea), runs them, and
+//! checks safety over the whole run and liveness after the faults heal.
+
+use crate::config::{FailTarget, Failure, SimConfig};
+use crate::run::{SimError, SimReport, run};
+use crate::traffic::Pattern;
+use onepipe::hash::SplitMix;
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One run of a campaign, kept short in the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct CampaignRun {
+    pub seed: u64,
+    pub topology: String,
+    pub processes: usize,
+    pub reliable: bool,
+    pub pattern: Pattern,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub failures: Vec<String>,
+    pub violations: u64,
+    pub events: u64,
+    pub delivered: u64,
+    pub liveness_messages: u64,
+    pub trace_hash: String,
+    /// The same run as a plain `onepipe sim` command.
+    pub replay: String,
+    /// Why the run failed, if it did (violations or an error).
+    pub problems: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CampaignReport {
+    pub seeds: u64,
+    pub first_seed: u64,
+    pub violations: u64,
+    pub failing_seeds: Vec<u64>,
+    pub events: u64,
+    pub runs: Vec<CampaignRun>,
+}
+
+fn pick<T: Copy>(rng: &mut SplitMix, items: &[T]) -> T {
+    items[(rng.next_u64() % items.len() as u64) as usize]
+}
+
+fn uniform(rng: &mut SplitMix, lo: u64, hi: u64) -> u64 {
+    lo + rng.next_u64() % (hi - lo + 1)
+}
+
+fn chance(rng: &mut SplitMix, p: f64) -> bool {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 + f64::EPSILON < p
+}
+
+/// Draws a whole configuration from `seed`.
+pub fn draw(seed: u64) -> (SimConfig, String) {
+    let mut rng = SplitMix::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xca3b_a16e);
+    let specs = [
+        "single:2",
+        "single:5",
+        "leaf-spine:2,1,2",
+        "leaf-spine:3,2,3",
+        "leaf-spine:4,3,2",
+        "testbed",
+        "three-layer:2,2,2,1,3",
+        "three-layer:2,2,2,2,2",
+    ];
+    let spec = pick(&mut rng, &specs);
+    let topology = Topology::preset(spec).expect("campaign presets are valid");
+    let processes_per_host = uniform(&mut rng, 1, 2) as u32;
+    let processes = topology.hosts.len() as u32 * processes_per_host;
+    let reliable = chance(&mut rng, 0.5);
+    let pattern = match rng.next_u64() % 3 {
+        0 => Pattern::Broadcast,
+        1 => Pattern::Random {
+            fanout: uniform(&mut rng, 1, processes.min(8) as u64) as u32,
+        },
+        _ => Pattern::Incast {
+            target: (rng.next_u64() % processes as u64) as u32,
+        },
+    };
+    let message_bytes_min = pick(&mut rng, &[8usize, 64, 200]);
+    let extra = if pattern == Pattern::Broadcast && processes > 16 {
+        pick(&mut rng, &[0usize, 100, 1500])
+    } else {
+        pick(&mut rng, &[0usize, 100, 1500, 5000])
+    };
+    let message_bytes_max = message_bytes_min + extra;
+    // Enough load to queue, not so much that best effort overflows queues by design: the
+    // busiest host (every receiver of a broadcast, the incast target) spends at most half its
+    // CPU on frames.
+    let frames = message_bytes_max.div_ceil(1400) as u64;
+    let busiest = match pattern {
+        Pattern::Broadcast | Pattern::Incast { .. } => processes,
+        Pattern::Random { fanout } => fanout,
+    } as u64;
+    let defaults = SimConfig::default();
+    let cpu_floor_ns = 4 * defaults.host_frame_cost.as_nanos() * busiest * frames;
+    // And the ToR uplinks carry at most a quarter of their capacity (oversubscribed presets).
+    let uplinks = topology
+        .links
+        .iter()
+        .filter(|l| topology.switches[l.lower].layer == 1)
+        .count() as u64;
+    let offered_bits = processes as u64 * busiest.min(processes as u64) * message_bytes_max as u64 * 8;
+    let link_floor_ns = match uplinks {
+        0 => 0,
+        n => 4 * offered_bits * 1_000_000_000 / (n * defaults.link_bits_per_s),
+    };
+    let floor_ns = cpu_floor_ns.max(link_floor_ns);
+    let gap = Duration::from_nanos((uniform(&mut rng, 5, 40) * 1000).max(floor_ns));
+    let send_for = Duration::from_micros(uniform(&mut rng, 200, 600));
+    let lossy = chance(&mut rng, 0.5);
+    let (loss, duplicate) = if lossy {
+        (
+            pick(&mut rng, &[0.0, 1e-3, 1e-2, 3e-2]),
+            pick(&mut rng, &[0.0, 1e-3, 1e-2]),
+        )
+    } else {
+        (0.0, 0.0)
+    };
+    let mut failures = Vec::new();
+    let switch_names: Vec<String> = topology.switches.iter().map(|s| s.name.clone()).collect();
+    let links: Vec<(String, String)> = topology
+        .links
+        .iter()
+        .map(|l| (switch_names[l.lower].clone(), switch_names[l.upper].clone()))
+        .collect();
+    if chance(&mut rng, 0.4) {
+        let at = Duration::from_micros(uniform(&mut rng, 20, send_for.as_nanos() / 2000));
+        let lasts = Some(Duration::from_micros(uniform(&mut rng, 10, 100)));
+        let target = match rng.next_u64() % 3 {
+            0 if !links.is_empty() => {
+                let (a, b) = pick_link(&mut rng, &links);
+                FailTarget::Link(a, b)
+            }
+            1 => FailTarget::Switch(
+                switch_names[(rng.next_u64() % switch_names.len() as u64) as usize].clone(),
+            ),
+            _ => FailTarget::Process((rng.next_u64() % processes as u64) as u32),
+        };
+        failures.push(Failure { target, at, lasts });
+    }
+    let config = SimConfig {
+        seed,
+        topology,
+        processes_per_host,
+        skew_mean: Duration::from_nanos(pick(&mut rng, &[0, 300, 1000, 5000])),
+        drift_ppb_max: pick(&mut rng, &[0, 10_000, 100_000]),
+        loss,
+        duplicate,
+        faults_for: lossy.then(|| Duration::from_nanos(send_for.as_nanos() / 2)),
+        failures,
+        pattern,
+        gap,
+        message_bytes_min,
+        message_bytes_max,
+        reliable,
+        send_for,
+        // Long enough for retransmissions at the simulated fabric's timers to finish.
+        drain: Duration::from_micros(if reliable { 3000 } else { 300 }),
+        events_max: 200_000_000,
+        ..SimConfig::default()
+    };
+    (config, spec.to_string())
+}
+
+fn pick_link(rng: &mut SplitMix, links: &[(String, String)]) -> (String, String) {
+    links[(rng.next_u64() % links.len() as u64) as usize].clone()
+}
+
+fn describe(f: &Failure) -> String {
+    let what = match &f.target {
+        FailTarget::Link(a, b) => format!("link:{a}-{b}"),
+        FailTarget::Switch(s) => format!("switch:{s}"),
+        FailTarget::Process(p) => format!("host:{p}"),
+    };
+    match f.lasts {
+        Some(d) => format!("{what}@{}ns+{}ns", f.at.as_nanos(), d.as_nanos()),
+        None => format!("{what}@{}ns", f.at.as_nanos()),
+    }
+}
+
+fn pattern_flag(p: Pattern) -> String {
+    match p {
+        Pattern::Broadcast => "broadcast".into(),
+        Pattern::Random { fanout } => format!("random:{fanout}"),
+        Pattern::Incast { target } => format!("incast:{target}"),
+    }
+}
+
+/// The `onepipe sim` flags that give this configuration (the campaign's draw, spelled out).
+pub fn replay_command(c: &SimConfig, topology: &str) -> String {
+    let mut cmd = format!(
+        "onepipe sim --seed {} --topology {topology} --processes-per-host {} --skew {}ns --drift-ppm {} \
+         --pattern {} --gap {}ns --message-bytes {} --message-bytes-max {} --send {}ns --drain {}ns",
+        c.seed,
+        c.processes_per_host,
+        c.skew_mean.as_nanos(),
+        c.drift_ppb_max as f64 / 1000.0,
+        pattern_flag(c.pattern),
+        c.gap.as_nanos(),
+        c.message_bytes_min,
+        c.message_bytes_max,
+        c.send_for.as_nanos(),
+        c.drain.as_nanos()
+    );
+    if c.reliable {
+        cmd += " --reliable";
+    }
+    if c.loss > 0.0 || c.duplicate > 0.0 {
+        cmd += &format!(" --loss {} --dup {}", c.loss, c.duplicate);
+        if let Some(d) = c.faults_for {
+            cmd += &format!(" --faults-for {}ns", d.as_nanos());
+        }
+    }
+    for f in &c.failures {
+        cmd += &format!(" --fail {}", describe(f));
+    }
+    cmd
+}
+
+/// Runs one seed of a campaign.
+pub fn run_seed(seed: u64) -> CampaignRun {
+    let (config, spec) = draw(seed);
+    let result: Result<SimReport, SimError> = run(&config, &mut |_, _| {});
+    let mut out = CampaignRun {
+        seed,
+        topology: spec.clone(),
+        processes: config.topology.hosts.len() * config.processes_per_host as usize,
+        reliable: config.reliable,
+        pattern: config.pattern,
+        loss: config.loss,
+        duplicate: config.duplicate,
+        failures: config.failures.iter().map(describe).collect(),
+        violations: 0,
+        events: 0,
+        delivered: 0,
+        liveness_messages: 0,
+        trace_hash: String::new(),
+        replay: replay_command(&config, &spec),
+        problems: Vec::new(),
+    };
+    match result {
+        Ok(r) => {
+            out.violations = r.violations;
+            out.events = r.events;
+            out.delivered = r.delivered;
+            out.liveness_messages = r.liveness_messages;
+            out.trace_hash = r.trace_hash;
+            out.problems = r.examples;
+        }
+        Err(e) => {
+            out.violations = 1;
+            out.problems.push(e.to_string());
+        }
+    }
+    out
+}
+
+/// Runs `seeds` seeds from `first_seed` on `threads` threads; `on_done` sees each run as it
+/// finishes (for progress). Results are in seed order whatever the threads did.
+pub fn run_campaign(
+    first_seed: u64,
+    seeds: u64,
+    threads: usize,
+    on_done: &(dyn Fn(&CampaignRun) + Sync),
+) -> CampaignReport {
+    let next = AtomicU64::new(first_seed);
+    let end = first_seed + seeds;
+    let runs = Mutex::new(Vec::with_capacity(seeds as usize));
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::Relaxed);
+                    if seed >= end {
+                        break;
+                    }
+                    let r = run_seed(seed);
+                    on_done(&r);
+                    runs.lock().expect("no thread panicked holding it").push(r);
+                }
+            });
+        }
+    });
+    let mut runs = runs.into_inner().expect("no thread panicked holding it");
+    runs.sort_by_key(|r| r.seed);
+    CampaignReport {
+        seeds,
+        first_seed,
+        violations: runs.iter().map(|r| r.violations).sum(),
+        failing_seeds: runs.iter().filter(|r| r.violations > 0).map(|r| r.seed).collect(),
+        events: runs.iter().map(|r| r.events).sum(),
+        runs,
+    }
+}

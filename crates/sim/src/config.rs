@@ -1,0 +1,275 @@
+//! What one simulated run is: fabric, clocks, traffic, faults and budgets, with the paper's
+//! testbed parameters as defaults (100 Gbps links, 3 us beacons, 0.3 us mean clock skew).
+
+use crate::traffic::Pattern;
+use onepipe::reliable::ReliableConfig;
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+
+/// A failure named the way a user names it; resolved against the topology when the run starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailTarget {
+    /// A cable between two switches, by name (both directions fail).
+    Link(String, String),
+    Switch(String),
+    /// A process (its host's endpoint).
+    Process(u32),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub target: FailTarget,
+    /// Offset from the start of traffic.
+    pub at: Duration,
+    /// How long it lasts; `None` is forever.
+    pub lasts: Option<Duration>,
+}
+
+impl std::str::FromStr for Failure {
+    type Err = String;
+    /// `link:A-B@T[+D]`, `switch:NAME@T[+D]`, `host:P@T[+D]`; times with a unit (ns, us, ms,
+    /// s), for example `switch:core0@200us+300us`.
+    fn from_str(s: &str) -> Result<Failure, String> {
+        let (what, when) = s
+            .split_once('@')
+            .ok_or_else(|| format!("failure `{s}`: expected TARGET@TIME, like switch:core0@200us+300us"))?;
+        let (at, lasts) = match when.split_once('+') {
+            Some((a, d)) => (parse_time(a)?, Some(parse_time(d)?)),
+            None => (parse_time(when)?, None),
+        };
+        let (kind, name) = what
+            .split_once(':')
+            .ok_or_else(|| format!("failure `{s}`: expected link:A-B, switch:NAME or host:P"))?;
+        let target = match kind {
+            "link" => {
+                let (a, b) = name
+                    .split_once('-')
+                    .ok_or_else(|| format!("failure `{s}`: a link is named A-B"))?;
+                FailTarget::Link(a.to_string(), b.to_string())
+            }
+            "switch" => FailTarget::Switch(name.to_string()),
+            "host" => FailTarget::Process(
+                name.parse()
+                    .map_err(|_| format!("failure `{s}`: host:P takes a process number"))?,
+            ),
+            _ => {
+                return Err(format!(
+                    "failure `{s}`: unknown kind `{kind}` (link, switch, host)"
+                ));
+            }
+        };
+        Ok(Failure { target, at, lasts })
+    }
+}
+
+/// Parses `250ns`, `3us`, `1.5ms`, `2s`.
+pub fn parse_time(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .ok_or_else(|| format!("time `{s}` needs a unit: ns, us, ms or s"))?;
+    let (number, unit) = s.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("time `{s}`: `{number}` is not a number"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => return Err(format!("time `{s}`: unknown unit `{unit}` (ns, us, ms, s)")),
+    };
+    if !(value >= 0.0 && value.is_finite()) {
+        return Err(format!("time `{s}` must be a finite, non-negative number"));
+    }
+    Ok(Duration::from_nanos((value * scale).round() as u64))
+}
+
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub topology: Topology,
+    pub processes_per_host: u32,
+    pub beacon_interval: Duration,
+    /// Host clock offsets are uniform in [-2 * mean, 2 * mean], so their mean magnitude is this.
+    pub skew_mean: Duration,
+    /// Host clock rates are uniform in [1 - drift, 1 + drift], in parts per billion.
+    pub drift_ppb_max: u32,
+    pub link_bits_per_s: u64,
+    /// Propagation delay added to every link on top of the topology's own.
+    pub link_delay: Duration,
+    pub switch_delay: Duration,
+    pub host_frame_cost: Duration,
+    pub queue_capacity_bytes: usize,
+    pub ecn_threshold_bytes: usize,
+    pub mtu_bytes: usize,
+    pub dead_after_intervals: u32,
+    /// Per-frame loss and duplication on every link, until `faults_for` after traffic starts.
+    pub loss: f64,
+    pub duplicate: f64,
+    pub faults_for: Option<Duration>,
+    pub failures: Vec<Failure>,
+    pub pattern: Pattern,
+    /// Mean gap between one process's scatterings; zero saturates.
+    pub gap: Duration,
+    pub message_bytes_min: usize,
+    pub message_bytes_max: usize,
+    pub reliable: bool,
+    /// Windows and timers of the reliable service, scaled to the simulated fabric.
+    pub reliable_config: ReliableConfig,
+    /// Traffic runs this long, then the run drains for `drain`.
+    pub send_for: Duration,
+    pub drain: Duration,
+    /// Checker logs keep messages sent in the first `record_for` of traffic (bounds memory).
+    pub record_for: Duration,
+    /// Messages sent this long after every fault has healed must all be delivered (liveness).
+    pub settle: Duration,
+    pub events_max: u64,
+    pub memory_bytes_max: u64,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            seed: 1,
+            topology: Topology::paper_testbed(),
+            processes_per_host: 1,
+            beacon_interval: Duration::from_micros(3),
+            skew_mean: Duration::from_nanos(300),
+            drift_ppb_max: 0,
+            link_bits_per_s: 100_000_000_000,
+            link_delay: Duration::from_nanos(100),
+            switch_delay: Duration::from_nanos(600),
+            host_frame_cost: Duration::from_nanos(65),
+            queue_capacity_bytes: 1 << 20,
+            ecn_threshold_bytes: 100 * 1024,
+            mtu_bytes: 1500,
+            dead_after_intervals: 10,
+            loss: 0.0,
+            duplicate: 0.0,
+            faults_for: None,
+            failures: Vec::new(),
+            pattern: Pattern::Broadcast,
+            gap: Duration::from_micros(20),
+            message_bytes_min: 64,
+            message_bytes_max: 64,
+            reliable: false,
+            reliable_config: microsecond_reliable(),
+            send_for: Duration::from_micros(500),
+            drain: Duration::from_micros(200),
+            record_for: Duration::from_secs(3600),
+            settle: Duration::from_micros(100),
+            events_max: 2_000_000_000,
+            memory_bytes_max: 16 << 30,
+        }
+    }
+}
+
+/// The reliable service's timers for a fabric whose round trip is microseconds (the runtime
+/// defaults are for threads that a shared machine deschedules for milliseconds).
+pub fn microsecond_reliable() -> ReliableConfig {
+    ReliableConfig {
+        rto_initial: Duration::from_micros(100),
+        rto_min: Duration::from_micros(30),
+        rto_max: Duration::from_millis(2),
+        ack_delay_max: Duration::from_micros(10),
+        give_up_after: Duration::from_millis(50),
+        ..ReliableConfig::default()
+    }
+}
+
+/// A configuration value that cannot work, named by its field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid simulation config: `{field}` {reason}")]
+pub struct ConfigError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+fn bad(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field,
+        reason: reason.into(),
+    }
+}
+
+impl SimConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let processes = self.topology.hosts.len() as u64 * self.processes_per_host as u64;
+        if self.processes_per_host == 0 {
+            return Err(bad("processes_per_host", "must be at least 1"));
+        }
+        if self.beacon_interval == Duration::ZERO {
+            return Err(bad("beacon_interval", "must be positive"));
+        }
+        for (field, p) in [("loss", self.loss), ("duplicate", self.duplicate)] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(bad(field, format!("is {p}; a probability in [0, 1) is needed")));
+            }
+        }
+        if self.mtu_bytes < 128 || self.mtu_bytes > onepipe_fabric::node::FRAME_MAX {
+            return Err(bad(
+                "mtu_bytes",
+                format!(
+                    "is {}; must be 128..={}",
+                    self.mtu_bytes,
+                    onepipe_fabric::node::FRAME_MAX
+                ),
+            ));
+        }
+        if self.queue_capacity_bytes < self.mtu_bytes {
+            return Err(bad(
+                "queue_capacity_bytes",
+                "must hold at least one MTU-sized frame",
+            ));
+        }
+        if self.message_bytes_min < 8 || self.message_bytes_min > self.message_bytes_max {
+            return Err(bad(
+                "message_bytes_min",
+                format!(
+                    "is {}; must be at least 8 (the send time) and at most message_bytes_max ({})",
+                    self.message_bytes_min, self.message_bytes_max
+                ),
+            ));
+        }
+        if self.message_bytes_max > 1 << 20 {
+            return Err(bad("message_bytes_max", "exceeds 1 MiB, the largest message"));
+        }
+        match self.pattern {
+            Pattern::Incast { target } if target as u64 >= processes => {
+                return Err(bad(
+                    "pattern",
+                    format!("incast target {target} does not exist ({processes} processes)"),
+                ));
+            }
+            Pattern::Random { fanout: 0 } => return Err(bad("pattern", "random fanout must be at least 1")),
+            Pattern::Broadcast if processes > 4096 => {
+                return Err(bad(
+                    "pattern",
+                    format!("broadcast to {processes} processes is too large; use random:K"),
+                ));
+            }
+            _ => {}
+        }
+        if self.dead_after_intervals == 0 {
+            return Err(bad("dead_after_intervals", "must be at least 1"));
+        }
+        if self.send_for == Duration::ZERO {
+            return Err(bad("send_for", "must be positive"));
+        }
+        for f in &self.failures {
+            if let FailTarget::Process(p) = f.target
+                && p as u64 >= processes
+            {
+                return Err(bad(
+                    "failures",
+                    format!("host:{p} does not exist ({processes} processes)"),
+                ));
+            }
+            if f.at > self.send_for {
+                return Err(bad("failures", "a failure starts after traffic has stopped"));
+            }
+        }
+        Ok(())
+    }
+}

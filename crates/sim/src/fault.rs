@@ -1,0 +1,58 @@
+//! Failures injected into a run: links and nodes that go down at one time and, optionally,
+//! come back at another.
+
+use onepipe_wire::Instant;
+
+/// One change of state, applied by the engine at its time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// A directed link stops (or resumes) carrying frames.
+    Link { link: u32, up: bool },
+    /// A node stops (or resumes) processing.
+    Node { node: u32, up: bool },
+}
+
+impl FaultAction {
+    /// Folded into the trace hash.
+    pub(crate) fn code(&self) -> u64 {
+        match *self {
+            FaultAction::Link { link, up } => (link as u64) << 2 | up as u64,
+            FaultAction::Node { node, up } => (node as u64) << 2 | 2 | up as u64,
+        }
+    }
+}
+
+/// What fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// Directed links (a cable is both directions).
+    Links(Vec<u32>),
+    Node(u32),
+}
+
+/// A failure from `at`, healed at `heal_at` if given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    pub target: FaultTarget,
+    pub at: Instant,
+    pub heal_at: Option<Instant>,
+}
+
+impl Fault {
+    pub(crate) fn actions(&self) -> Vec<(Instant, FaultAction)> {
+        let mut out = Vec::new();
+        let mut both = |up: bool, at: Instant| match &self.target {
+            FaultTarget::Links(links) => {
+                for &link in links {
+                    out.push((at, FaultAction::Link { link, up }));
+                }
+            }
+            FaultTarget::Node(node) => out.push((at, FaultAction::Node { node: *node, up })),
+        };
+        both(false, self.at);
+        if let Some(h) = self.heal_at {
+            both(true, h);
+        }
+        out
+    }
+}

@@ -1,0 +1,286 @@
+//! A simulated process: the real [`Endpoint`] state machine with a traffic generator, a
+//! drifting clock, and the logs the checkers read.
+//!
+//! The engine runs in virtual time; a host sees its own clock, `local = virtual * (1 + drift)`
+//! (the endpoint adds the configured offset on top). Latency is measured in virtual time from
+//! the send time carried in each payload.
+
+use crate::traffic::Generator;
+use hdrhistogram::Histogram;
+use onepipe::endpoint::Endpoint;
+use onepipe_check::{Event, ProcessLog};
+use onepipe_fabric::{Node, PortId, Route};
+use onepipe_wire::Instant;
+use std::collections::HashMap;
+
+/// Latencies above this are clamped into the histogram's top bucket.
+const LATENCY_NS_MAX: u64 = 60_000_000_000;
+
+/// What a host counts for the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostCounters {
+    pub scatterings_sent: u64,
+    /// Scatterings the generator drew but the send buffer refused (backpressure).
+    pub scatterings_refused: u64,
+    pub delivered: u64,
+    pub send_failures: u64,
+}
+
+pub struct SimHost {
+    pub endpoint: Endpoint,
+    drift_ppb: i64,
+    traffic: Generator,
+    /// Events of messages sent before `record_until` (checker input).
+    pub log: ProcessLog,
+    record_until: Instant,
+    /// Events of messages sent at or after `liveness_from`, for the liveness check.
+    pub liveness_log: ProcessLog,
+    liveness_from: Instant,
+    /// Reliable scatterings not yet released: destinations by message id, with send time.
+    unreleased: HashMap<u64, (Instant, Vec<u32>)>,
+    pub latency_ns: Histogram<u64>,
+    pub counters: HostCounters,
+}
+
+impl SimHost {
+    pub fn new(
+        endpoint: Endpoint,
+        drift_ppb: i64,
+        traffic: Generator,
+        record_until: Instant,
+        liveness_from: Instant,
+    ) -> SimHost {
+        let process = endpoint.config().process;
+        SimHost {
+            endpoint,
+            drift_ppb,
+            traffic,
+            log: ProcessLog {
+                process,
+                events: Vec::new(),
+            },
+            record_until,
+            liveness_log: ProcessLog {
+                process,
+                events: Vec::new(),
+            },
+            liveness_from,
+            unreleased: HashMap::new(),
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
+            counters: HostCounters::default(),
+        }
+    }
+
+    /// The host's clock reading at virtual time `v`.
+    fn local(&self, v: Instant) -> Instant {
+        let ns = v.as_nanos() as i128;
+        let local = ns + ns * self.drift_ppb as i128 / 1_000_000_000;
+        Instant::from_nanos(local.clamp(0, u64::MAX as i128) as u64)
+    }
+
+    /// The earliest virtual time at which the host's clock reads `l` or more.
+    fn to_virtual(&self, l: Instant) -> Instant {
+        let scale = 1_000_000_000i128 + self.drift_ppb as i128;
+        let guess = (l.as_nanos() as i128 * 1_000_000_000 / scale).clamp(0, u64::MAX as i128) as u64;
+        // `local` rounds; step the estimate onto the exact answer (a step or two at most).
+        let mut v = Instant::from_nanos(guess);
+        while self.local(v) < l && v.as_nanos() < u64::MAX {
+            v = Instant::from_nanos(v.as_nanos() + 1);
+        }
+        while v.as_nanos() > 0 && self.local(Instant::from_nanos(v.as_nanos() - 1)) >= l {
+            v = Instant::from_nanos(v.as_nanos() - 1);
+        }
+        v
+    }
+
+    fn logs_for(&mut self, sent_at: Instant) -> [Option<&mut Vec<Event>>; 2] {
+        [
+            (sent_at < self.record_until).then_some(&mut self.log.events),
+            (sent_at >= self.liveness_from).then_some(&mut self.liveness_log.events),
+        ]
+    }
+
+    /// Sends what the generator has due; in saturating mode, as long as the buffer has room.
+    fn generate(&mut self, now: Instant) {
+        let local = self.local(now);
+        let reliable = self.traffic.reliable();
+        while let Some((dsts, payload)) = self.traffic.draw(now) {
+            let scatter: Vec<(u32, &[u8])> = dsts.iter().map(|&d| (d, payload)).collect();
+            let sent = if reliable {
+                self.endpoint.send_reliable(local, &scatter).map(|id| (id, None))
+            } else {
+                self.endpoint
+                    .send_unreliable(local, &scatter)
+                    .map(|r| (r.msg_id, Some(r.ts)))
+            };
+            let dsts: Vec<u32> = dsts.to_vec();
+            match sent {
+                Ok((msg_id, Some(ts))) => {
+                    self.counters.scatterings_sent += 1;
+                    for log in self.logs_for(now).into_iter().flatten() {
+                        for &dst in &dsts {
+                            log.push(Event::Send {
+                                ts_ns: ts.as_nanos(),
+                                dst,
+                                msg_id,
+                            });
+                        }
+                    }
+                }
+                Ok((msg_id, None)) => {
+                    self.counters.scatterings_sent += 1;
+                    self.unreleased.insert(msg_id, (now, dsts));
+                }
+                Err(_) => {
+                    self.counters.scatterings_refused += 1;
+                    if self.traffic.saturating() {
+                        // Full: try again when the endpoint has sent something.
+                        return;
+                    }
+                }
+            }
+            self.traffic.advance(now);
+        }
+    }
+
+    /// Logs releases, deliveries and failures.
+    fn drain(&mut self, now: Instant) {
+        while let Some((msg_id, ts)) = self.endpoint.poll_released() {
+            let Some((sent_at, dsts)) = self.unreleased.remove(&msg_id) else {
+                continue;
+            };
+            for log in self.logs_for(sent_at).into_iter().flatten() {
+                for &dst in &dsts {
+                    log.push(Event::Send {
+                        ts_ns: ts.as_nanos(),
+                        dst,
+                        msg_id,
+                    });
+                }
+            }
+        }
+        loop {
+            let reliable = self.traffic.reliable();
+            let got = if reliable {
+                self.endpoint
+                    .poll_deliver_reliable_with(|ts, src, id, p| (ts, src, id, sent_time(p)))
+            } else {
+                self.endpoint
+                    .poll_deliver_with(|ts, src, id, p| (ts, src, id, sent_time(p)))
+            };
+            let Some((ts, src, msg_id, sent_ns)) = got else {
+                break;
+            };
+            self.counters.delivered += 1;
+            let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
+            self.latency_ns.record(latency).expect("clamped into bounds");
+            let event = Event::Deliver {
+                ts_ns: ts.as_nanos(),
+                src,
+                msg_id,
+            };
+            for log in self.logs_for(Instant::from_nanos(sent_ns)).into_iter().flatten() {
+                log.push(event);
+            }
+        }
+        while self.endpoint.poll_failure().is_some() {
+            self.counters.send_failures += 1;
+        }
+    }
+}
+
+fn sent_time(payload: &[u8]) -> u64 {
+    payload
+        .get(..8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+impl Node for SimHost {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        Route::Consume
+    }
+
+    fn handle_frame(&mut self, now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
+        // Malformed frames are counted by the endpoint and dropped.
+        let _ = self.endpoint.handle_frame(self.local(now), frame);
+        self.drain(now);
+    }
+
+    fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
+        if self.traffic.saturating() {
+            self.generate(now);
+        }
+        let len = self.endpoint.poll_transmit(self.local(now), buf);
+        self.drain(now);
+        len
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let endpoint = self.to_virtual(self.endpoint.poll_timeout());
+        Some(match self.traffic.next_at() {
+            Some(t) if !self.traffic.saturating() => t.min(endpoint),
+            _ => endpoint,
+        })
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        let local = self.local(now);
+        if !self.traffic.saturating() {
+            self.generate(now);
+        }
+        if self.endpoint.poll_timeout() <= local {
+            self.endpoint.handle_timeout(local);
+        }
+        self.drain(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::{Pattern, Traffic};
+    use onepipe::endpoint::EndpointConfig;
+    use onepipe_wire::Duration;
+
+    fn host(drift_ppb: i64) -> SimHost {
+        let traffic = Traffic {
+            pattern: Pattern::Broadcast,
+            gap: Duration::from_micros(10),
+            message_bytes_min: 64,
+            message_bytes_max: 64,
+            reliable: false,
+            send_from: Instant::ZERO,
+            send_until: Instant::ZERO,
+        };
+        SimHost::new(
+            Endpoint::new(EndpointConfig::new(0, 1, 0), Instant::ZERO),
+            drift_ppb,
+            Generator::new(0, 1, traffic, 1),
+            Instant::ZERO,
+            Instant::ZERO,
+        )
+    }
+
+    #[test]
+    fn drifting_clock_round_trips() {
+        for drift in [-50_000, -1, 0, 1, 20_000] {
+            let h = host(drift);
+            for v in [0u64, 1, 999, 1_000_000_007, 3_000_000_000_123] {
+                let v = Instant::from_nanos(v);
+                let l = h.local(v);
+                let back = h.to_virtual(l);
+                assert!(back <= v, "drift {drift}: {v:?} -> {l:?} -> {back:?}");
+                assert!(h.local(back) >= l, "drift {drift}: reading reached by {back:?}");
+                if back.as_nanos() > 0 {
+                    assert!(h.local(Instant::from_nanos(back.as_nanos() - 1)) < l, "earliest");
+                }
+            }
+        }
+        // 20 ppm fast: one second of virtual time reads 20 us more.
+        let h = host(20_000);
+        assert_eq!(
+            h.local(Instant::from_nanos(1_000_000_000)).as_nanos(),
+            1_000_020_000
+        );
+    }
+}

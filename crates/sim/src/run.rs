@@ -1,0 +1,356 @@
+//! One simulated run of 1Pipe: build the fabric from a [`SimConfig`], drive it, check the logs,
+//! and report.
+
+#![allow(clippy::disallowed_methods)] // wall-clock time only measures the simulator's own speed
+
+use crate::config::{ConfigError, FailTarget, SimConfig};
+use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
+use crate::fault::{Fault, FaultTarget};
+use crate::host::SimHost;
+use crate::traffic::{Generator, Traffic};
+use hdrhistogram::Histogram;
+use onepipe::endpoint::{Endpoint, EndpointConfig};
+use onepipe::hash::SplitMix;
+use onepipe::switch::{Switch, SwitchConfig};
+use onepipe_check::{ProcessLog, check_all, check_no_loss};
+use onepipe_fabric::{Either, Wiring, routing};
+use onepipe_wire::Instant;
+use serde::Serialize;
+
+/// A simulated 1Pipe node: a switch or a process.
+pub type SimNode = Either<Box<Switch>, Box<SimHost>>;
+
+/// Virtual time starts here, so that negative clock offsets stay above zero.
+const START: Instant = Instant::from_nanos(1_000_000);
+/// Beacon intervals before traffic starts, for barriers to flow everywhere.
+const WARMUP_INTERVALS: u64 = 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("invalid simulation config: `topology`: {0}")]
+    Wiring(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct SimChecks {
+    pub total_order: bool,
+    pub fifo: bool,
+    pub causality: bool,
+    pub no_duplicates: bool,
+    pub no_creation: bool,
+    /// Reliable runs only (true otherwise): every message recorded was delivered exactly once.
+    pub no_loss: bool,
+    /// Every message sent after the faults healed (plus `settle`) was delivered.
+    pub liveness: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyUs {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimReport {
+    pub seed: u64,
+    pub trace_hash: String,
+    pub events: u64,
+    pub events_per_s: f64,
+    pub wall_s: f64,
+    pub virtual_us: f64,
+    pub hosts: usize,
+    pub processes: usize,
+    pub switches: usize,
+    pub reliable: bool,
+    /// Violations over all checks, liveness included.
+    pub violations: u64,
+    pub checks: SimChecks,
+    /// The first violations, described.
+    pub examples: Vec<String>,
+    pub scatterings_sent: u64,
+    pub scatterings_refused: u64,
+    pub delivered: u64,
+    /// Deliveries per virtual second while traffic ran.
+    pub throughput_msgs_per_s: f64,
+    pub latency_us: LatencyUs,
+    pub beacons_sent: u64,
+    pub send_failures: u64,
+    pub late_drops: u64,
+    pub retransmissions: u64,
+    /// Messages the liveness check covered.
+    pub liveness_messages: u64,
+    pub engine: Stats,
+    pub peak_memory_bytes: u64,
+}
+
+/// Builds, runs and checks one simulation. `progress` is told the virtual time reached now and
+/// then (for a progress bar).
+pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Result<SimReport, SimError> {
+    config.validate()?;
+    let wall = std::time::Instant::now();
+    let (mut engine, wiring, times) = build(config)?;
+    let budget = Budget {
+        events_max: config.events_max,
+        memory_bytes_max: config.memory_bytes_max,
+    };
+    // Run in slices so that a progress bar moves.
+    let slices = 100u64;
+    let span = times.end.as_nanos() - START.as_nanos();
+    for i in 1..=slices {
+        let t = Instant::from_nanos(START.as_nanos() + span * i / slices);
+        engine.run_until(t, &budget)?;
+        progress(t, times.end);
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    Ok(report(config, &engine, &wiring, &times, wall_s))
+}
+
+/// When the phases of a run start and end.
+pub struct Times {
+    pub send_from: Instant,
+    pub send_until: Instant,
+    pub end: Instant,
+    /// `None`: some failure never heals, so liveness is not checked.
+    pub liveness_from: Option<Instant>,
+}
+
+pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
+    let wiring = Wiring::new(config.topology.clone(), config.processes_per_host)
+        .map_err(|e| SimError::Wiring(e.to_string()))?;
+    let tables = routing::build(&wiring).map_err(|e| SimError::Wiring(e.to_string()))?;
+    let send_from = START + config.beacon_interval.saturating_mul(WARMUP_INTERVALS);
+    let send_until = send_from + config.send_for;
+    let end = send_until + config.drain;
+    let mut heal = send_from;
+    let mut heals = true;
+    if config.loss > 0.0 || config.duplicate > 0.0 {
+        match config.faults_for {
+            Some(d) => heal = heal.max(send_from + d),
+            None => heals = false,
+        }
+    }
+    for f in &config.failures {
+        match f.lasts {
+            Some(d) => heal = heal.max(send_from + f.at + d),
+            None => heals = false,
+        }
+    }
+    let liveness_from = heals.then_some(heal + config.settle);
+    let record_until = send_from + config.record_for;
+
+    let switch_config = SwitchConfig {
+        beacon_interval: config.beacon_interval,
+        dead_after_intervals: config.dead_after_intervals,
+        ecmp_seed: config.seed,
+    };
+    let mut nodes: Vec<(SimNode, Role)> = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
+    for (s, routes) in tables.into_iter().enumerate() {
+        let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START);
+        nodes.push((Either::Left(Box::new(sw)), Role::Switch));
+    }
+    let count = wiring.process_count() as u32;
+    let mut rng = SplitMix::new(config.seed ^ 0x5eed_c10c);
+    let traffic = Traffic {
+        pattern: config.pattern,
+        gap: config.gap,
+        message_bytes_min: config.message_bytes_min,
+        message_bytes_max: config.message_bytes_max,
+        reliable: config.reliable,
+        send_from,
+        send_until,
+    };
+    for p in 0..count {
+        let mut ec = EndpointConfig::new(p, count, wiring.processes[p as usize].tor_port);
+        ec.beacon_interval = config.beacon_interval;
+        ec.mtu_bytes = config.mtu_bytes;
+        ec.reliable = config.reliable_config.clone();
+        ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
+        let drift = rng.symmetric(config.drift_ppb_max as u64);
+        let host = SimHost::new(
+            Endpoint::new(ec, START),
+            drift,
+            Generator::new(p, count, traffic.clone(), config.seed),
+            record_until,
+            liveness_from.unwrap_or(Instant::from_nanos(u64::MAX)),
+        );
+        nodes.push((Either::Right(Box::new(host)), Role::Host));
+    }
+    let model = Model {
+        link_bits_per_s: config.link_bits_per_s,
+        queue_capacity_bytes: config.queue_capacity_bytes,
+        ecn_threshold_bytes: config.ecn_threshold_bytes,
+        switch_delay: config.switch_delay,
+        host_frame_cost: config.host_frame_cost,
+        loss: config.loss,
+        duplicate: config.duplicate,
+        faults_until: config
+            .faults_for
+            .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),
+    };
+    let links = wiring.directed_links(config.link_delay);
+    let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
+    for f in &config.failures {
+        let target = match &f.target {
+            FailTarget::Process(p) => FaultTarget::Node(wiring.node_of_process(*p) as u32),
+            FailTarget::Switch(name) => FaultTarget::Node(switch_index(&wiring, name)? as u32),
+            FailTarget::Link(a, b) => {
+                let (a, b) = (switch_index(&wiring, a)?, switch_index(&wiring, b)?);
+                let links = engine.links_between(a, b);
+                if links.is_empty() {
+                    return Err(ConfigError {
+                        field: "failures",
+                        reason: format!(
+                            "no link between `{}` and `{}`",
+                            wiring.topology.switches[a].name, wiring.topology.switches[b].name
+                        ),
+                    }
+                    .into());
+                }
+                FaultTarget::Links(links)
+            }
+        };
+        engine.schedule_fault(Fault {
+            target,
+            at: send_from + f.at,
+            heal_at: f.lasts.map(|d| send_from + f.at + d),
+        });
+    }
+    let times = Times {
+        send_from,
+        send_until,
+        end,
+        liveness_from,
+    };
+    Ok((engine, wiring, times))
+}
+
+fn switch_index(wiring: &Wiring, name: &str) -> Result<usize, ConfigError> {
+    wiring
+        .topology
+        .switches
+        .iter()
+        .position(|s| s.name == name)
+        .ok_or_else(|| ConfigError {
+            field: "failures",
+            reason: format!("no switch named `{name}` in the topology"),
+        })
+}
+
+/// The hosts of an engine built by [`build`].
+pub fn hosts<'a>(engine: &'a Engine<SimNode>, wiring: &Wiring) -> impl Iterator<Item = &'a SimHost> {
+    (wiring.switch_count()..engine.node_count()).filter_map(|i| match engine.node(i) {
+        Either::Right(h) => Some(&**h),
+        Either::Left(_) => None,
+    })
+}
+
+fn report(
+    config: &SimConfig,
+    engine: &Engine<SimNode>,
+    wiring: &Wiring,
+    times: &Times,
+    wall_s: f64,
+) -> SimReport {
+    let logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.log.clone()).collect();
+    let checked = check_all(&logs);
+    let mut examples: Vec<String> = Vec::new();
+    let mut violations = [
+        &checked.total_order,
+        &checked.fifo,
+        &checked.causality,
+        &checked.no_duplicates,
+        &checked.no_creation,
+    ]
+    .iter()
+    .map(|r| {
+        examples.extend(r.examples.iter().take(3).map(|v| v.to_string()));
+        r.count
+    })
+    .sum::<u64>();
+    let mut no_loss = true;
+    if config.reliable && times.liveness_from.is_some() {
+        let lost = check_no_loss(&logs);
+        no_loss = lost.is_empty();
+        violations += lost.len() as u64;
+        examples.extend(lost.iter().take(3).map(|v| v.to_string()));
+    }
+    let liveness_logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.liveness_log.clone()).collect();
+    let liveness_messages = liveness_logs
+        .iter()
+        .flat_map(|l| &l.events)
+        .filter(|e| matches!(e, onepipe_check::Event::Send { .. }))
+        .count() as u64;
+    let stalled = check_no_loss(&liveness_logs);
+    violations += stalled.len() as u64;
+    examples.extend(stalled.iter().take(3).map(|v| format!("liveness: {v}")));
+    let c = checked.checks();
+    let checks = SimChecks {
+        total_order: c.total_order,
+        fifo: c.fifo,
+        causality: c.causality,
+        no_duplicates: c.no_duplicates,
+        no_creation: c.no_creation,
+        no_loss,
+        liveness: stalled.is_empty(),
+    };
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let (mut sent, mut refused, mut delivered, mut failures) = (0, 0, 0, 0);
+    let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
+    for h in hosts(engine, wiring) {
+        latency.add(&h.latency_ns).expect("same bounds");
+        sent += h.counters.scatterings_sent;
+        refused += h.counters.scatterings_refused;
+        delivered += h.counters.delivered;
+        failures += h.counters.send_failures;
+        let ec = h.endpoint.counters();
+        beacons += ec.beacons_sent;
+        late += ec.late;
+        retransmissions += h.endpoint.reliable_sender().counters().retransmissions;
+    }
+    for i in 0..wiring.switch_count() {
+        if let Either::Left(s) = engine.node(i) {
+            beacons += s.counters().beacons_sent;
+        }
+    }
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let stats = engine.stats().clone();
+    let send_s = (times.send_until - times.send_from).as_nanos() as f64 / 1e9;
+    SimReport {
+        seed: config.seed,
+        trace_hash: format!("{:016x}", stats.trace_hash),
+        events: stats.events,
+        events_per_s: stats.events as f64 / wall_s.max(1e-9),
+        wall_s,
+        virtual_us: us((engine.now() - START).as_nanos()),
+        hosts: wiring.topology.hosts.len(),
+        processes: wiring.process_count(),
+        switches: wiring.switch_count(),
+        reliable: config.reliable,
+        violations,
+        checks,
+        examples,
+        scatterings_sent: sent,
+        scatterings_refused: refused,
+        delivered,
+        throughput_msgs_per_s: delivered as f64 / send_s,
+        latency_us: LatencyUs {
+            p50: us(latency.value_at_quantile(0.5)),
+            p99: us(latency.value_at_quantile(0.99)),
+            max: us(latency.max()),
+            mean: latency.mean() / 1000.0,
+        },
+        beacons_sent: beacons,
+        send_failures: failures,
+        late_drops: late,
+        retransmissions,
+        liveness_messages,
+        engine: stats,
+        peak_memory_bytes: crate::memory::peak_resident_bytes(),
+    }
+}
