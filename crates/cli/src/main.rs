@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod plot;
 mod sim;
 
 use clap::{Parser, Subcommand};

@@ -8,6 +8,7 @@ use onepipe_sim::config::parse_time;
 use onepipe_sim::traffic::Pattern;
 use onepipe_sim::{Failure, SimConfig, SimReport};
 use onepipe_wire::Duration;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -23,6 +24,32 @@ pub struct SimArgs {
 enum SimCommand {
     /// Many seeds, each drawing its own fabric, workload, clocks and faults; reports failing seeds
     Campaign(CampaignArgs),
+    /// Paper Fig. 9a: idle latency vs processes (best effort, reliable, unordered)
+    Fig9a(FigureArgs),
+    /// Paper Fig. 9b: latency vs packet loss probability
+    Fig9b(FigureArgs),
+    /// Paper Fig. 13: beacon bandwidth overhead (and latency) vs beacon interval
+    Fig13(FigureArgs),
+    /// Best-effort latency and barrier lag vs hosts, up to 32,768
+    Scale(FigureArgs),
+}
+
+/// A figure: rows as JSON and a PNG plot.
+#[derive(Args, Debug)]
+pub struct FigureArgs {
+    /// Swept values (fig9a: processes; fig9b: end-to-end loss probabilities; fig13: beacon
+    /// intervals in us; scale: hosts), comma-separated
+    #[arg(long, value_delimiter = ',')]
+    points: Vec<f64>,
+    /// Processes for fig9b
+    #[arg(long, default_value_t = 512)]
+    processes: u32,
+    /// Directory for NAME.json and NAME.png
+    #[arg(long, default_value = "figures")]
+    out: PathBuf,
+    /// Print the JSON instead of a table
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -69,8 +96,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "100ns", value_parser = time)]
     link_delay: Duration,
     /// Processing delay of a switch per frame
-    #[arg(long, default_value = "600ns", value_parser = time)]
+    #[arg(long, default_value = "700ns", value_parser = time)]
     switch_delay: Duration,
+    /// One-way delay of a process's NIC and stack
+    #[arg(long, default_value = "550ns", value_parser = time)]
+    host_nic_delay: Duration,
     /// CPU time of a host per frame sent or received (bounds a process's message rate)
     #[arg(long, default_value = "65ns", value_parser = time)]
     host_frame_cost: Duration,
@@ -145,6 +175,7 @@ impl RunArgs {
             link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
             link_delay: self.link_delay,
             switch_delay: self.switch_delay,
+            host_nic_delay: self.host_nic_delay,
             host_frame_cost: self.host_frame_cost,
             queue_capacity_bytes: self.queue_capacity_bytes,
             ecn_threshold_bytes: self.ecn_threshold_bytes,
@@ -173,7 +204,90 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     match args.command {
         None => run_one(&args.run),
         Some(SimCommand::Campaign(a)) => campaign(&a),
+        Some(SimCommand::Fig9a(a)) => figure(&a, "fig9a"),
+        Some(SimCommand::Fig9b(a)) => figure(&a, "fig9b"),
+        Some(SimCommand::Fig13(a)) => figure(&a, "fig13"),
+        Some(SimCommand::Scale(a)) => figure(&a, "scale"),
     }
+}
+
+fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
+    use onepipe_sim::figures;
+    let defaults: &[f64] = match name {
+        "fig9a" => &[2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
+        "fig9b" => &[1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1],
+        "fig13" => &[1.0, 3.0, 10.0, 30.0, 100.0],
+        _ => &[32.0, 128.0, 512.0, 2048.0, 8192.0, 32768.0],
+    };
+    let points = if args.points.is_empty() {
+        defaults.to_vec()
+    } else {
+        args.points.clone()
+    };
+    if points.iter().any(|p| !(p.is_finite() && *p > 0.0)) {
+        return Err("--points must be positive numbers".into());
+    }
+    let counts = || points.iter().map(|&p| p.round() as u32).collect::<Vec<u32>>();
+    let bar = progress_bar(args.json);
+    bar.set_length(points.len() as u64 * if name == "fig9a" || name == "fig9b" { 3 } else { 1 });
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed {msg}")
+            .expect("valid template"),
+    );
+    let mut progress = |r: &figures::Row| {
+        bar.set_message(format!("{} at {}", r.series, r.x));
+        bar.inc(1);
+    };
+    let fig = match name {
+        "fig9a" => figures::fig9a(&counts(), &mut progress),
+        "fig9b" => figures::fig9b(args.processes, &points, &mut progress),
+        "fig13" => figures::fig13(&points, &mut progress),
+        _ => figures::scale(&counts(), &mut progress),
+    }
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let json = serde_json::to_string_pretty(&fig).expect("serializable");
+    let json_path = args.out.join(format!("{name}.json"));
+    std::fs::write(&json_path, &json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
+    let png_path = args.out.join(format!("{name}.png"));
+    crate::plot::write_png(&fig.plots, &png_path)?;
+    if args.json {
+        println!("{json}");
+    } else {
+        println!(
+            "{:<10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
+            "series",
+            fig.x_name,
+            "p50 us",
+            "mean us",
+            "p99 us",
+            "lag us",
+            "beacon %",
+            "events/s",
+            "violations"
+        );
+        for r in &fig.rows {
+            println!(
+                "{:<10} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.3} {:>12.0} {:>10}",
+                r.series,
+                r.x,
+                r.latency_us.p50,
+                r.latency_us.mean,
+                r.latency_us.p99,
+                r.barrier_lag_us.mean,
+                100.0 * r.beacon_overhead,
+                r.events_per_s,
+                r.violations
+            );
+        }
+        println!("wrote {} and {}", json_path.display(), png_path.display());
+    }
+    if fig.rows.iter().any(|r| r.violations > 0) {
+        eprintln!("some runs had violations: see {}", json_path.display());
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {

@@ -88,7 +88,8 @@ impl ReorderBuffer {
             bytes_max,
             bytes_peak: 0,
             messages_peak: 0,
-            recent: Vec::with_capacity(RECENT_DELIVERIES),
+            // Grows to RECENT_DELIVERIES as messages are delivered: idle endpoints stay small.
+            recent: Vec::new(),
             recent_next: 0,
             duplicates: 0,
         }

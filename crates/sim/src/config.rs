@@ -99,6 +99,8 @@ pub struct SimConfig {
     /// Propagation delay added to every link on top of the topology's own.
     pub link_delay: Duration,
     pub switch_delay: Duration,
+    /// One-way delay of a process's NIC and network stack, added to its link to the ToR.
+    pub host_nic_delay: Duration,
     pub host_frame_cost: Duration,
     pub queue_capacity_bytes: usize,
     pub ecn_threshold_bytes: usize,
@@ -115,6 +117,8 @@ pub struct SimConfig {
     pub message_bytes_min: usize,
     pub message_bytes_max: usize,
     pub reliable: bool,
+    /// `false` delivers on arrival: the unordered baseline.
+    pub ordering: bool,
     /// Windows and timers of the reliable service, scaled to the simulated fabric.
     pub reliable_config: ReliableConfig,
     /// Traffic runs this long, then the run drains for `drain`.
@@ -139,7 +143,10 @@ impl Default for SimConfig {
             drift_ppb_max: 0,
             link_bits_per_s: 100_000_000_000,
             link_delay: Duration::from_nanos(100),
-            switch_delay: Duration::from_nanos(600),
+            // Per hop (link + switch) about 0.8 us and 2 us for a one-hop unordered message,
+            // as the paper's testbed measured (Fig. 9a).
+            switch_delay: Duration::from_nanos(700),
+            host_nic_delay: Duration::from_nanos(550),
             host_frame_cost: Duration::from_nanos(65),
             queue_capacity_bytes: 1 << 20,
             ecn_threshold_bytes: 100 * 1024,
@@ -154,6 +161,7 @@ impl Default for SimConfig {
             message_bytes_min: 64,
             message_bytes_max: 64,
             reliable: false,
+            ordering: true,
             reliable_config: microsecond_reliable(),
             send_for: Duration::from_micros(500),
             drain: Duration::from_micros(200),

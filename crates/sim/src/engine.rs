@@ -217,6 +217,8 @@ pub struct Engine<N: Node> {
     stats: Stats,
     buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
+    /// Serialization time of a byte in picoseconds (0: infinitely fast links).
+    wire_ps_per_byte: u64,
 }
 
 impl<N: Node> Engine<N> {
@@ -296,11 +298,15 @@ impl<N: Node> Engine<N> {
             nodes: states,
             ports,
             links: link_states,
-            model,
             rng: seed,
             stats: Stats::default(),
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
+            wire_ps_per_byte: match model.link_bits_per_s {
+                0 => 0,
+                bps => (8_000_000_000_000u128 / bps as u128) as u64,
+            },
+            model,
         };
         for n in 0..count as u32 {
             engine.kick(n);
@@ -514,10 +520,7 @@ impl<N: Node> Engine<N> {
         p.queued_bytes -= frame.len();
         p.busy = true;
         let link = p.link.expect("only wired ports queue frames");
-        let wire_ns = match self.model.link_bits_per_s {
-            0 => 0,
-            bps => ((frame.len() as u64 * 8) as u128 * 1_000_000_000 / bps as u128) as u64,
-        };
+        let wire_ns = frame.len() as u64 * self.wire_ps_per_byte / 1000;
         let done = self.now + Duration::from_nanos(wire_ns);
         self.push(done, Event::TxDone { port });
         self.stats.frames_sent += 1;

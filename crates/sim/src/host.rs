@@ -12,9 +12,20 @@ use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, PortId, Route};
 use onepipe_wire::Instant;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Latencies above this are clamped into the histogram's top bucket.
-const LATENCY_NS_MAX: u64 = 60_000_000_000;
+pub const LATENCY_NS_MAX: u64 = 60_000_000_000;
+
+/// One latency histogram for all hosts of a run: a histogram per host is a few hundred KiB,
+/// gigabytes at 32K processes. The engine runs on one thread, so the lock is never contended.
+pub type SharedLatency = Arc<Mutex<Histogram<u64>>>;
+
+pub fn shared_latency() -> SharedLatency {
+    Arc::new(Mutex::new(
+        Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
+    ))
+}
 
 /// What a host counts for the report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -38,7 +49,7 @@ pub struct SimHost {
     liveness_from: Instant,
     /// Reliable scatterings not yet released: destinations by message id, with send time.
     unreleased: HashMap<u64, (Instant, Vec<u32>)>,
-    pub latency_ns: Histogram<u64>,
+    latency_ns: SharedLatency,
     pub counters: HostCounters,
 }
 
@@ -49,6 +60,7 @@ impl SimHost {
         traffic: Generator,
         record_until: Instant,
         liveness_from: Instant,
+        latency_ns: SharedLatency,
     ) -> SimHost {
         let process = endpoint.config().process;
         SimHost {
@@ -66,9 +78,14 @@ impl SimHost {
             },
             liveness_from,
             unreleased: HashMap::new(),
-            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3).expect("valid histogram bounds"),
+            latency_ns,
             counters: HostCounters::default(),
         }
+    }
+
+    /// How far the best-effort barrier trails this host's clock at virtual time `now`.
+    pub fn barrier_lag(&self, now: Instant) -> onepipe_wire::Duration {
+        self.local(now).saturating_since(self.endpoint.barrier())
     }
 
     /// The host's clock reading at virtual time `v`.
@@ -173,7 +190,11 @@ impl SimHost {
             };
             self.counters.delivered += 1;
             let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
-            self.latency_ns.record(latency).expect("clamped into bounds");
+            self.latency_ns
+                .lock()
+                .expect("no thread panicked holding it")
+                .record(latency)
+                .expect("clamped into bounds");
             let event = Event::Deliver {
                 ts_ns: ts.as_nanos(),
                 src,
@@ -258,6 +279,7 @@ mod tests {
             Generator::new(0, 1, traffic, 1),
             Instant::ZERO,
             Instant::ZERO,
+            shared_latency(),
         )
     }
 

@@ -11,6 +11,7 @@ pub use engine::{Budget, Engine, EngineError, Model, Role, Stats};
 pub use fault::{Fault, FaultAction, FaultTarget};
 pub mod campaign;
 pub mod config;
+pub mod figures;
 pub mod run;
 
 pub use config::{ConfigError, FailTarget, Failure, SimConfig};

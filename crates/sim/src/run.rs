@@ -8,7 +8,6 @@ use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
 use crate::traffic::{Generator, Traffic};
-use hdrhistogram::Histogram;
 use onepipe::endpoint::{Endpoint, EndpointConfig};
 use onepipe::hash::SplitMix;
 use onepipe::switch::{Switch, SwitchConfig};
@@ -57,6 +56,12 @@ pub struct LatencyUs {
 }
 
 #[derive(Clone, Debug, Serialize)]
+pub struct LagUs {
+    pub mean: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct SimReport {
     pub seed: u64,
     pub trace_hash: String,
@@ -80,6 +85,10 @@ pub struct SimReport {
     pub throughput_msgs_per_s: f64,
     pub latency_us: LatencyUs,
     pub beacons_sent: u64,
+    /// Bytes of beacon frames put on links.
+    pub beacon_bytes: u64,
+    /// How far processes' barriers trail their clocks while traffic runs.
+    pub barrier_lag_us: LagUs,
     pub send_failures: u64,
     pub late_drops: u64,
     pub retransmissions: u64,
@@ -99,16 +108,41 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         events_max: config.events_max,
         memory_bytes_max: config.memory_bytes_max,
     };
-    // Run in slices so that a progress bar moves.
+    // Run in slices so that a progress bar moves, sampling the barrier lag while traffic runs.
     let slices = 100u64;
     let span = times.end.as_nanos() - START.as_nanos();
+    let mut lag = LagSamples::default();
     for i in 1..=slices {
         let t = Instant::from_nanos(START.as_nanos() + span * i / slices);
         engine.run_until(t, &budget)?;
+        if (times.send_from..times.send_until).contains(&t) {
+            lag.sample(&engine, &wiring);
+        }
         progress(t, times.end);
     }
     let wall_s = wall.elapsed().as_secs_f64();
-    Ok(report(config, &engine, &wiring, &times, wall_s))
+    Ok(report(config, &engine, &wiring, &times, wall_s, &lag))
+}
+
+/// How far each process's barrier trails its own clock, sampled while traffic runs: what
+/// ordering costs in delivery delay, and how it grows with the fabric (paper 6.3).
+#[derive(Default)]
+struct LagSamples {
+    sum_ns: u128,
+    count: u64,
+    max_ns: u64,
+}
+
+impl LagSamples {
+    fn sample(&mut self, engine: &Engine<SimNode>, wiring: &Wiring) {
+        let now = engine.now();
+        for h in hosts(engine, wiring) {
+            let lag = h.barrier_lag(now).as_nanos();
+            self.sum_ns += lag as u128;
+            self.count += 1;
+            self.max_ns = self.max_ns.max(lag);
+        }
+    }
 }
 
 /// When the phases of a run start and end.
@@ -118,6 +152,8 @@ pub struct Times {
     pub end: Instant,
     /// `None`: some failure never heals, so liveness is not checked.
     pub liveness_from: Option<Instant>,
+    /// Every host's delivery latencies.
+    pub latency: crate::host::SharedLatency,
 }
 
 pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
@@ -156,6 +192,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     let count = wiring.process_count() as u32;
     let mut rng = SplitMix::new(config.seed ^ 0x5eed_c10c);
+    let latency = crate::host::shared_latency();
     let traffic = Traffic {
         pattern: config.pattern,
         gap: config.gap,
@@ -170,6 +207,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.beacon_interval = config.beacon_interval;
         ec.mtu_bytes = config.mtu_bytes;
         ec.reliable = config.reliable_config.clone();
+        ec.ordering = config.ordering;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
         let drift = rng.symmetric(config.drift_ppb_max as u64);
         let host = SimHost::new(
@@ -178,6 +216,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             Generator::new(p, count, traffic.clone(), config.seed),
             record_until,
             liveness_from.unwrap_or(Instant::from_nanos(u64::MAX)),
+            latency.clone(),
         );
         nodes.push((Either::Right(Box::new(host)), Role::Host));
     }
@@ -193,7 +232,13 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             .faults_for
             .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),
     };
-    let links = wiring.directed_links(config.link_delay);
+    let mut links = wiring.directed_links(config.link_delay);
+    for l in &mut links {
+        // A process's NIC and stack, on both ends of its link to the ToR.
+        if l.from.0 >= wiring.switch_count() || l.to.0 >= wiring.switch_count() {
+            l.delay = l.delay + config.host_nic_delay;
+        }
+    }
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
     for f in &config.failures {
         let target = match &f.target {
@@ -226,6 +271,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         send_until,
         end,
         liveness_from,
+        latency,
     };
     Ok((engine, wiring, times))
 }
@@ -256,23 +302,30 @@ fn report(
     wiring: &Wiring,
     times: &Times,
     wall_s: f64,
+    lag: &LagSamples,
 ) -> SimReport {
     let logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.log.clone()).collect();
     let checked = check_all(&logs);
     let mut examples: Vec<String> = Vec::new();
-    let mut violations = [
-        &checked.total_order,
-        &checked.fifo,
-        &checked.causality,
-        &checked.no_duplicates,
-        &checked.no_creation,
-    ]
-    .iter()
-    .map(|r| {
-        examples.extend(r.examples.iter().take(3).map(|v| v.to_string()));
-        r.count
-    })
-    .sum::<u64>();
+    // The unordered baseline promises neither order nor causality, only integrity.
+    let promised: &[&onepipe_check::CheckResult] = if config.ordering {
+        &[
+            &checked.total_order,
+            &checked.fifo,
+            &checked.causality,
+            &checked.no_duplicates,
+            &checked.no_creation,
+        ]
+    } else {
+        &[&checked.no_duplicates, &checked.no_creation]
+    };
+    let mut violations = promised
+        .iter()
+        .map(|r| {
+            examples.extend(r.examples.iter().take(3).map(|v| v.to_string()));
+            r.count
+        })
+        .sum::<u64>();
     let mut no_loss = true;
     if config.reliable && times.liveness_from.is_some() {
         let lost = check_no_loss(&logs);
@@ -299,11 +352,14 @@ fn report(
         no_loss,
         liveness: stalled.is_empty(),
     };
-    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let latency = times
+        .latency
+        .lock()
+        .expect("no thread panicked holding it")
+        .clone();
     let (mut sent, mut refused, mut delivered, mut failures) = (0, 0, 0, 0);
     let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
     for h in hosts(engine, wiring) {
-        latency.add(&h.latency_ns).expect("same bounds");
         sent += h.counters.scatterings_sent;
         refused += h.counters.scatterings_refused;
         delivered += h.counters.delivered;
@@ -346,6 +402,11 @@ fn report(
             mean: latency.mean() / 1000.0,
         },
         beacons_sent: beacons,
+        beacon_bytes: beacons * onepipe_wire::packet::HEADER_LEN as u64,
+        barrier_lag_us: LagUs {
+            mean: lag.sum_ns as f64 / lag.count.max(1) as f64 / 1000.0,
+            max: us(lag.max_ns),
+        },
         send_failures: failures,
         late_drops: late,
         retransmissions,

@@ -63,3 +63,61 @@ impl Default for ReliableConfig {
 
 #[cfg(test)]
 mod tests;
+
+/// Connections by peer process, created on first contact (paper 6.1). A process talks to few
+/// of the processes of a large system, so nothing here is sized by the process count (a table
+/// per process of 32K entries, at every one of 32K simulated processes, is gigabytes).
+pub(crate) struct Connections<C> {
+    map: std::collections::HashMap<u32, C, std::hash::BuildHasherDefault<PeerHasher>>,
+    process_count: u32,
+}
+
+impl<C> Connections<C> {
+    pub(crate) fn new(process_count: u32) -> Connections<C> {
+        Connections {
+            map: Default::default(),
+            process_count,
+        }
+    }
+
+    pub(crate) fn get(&self, peer: u32) -> Option<&C> {
+        self.map.get(&peer)
+    }
+
+    pub(crate) fn get_mut(&mut self, peer: u32) -> Option<&mut C> {
+        self.map.get_mut(&peer)
+    }
+
+    /// The connection to `peer`, opened with `open` if new; `None` for a process that does
+    /// not exist (a forged or corrupt id).
+    pub(crate) fn get_or_open(&mut self, peer: u32, open: impl FnOnce() -> C) -> Option<&mut C> {
+        (peer < self.process_count).then(|| self.map.entry(peer).or_insert_with(open))
+    }
+
+    /// Peers with a connection, in increasing order (deterministic whatever the table does).
+    pub(crate) fn peers(&self) -> Vec<u32> {
+        let mut peers: Vec<u32> = self.map.keys().copied().collect();
+        peers.sort_unstable();
+        peers
+    }
+}
+
+/// Process ids are dense small integers chosen by the system, not by an attacker who could
+/// pick colliding keys, so one multiply spreads them well enough and costs next to nothing on
+/// the per-packet path. Deterministic, unlike the default hasher, which the simulator needs.
+#[derive(Default)]
+pub(crate) struct PeerHasher(u64);
+
+impl std::hash::Hasher for PeerHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}

@@ -65,7 +65,7 @@ impl Connection {
 
 pub struct ReliableReceiver {
     window_packets: u32,
-    connections: Vec<Option<Connection>>,
+    connections: super::Connections<Connection>,
     /// Connections owing an ACK, with when they began to owe it. An entry whose connection
     /// no longer owes (its ACK rode on a prepare packet) is skipped.
     ack_queue: VecDeque<(u32, Instant)>,
@@ -77,7 +77,7 @@ impl ReliableReceiver {
         assert!(window_packets > 0, "receive window must be positive");
         ReliableReceiver {
             window_packets,
-            connections: (0..process_count).map(|_| None).collect(),
+            connections: super::Connections::new(process_count),
             ack_queue: VecDeque::new(),
             counters: ReceiverCounters::default(),
         }
@@ -90,22 +90,22 @@ impl ReliableReceiver {
     /// Paper 6.1: "When a destination process is first accessed, it establishes a connection
     /// with the source process and provisions a receive buffer for it". Both ends know the
     /// window size from configuration, so the first packet opens the connection.
-    fn open(connections: &mut [Option<Connection>], window: u32, src: u32) -> Option<&mut Connection> {
+    fn open(
+        connections: &mut super::Connections<Connection>,
+        window: u32,
+        src: u32,
+    ) -> Option<&mut Connection> {
         let words = (window as usize).div_ceil(64) + 1;
-        Some(
-            connections
-                .get_mut(src as usize)?
-                .get_or_insert_with(|| Connection {
-                    cumulative: 0,
-                    seen: vec![0; words],
-                    held: 0,
-                    held_out_of_order: 0,
-                    received_since_ack: 0,
-                    marked_since_ack: 0,
-                    advertised_edge: window,
-                    ack_queued: false,
-                }),
-        )
+        connections.get_or_open(src, || Connection {
+            cumulative: 0,
+            seen: vec![0; words],
+            held: 0,
+            held_out_of_order: 0,
+            received_since_ack: 0,
+            marked_since_ack: 0,
+            advertised_edge: window,
+            ack_queued: false,
+        })
     }
 
     fn queue_ack(ack_queue: &mut VecDeque<(u32, Instant)>, c: &mut Connection, src: u32, now: Instant) {
@@ -153,7 +153,7 @@ impl ReliableReceiver {
     /// sender hears of it in the next ACK, sent now if the window opened by a quarter.
     pub fn on_delivered(&mut self, now: Instant, src: u32, packets: u16) {
         let window = self.window_packets;
-        let Some(Some(c)) = self.connections.get_mut(src as usize) else {
+        let Some(c) = self.connections.get_mut(src) else {
             return;
         };
         c.held = c.held.saturating_sub(packets as u32);
@@ -172,9 +172,7 @@ impl ReliableReceiver {
     ) -> Option<(u32, u32, AckPayload)> {
         loop {
             let &(src, since) = self.ack_queue.front()?;
-            let owed = self.connections[src as usize]
-                .as_ref()
-                .is_some_and(|c| c.ack_queued);
+            let owed = self.connections.get(src).is_some_and(|c| c.ack_queued);
             if !owed {
                 self.ack_queue.pop_front();
                 continue;
@@ -189,7 +187,7 @@ impl ReliableReceiver {
 
     /// The ACK owed to `to`, if any, to piggyback on a prepare packet going there.
     pub fn take_ack(&mut self, to: u32) -> Option<(u32, AckPayload)> {
-        let owed = self.connections.get(to as usize)?.as_ref()?.ack_queued;
+        let owed = self.connections.get(to)?.ack_queued;
         owed.then(|| {
             self.counters.acks_piggybacked += 1;
             let (_, cumulative, ack) = self.build_ack(to);
@@ -199,9 +197,7 @@ impl ReliableReceiver {
 
     fn build_ack(&mut self, src: u32) -> (u32, u32, AckPayload) {
         let window = self.window_packets;
-        let c = self.connections[src as usize]
-            .as_mut()
-            .expect("owing connections exist");
+        let c = self.connections.get_mut(src).expect("owing connections exist");
         c.ack_queued = false;
         let mut sack = 0u64;
         for bit in 0..64u32 {

@@ -149,7 +149,7 @@ pub struct ReliableSender {
     waiting: VecDeque<u32>,
     /// Released scatterings in timestamp order; the front bounds the commit barrier.
     released: VecDeque<u32>,
-    connections: Vec<Option<Connection>>,
+    connections: super::Connections<Connection>,
     /// (destination, PSN) to transmit, first transmissions and retransmissions alike.
     transmit: VecDeque<(u32, u32)>,
     buffered_packets: usize,
@@ -177,7 +177,7 @@ impl ReliableSender {
             free_slots: Vec::new(),
             waiting: VecDeque::new(),
             released: VecDeque::new(),
-            connections: (0..process_count).map(|_| None).collect(),
+            connections: super::Connections::new(process_count),
             transmit: VecDeque::new(),
             buffered_packets: 0,
             newly_released: VecDeque::new(),
@@ -256,7 +256,9 @@ impl ReliableSender {
 
     fn connection(&mut self, dst: u32) -> &mut Connection {
         let config = &self.config;
-        self.connections[dst as usize].get_or_insert_with(|| Connection::new(config))
+        self.connections
+            .get_or_open(dst, || Connection::new(config))
+            .expect("destinations were checked against the process count")
     }
 
     /// Hands out window credits to waiting scatterings, oldest first, and releases each that
@@ -312,9 +314,7 @@ impl ReliableSender {
         s.ts = ts;
         self.newly_released.push_back((s.msg_id, ts));
         for (index, m) in s.messages.iter_mut().enumerate() {
-            let c = self.connections[m.dst as usize]
-                .as_mut()
-                .expect("acquire opened it");
+            let c = self.connections.get_mut(m.dst).expect("acquire opened it");
             if c.broken {
                 m.unacked = 0;
                 s.open_messages -= 1;
@@ -390,7 +390,7 @@ impl ReliableSender {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
         loop {
             let (dst, psn) = self.transmit.pop_front()?;
-            let Some(c) = self.connections[dst as usize].as_mut() else {
+            let Some(c) = self.connections.get_mut(dst) else {
                 continue;
             };
             let rto = self.rtt.rto(c.backoff);
@@ -441,7 +441,7 @@ impl ReliableSender {
     /// An ACK from receiver `from` (paper 5.1: "The sender uses ACKs to detect and recover
     /// packet losses").
     pub fn on_ack(&mut self, now: Instant, from: u32, cumulative: u32, ack: &AckPayload) {
-        let Some(Some(c)) = self.connections.get_mut(from as usize) else {
+        let Some(c) = self.connections.get_mut(from) else {
             self.counters.acks_invalid += 1;
             return;
         };
@@ -518,10 +518,8 @@ impl ReliableSender {
             return;
         }
         let mut next: Option<Instant> = None;
-        for dst in 0..self.connections.len() {
-            let Some(c) = self.connections[dst].as_mut() else {
-                continue;
-            };
+        for dst in self.connections.peers() {
+            let c = self.connections.get_mut(dst).expect("listed");
             let rto = self.rtt.rto(c.backoff);
             let mut expired = false;
             let mut exhausted = false;
@@ -547,8 +545,7 @@ impl ReliableSender {
                 e.retries += 1;
                 e.queued = true;
                 expired = true;
-                self.transmit
-                    .push_back((dst as u32, c.una.wrapping_add(i as u32)));
+                self.transmit.push_back((dst, c.una.wrapping_add(i as u32)));
                 self.counters.retransmissions += 1;
             }
             if expired {
@@ -560,7 +557,7 @@ impl ReliableSender {
                 next = Some(next.map_or(later, |n| n.min(later)));
             }
             if exhausted {
-                self.give_up(dst as u32);
+                self.give_up(dst);
             }
         }
         self.rto_deadline = next;
@@ -571,7 +568,7 @@ impl ReliableSender {
     /// The retry budget ran out towards `dst`: every message still open to it fails, and so
     /// will later ones, until the controller (issue 6) says otherwise.
     fn give_up(&mut self, dst: u32) {
-        let c = self.connections[dst as usize].as_mut().expect("exists");
+        let c = self.connections.get_mut(dst).expect("exists");
         c.broken = true;
         let mut failed_slots = Vec::new();
         for e in c.in_flight.iter_mut() {

@@ -1,0 +1,318 @@
+//! The paper's figures, reproduced in the simulator with the paper's parameters (100 Gbps
+//! links, 3 us beacons, 0.3 us mean skew): each sweep runs the same code as every other run
+//! and returns rows (for JSON) and a plot description (the CLI draws it).
+
+use crate::config::SimConfig;
+use crate::run::{SimError, SimReport, run};
+use crate::traffic::Pattern;
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+use serde::Serialize;
+
+/// One line of a plot.
+#[derive(Clone, Debug, Serialize)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// What to draw; the CLI renders it as PNG.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plot {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_log: bool,
+    pub y_log: bool,
+    pub series: Vec<Series>,
+}
+
+/// One simulated point of a figure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub series: String,
+    /// The swept value (processes, loss probability, beacon interval in us, hosts).
+    pub x: f64,
+    pub processes: usize,
+    pub throughput_msgs_per_s: f64,
+    pub latency_us: crate::run::LatencyUs,
+    pub barrier_lag_us: crate::run::LagUs,
+    /// Share of link capacity spent on beacons.
+    pub beacon_overhead: f64,
+    pub events: u64,
+    pub events_per_s: f64,
+    pub wall_s: f64,
+    pub peak_memory_bytes: u64,
+    pub violations: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    pub name: &'static str,
+    pub x_name: &'static str,
+    pub rows: Vec<Row>,
+    #[serde(skip)]
+    pub plots: Vec<Plot>,
+}
+
+/// The service a row measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    BestEffort,
+    Reliable,
+    Unordered,
+}
+
+impl Service {
+    pub fn label(self) -> &'static str {
+        match self {
+            Service::BestEffort => "1pipe-be",
+            Service::Reliable => "1pipe-r",
+            Service::Unordered => "unordered",
+        }
+    }
+
+    fn apply(self, c: &mut SimConfig) {
+        c.reliable = self == Service::Reliable;
+        c.ordering = self != Service::Unordered;
+    }
+}
+
+/// The paper's placement (7.2): up to 8 processes in one rack, 16 in two racks, 32 and more
+/// on the 32-host testbed with several processes per host.
+pub fn paper_placement(processes: u32) -> (Topology, u32) {
+    match processes {
+        0..=8 => (
+            Topology::single_switch(processes.max(1) as usize).expect("valid"),
+            1,
+        ),
+        9..=16 => (
+            Topology::leaf_spine(2, 1, processes.div_ceil(2) as usize).expect("valid"),
+            1,
+        ),
+        _ => (Topology::paper_testbed(), processes.div_ceil(32)),
+    }
+}
+
+/// An idle system's latency: each process sends a message to one random process every
+/// `gap` (the paper's Fig. 9a load).
+fn light(processes: u32, service: Service) -> SimConfig {
+    let (topology, processes_per_host) = paper_placement(processes);
+    let mut c = SimConfig {
+        topology,
+        processes_per_host,
+        pattern: Pattern::Random { fanout: 1 },
+        gap: Duration::from_micros(20),
+        send_for: Duration::from_micros(300),
+        drain: Duration::from_micros(300),
+        ..SimConfig::default()
+    };
+    service.apply(&mut c);
+    c
+}
+
+fn row(series: &str, x: f64, config: &SimConfig, r: &SimReport) -> Row {
+    let directed_links = {
+        let wiring = onepipe_fabric::Wiring::new(config.topology.clone(), config.processes_per_host)
+            .expect("the run built it");
+        wiring.directed_links(Duration::ZERO).len() as f64
+    };
+    let capacity_bits = directed_links * config.link_bits_per_s as f64 * r.virtual_us / 1e6;
+    Row {
+        series: series.to_string(),
+        x,
+        processes: r.processes,
+        throughput_msgs_per_s: r.throughput_msgs_per_s,
+        latency_us: r.latency_us.clone(),
+        barrier_lag_us: r.barrier_lag_us.clone(),
+        beacon_overhead: r.beacon_bytes as f64 * 8.0 / capacity_bits.max(1.0),
+        events: r.events,
+        events_per_s: r.events_per_s,
+        wall_s: r.wall_s,
+        peak_memory_bytes: r.peak_memory_bytes,
+        violations: r.violations,
+    }
+}
+
+/// Runs `configs`, reporting each finished point to `progress`.
+fn sweep(
+    points: Vec<(String, f64, SimConfig)>,
+    progress: &mut dyn FnMut(&Row),
+) -> Result<Vec<Row>, SimError> {
+    let mut rows = Vec::with_capacity(points.len());
+    for (series, x, config) in points {
+        let r = run(&config, &mut |_, _| {})?;
+        let row = row(&series, x, &config, &r);
+        progress(&row);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for r in rows {
+        let point = (r.x, y(r));
+        match out.iter_mut().find(|s| s.label == r.series) {
+            Some(s) => s.points.push(point),
+            None => out.push(Series {
+                label: r.series.clone(),
+                points: vec![point],
+            }),
+        }
+    }
+    out
+}
+
+const SERVICES: [Service; 3] = [Service::BestEffort, Service::Reliable, Service::Unordered];
+
+/// Paper Fig. 9a: delivery latency of an idle system against the number of processes.
+pub fn fig9a(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
+    let points = processes
+        .iter()
+        .flat_map(|&n| SERVICES.map(|s| (s.label().to_string(), n as f64, light(n, s))))
+        .collect();
+    let rows = sweep(points, progress)?;
+    let plots = vec![Plot {
+        title: "Fig. 9a: idle delivery latency (mean)".into(),
+        x_label: "processes".into(),
+        y_label: "latency (us)".into(),
+        x_log: true,
+        y_log: false,
+        series: series_of(&rows, |r| r.latency_us.mean),
+    }];
+    Ok(Figure {
+        name: "fig9a",
+        x_name: "processes",
+        rows,
+        plots,
+    })
+}
+
+/// Paper Fig. 9b: latency against the end-to-end loss probability of a packet, at
+/// `processes` processes. A path crosses `hops + 1` links, each losing with
+/// 1 - (1 - p)^(1 / links).
+pub fn fig9b(processes: u32, losses: &[f64], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
+    let mut points = Vec::new();
+    for &p in losses {
+        for s in SERVICES {
+            let mut c = light(processes, s);
+            let links = 2.0 * c.topology.layers() as f64;
+            c.loss = 1.0 - (1.0 - p).powf(1.0 / links);
+            // Reliable messages need time to be repaired after the last send.
+            c.drain = Duration::from_millis(3);
+            points.push((s.label().to_string(), p, c));
+        }
+    }
+    let rows = sweep(points, progress)?;
+    let plots = vec![Plot {
+        title: format!("Fig. 9b: latency vs packet loss, {processes} processes (mean)"),
+        x_label: "end-to-end loss probability".into(),
+        y_label: "latency (us)".into(),
+        x_log: true,
+        y_log: true,
+        series: series_of(&rows, |r| r.latency_us.mean),
+    }];
+    Ok(Figure {
+        name: "fig9b",
+        x_name: "loss",
+        rows,
+        plots,
+    })
+}
+
+/// Paper Fig. 13: the share of link bandwidth beacons take, and what the interval costs in
+/// latency, on the testbed with light traffic.
+pub fn fig13(intervals_us: &[f64], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
+    let points = intervals_us
+        .iter()
+        .map(|&i| {
+            let mut c = light(32, Service::BestEffort);
+            c.beacon_interval = Duration::from_nanos((i * 1000.0).round() as u64);
+            ("1pipe-be".to_string(), i, c)
+        })
+        .collect();
+    let rows = sweep(points, progress)?;
+    let plots = vec![
+        Plot {
+            title: "Fig. 13: beacon overhead vs beacon interval".into(),
+            x_label: "beacon interval (us)".into(),
+            y_label: "share of link bandwidth (%)".into(),
+            x_log: true,
+            y_log: true,
+            series: series_of(&rows, |r| 100.0 * r.beacon_overhead),
+        },
+        Plot {
+            title: "Fig. 13: latency vs beacon interval".into(),
+            x_label: "beacon interval (us)".into(),
+            y_label: "latency (us, mean)".into(),
+            x_log: true,
+            y_log: true,
+            series: series_of(&rows, |r| r.latency_us.mean),
+        },
+    ];
+    Ok(Figure {
+        name: "fig13",
+        x_name: "beacon_interval_us",
+        rows,
+        plots,
+    })
+}
+
+/// Three-layer fat-trees from 32 to 32,768 hosts (paper 6.3, "Scalability to larger
+/// networks"), one process per host.
+pub fn scale_topology(hosts: u32) -> Topology {
+    let (pods, tors, spines, cores, per_tor) = match hosts {
+        0..=32 => return Topology::paper_testbed(),
+        33..=128 => (4, 4, 2, 2, 8),
+        129..=512 => (8, 8, 4, 4, 8),
+        513..=2048 => (16, 8, 4, 4, 16),
+        2049..=8192 => (16, 16, 4, 4, 32),
+        _ => (32, 16, 4, 4, 64),
+    };
+    Topology::three_layer(pods, tors, spines, cores, per_tor).expect("valid preset")
+}
+
+/// Best-effort latency and barrier lag as the fabric grows: they should stay flat, since
+/// barriers aggregate hop by hop (paper 6.3).
+pub fn scale(hosts: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
+    let points = hosts
+        .iter()
+        .map(|&h| {
+            let c = SimConfig {
+                topology: scale_topology(h),
+                pattern: Pattern::Random { fanout: 1 },
+                gap: Duration::from_micros(100),
+                send_for: Duration::from_micros(100),
+                drain: Duration::from_micros(50),
+                ..SimConfig::default()
+            };
+            ("1pipe-be".to_string(), c.topology.hosts.len() as f64, c)
+        })
+        .collect();
+    let rows = sweep(points, progress)?;
+    let plots = vec![Plot {
+        title: "Scale: best-effort latency and barrier lag vs hosts".into(),
+        x_label: "hosts".into(),
+        y_label: "us".into(),
+        x_log: true,
+        y_log: false,
+        series: [
+            series_of(&rows, |r| r.latency_us.mean),
+            series_of(&rows, |r| r.barrier_lag_us.mean),
+        ]
+        .into_iter()
+        .zip(["latency (mean)", "barrier lag (mean)"])
+        .map(|(mut s, label)| {
+            s[0].label = label.to_string();
+            s.remove(0)
+        })
+        .collect(),
+    }];
+    Ok(Figure {
+        name: "scale",
+        x_name: "hosts",
+        rows,
+        plots,
+    })
+}
