@@ -50,8 +50,9 @@ fn bounds(values: impl Iterator<Item = f64>, log: bool) -> (f64, f64) {
     if log {
         (lo / 1.5, hi * 1.5)
     } else {
-        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.05).max(1e-9);
-        ((lo - pad).min(0.0_f64.max(lo - pad)), hi + pad)
+        // Linear axes start at zero for positive data, so a flat line looks flat.
+        let pad = ((hi - lo) * 0.1).max(hi.abs() * 0.1).max(1e-9);
+        (if lo >= 0.0 { 0.0 } else { lo - pad }, hi + pad)
     }
 }
 

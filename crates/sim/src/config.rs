@@ -177,9 +177,9 @@ impl Default for SimConfig {
 /// defaults are for threads that a shared machine deschedules for milliseconds).
 pub fn microsecond_reliable() -> ReliableConfig {
     ReliableConfig {
-        rto_initial: Duration::from_micros(100),
-        rto_min: Duration::from_micros(30),
-        rto_max: Duration::from_millis(2),
+        rto_initial: Duration::from_micros(15),
+        rto_min: Duration::from_micros(5),
+        rto_max: Duration::from_micros(100),
         ack_delay_max: Duration::from_micros(10),
         give_up_after: Duration::from_millis(50),
         ..ReliableConfig::default()

@@ -115,7 +115,7 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
     for i in 1..=slices {
         let t = Instant::from_nanos(START.as_nanos() + span * i / slices);
         engine.run_until(t, &budget)?;
-        if (times.send_from..times.send_until).contains(&t) {
+        if config.ordering && (times.send_from..times.send_until).contains(&t) {
             lag.sample(&engine, &wiring);
         }
         progress(t, times.end);
