@@ -63,8 +63,8 @@ pub struct InprocConfig {
     /// Serialization rate of every link in bits per second; `None` is infinitely fast. With a
     /// rate, frames queue in the link's ring and the ECN threshold means something.
     pub link_bits_per_s: Option<u64>,
-    /// Frames forwarded into a ring holding more than this are offered to
-    /// [`Node::mark_congestion`].
+    /// On links with a rate (`link_bits_per_s`), frames forwarded into a ring holding more
+    /// than this are offered to [`Node::mark_congestion`].
     pub ecn_threshold_bytes: usize,
 }
 
@@ -478,7 +478,9 @@ fn visit<N: Node>(
             worked = true;
             if let Route::Forward(out) = route {
                 let o = outputs[out as usize].as_mut().expect("checked above");
-                if o.queued_bytes(model) > model.ecn_threshold_bytes {
+                // Without a link rate a ring's fill is the next worker's backlog (backpressure
+                // in a lossless fabric), not a queue behind a bandwidth: nothing to mark.
+                if model.bits_per_s.is_some() && o.queued_bytes(model) > model.ecn_threshold_bytes {
                     node.mark_congestion(frame);
                     model.counters.ecn_marked.fetch_add(1, Ordering::Relaxed);
                 }

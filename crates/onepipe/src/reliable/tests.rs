@@ -214,3 +214,24 @@ fn owed_ack_rides_along_or_goes_alone_after_the_delay() {
     assert!(r.poll_ack(t(20), None).is_none(), "nothing else owed");
     assert_eq!((r.counters().acks_sent, r.counters().acks_piggybacked), (2, 1));
 }
+
+/// The SACK bitmap names the 64 PSNs after the cumulative point, across the seen ring's wrap.
+#[test]
+fn sack_bits_follow_the_cumulative_point_around_the_ring() {
+    // Window 64: a ring of 128 PSNs.
+    let mut r = ReliableReceiver::new(64, 3);
+    for psn in 0..120 {
+        assert_eq!(r.on_prepare(t(0), 1, psn, false), Admit::Store);
+        r.on_delivered(t(0), 1, 1);
+    }
+    for psn in [121, 124, 130, 183] {
+        r.on_prepare(t(0), 1, psn, false);
+    }
+    while r.poll_ack(t(0), None).is_some() {}
+    r.on_prepare(t(0), 1, 121, false); // a duplicate: ACKed again
+    let (to, cumulative, ack) = r.poll_ack(t(0), None).unwrap();
+    assert_eq!((to, cumulative), (1, 120));
+    // 121 -> bit 0, 124 -> bit 3, 130 -> bit 9, 183 (the window's last PSN) -> bit 62; the
+    // ring of 128 wrapped at 128.
+    assert_eq!(ack.sack, 1 | 1 << 3 | 1 << 9 | 1 << 62);
+}
