@@ -118,7 +118,11 @@ pub struct RunArgs {
     /// Probability that a link delivers a frame twice
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
-    /// Loss and duplication stop this long after traffic starts (default: never)
+    /// Probability that a link holds a frame back (up to 2 us) so later frames pass it: links
+    /// stop being FIFO, which late drops and NAKs must handle
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
+    /// Loss, duplication and reordering stop this long after traffic starts (default: never)
     #[arg(long, value_parser = time)]
     faults_for: Option<Duration>,
     /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D] (T after traffic starts, D how long); repeatable
@@ -183,6 +187,7 @@ impl RunArgs {
             dead_after_intervals: self.dead_after_beacons,
             loss: self.loss,
             duplicate: self.dup,
+            reorder: self.reorder,
             faults_for: self.faults_for,
             failures: self.failures.clone(),
             pattern: self.pattern,

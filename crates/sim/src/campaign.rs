@@ -22,6 +22,7 @@ pub struct CampaignRun {
     pub pattern: Pattern,
     pub loss: f64,
     pub duplicate: f64,
+    pub reorder: f64,
     pub failures: Vec<String>,
     pub violations: u64,
     pub events: u64,
@@ -115,13 +116,14 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
     let gap = Duration::from_nanos((uniform(&mut rng, 5, 40) * 1000).max(floor_ns));
     let send_for = Duration::from_micros(uniform(&mut rng, 200, 600));
     let lossy = chance(&mut rng, 0.5);
-    let (loss, duplicate) = if lossy {
+    let (loss, duplicate, reorder) = if lossy {
         (
             pick(&mut rng, &[0.0, 1e-3, 1e-2, 3e-2]),
             pick(&mut rng, &[0.0, 1e-3, 1e-2]),
+            pick(&mut rng, &[0.0, 0.0, 1e-3, 1e-2]),
         )
     } else {
-        (0.0, 0.0)
+        (0.0, 0.0, 0.0)
     };
     let mut failures = Vec::new();
     let switch_names: Vec<String> = topology.switches.iter().map(|s| s.name.clone()).collect();
@@ -153,6 +155,7 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
         drift_ppb_max: pick(&mut rng, &[0, 10_000, 100_000]),
         loss,
         duplicate,
+        reorder,
         faults_for: lossy.then(|| Duration::from_nanos(send_for.as_nanos() / 2)),
         failures,
         pattern,
@@ -212,8 +215,8 @@ pub fn replay_command(c: &SimConfig, topology: &str) -> String {
     if c.reliable {
         cmd += " --reliable";
     }
-    if c.loss > 0.0 || c.duplicate > 0.0 {
-        cmd += &format!(" --loss {} --dup {}", c.loss, c.duplicate);
+    if c.loss > 0.0 || c.duplicate > 0.0 || c.reorder > 0.0 {
+        cmd += &format!(" --loss {} --dup {} --reorder {}", c.loss, c.duplicate, c.reorder);
         if let Some(d) = c.faults_for {
             cmd += &format!(" --faults-for {}ns", d.as_nanos());
         }
@@ -236,6 +239,7 @@ pub fn run_seed(seed: u64) -> CampaignRun {
         pattern: config.pattern,
         loss: config.loss,
         duplicate: config.duplicate,
+        reorder: config.reorder,
         failures: config.failures.iter().map(describe).collect(),
         violations: 0,
         events: 0,

@@ -109,6 +109,8 @@ pub struct SimConfig {
     /// Per-frame loss and duplication on every link, until `faults_for` after traffic starts.
     pub loss: f64,
     pub duplicate: f64,
+    /// Probability that a frame is held back up to 2 us, breaking per-link FIFO.
+    pub reorder: f64,
     pub faults_for: Option<Duration>,
     pub failures: Vec<Failure>,
     pub pattern: Pattern,
@@ -154,6 +156,7 @@ impl Default for SimConfig {
             dead_after_intervals: 10,
             loss: 0.0,
             duplicate: 0.0,
+            reorder: 0.0,
             faults_for: None,
             failures: Vec::new(),
             pattern: Pattern::Broadcast,
@@ -210,7 +213,11 @@ impl SimConfig {
         if self.beacon_interval == Duration::ZERO {
             return Err(bad("beacon_interval", "must be positive"));
         }
-        for (field, p) in [("loss", self.loss), ("duplicate", self.duplicate)] {
+        for (field, p) in [
+            ("loss", self.loss),
+            ("duplicate", self.duplicate),
+            ("reorder", self.reorder),
+        ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(bad(field, format!("is {p}; a probability in [0, 1) is needed")));
             }

@@ -52,7 +52,11 @@ pub struct Model {
     /// Probability that a frame is lost on a link, and that it arrives twice.
     pub loss: f64,
     pub duplicate: f64,
-    /// Loss and duplication stop at this time (faults heal).
+    /// Probability that a frame is held back by up to `reorder_delay`, so that frames behind
+    /// it on its link may pass it: links stop being FIFO (exercises late drops and NAKs).
+    pub reorder: f64,
+    pub reorder_delay: Duration,
+    /// Loss, duplication and reordering stop at this time (faults heal).
     pub faults_until: Instant,
 }
 
@@ -66,6 +70,8 @@ impl Default for Model {
             host_frame_cost: Duration::ZERO,
             loss: 0.0,
             duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay: Duration::from_micros(2),
             faults_until: Instant::from_nanos(u64::MAX),
         }
     }
@@ -121,6 +127,8 @@ pub struct Stats {
     pub dropped_queue_full: u64,
     pub dropped_down: u64,
     pub duplicated: u64,
+    /// Frames held back so that later ones could pass them.
+    pub reordered: u64,
     pub ecn_marked: u64,
     pub peak_queue_bytes: usize,
 }
@@ -534,6 +542,11 @@ impl<N: Node> Engine<N> {
             self.stats.dropped_loss += 1;
             self.recycle(frame);
             return true;
+        }
+        if faulty && self.chance(self.model.reorder) {
+            self.stats.reordered += 1;
+            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            at += Duration::from_nanos(mix64(self.rng) % self.model.reorder_delay.as_nanos().max(1));
         }
         if faulty && self.chance(self.model.duplicate) {
             self.stats.duplicated += 1;

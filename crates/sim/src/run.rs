@@ -165,7 +165,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     let end = send_until + config.drain;
     let mut heal = send_from;
     let mut heals = true;
-    if config.loss > 0.0 || config.duplicate > 0.0 {
+    if config.loss > 0.0 || config.duplicate > 0.0 || config.reorder > 0.0 {
         match config.faults_for {
             Some(d) => heal = heal.max(send_from + d),
             None => heals = false,
@@ -228,6 +228,8 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         host_frame_cost: config.host_frame_cost,
         loss: config.loss,
         duplicate: config.duplicate,
+        reorder: config.reorder,
+        reorder_delay: onepipe_wire::Duration::from_micros(2),
         faults_until: config
             .faults_for
             .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),

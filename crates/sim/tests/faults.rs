@@ -108,6 +108,31 @@ fn duplicated_frames_are_delivered_once() {
     });
 }
 
+/// Links that reorder frames (paper 4.1's non-FIFO path): best effort drops what arrives below
+/// the barrier and reports each drop to its sender (NAK, send failure) without breaking order;
+/// reliable loses nothing.
+#[test]
+fn reordering_links_cost_best_effort_late_drops_and_reliable_nothing() {
+    let base = SimConfig {
+        seed: 9,
+        reorder: 0.05,
+        faults_for: Some(ns(300_000)),
+        ..SimConfig::default()
+    };
+    let r = run(&base, &mut |_, _| {}).unwrap();
+    assert_eq!(r.violations, 0, "{:?}", r.examples);
+    assert!(r.engine.reordered > 1000 && r.late_drops > 10, "{r:?}");
+    assert_eq!(
+        r.send_failures, r.late_drops,
+        "every late drop is reported to its sender"
+    );
+    assert_eq!(r.delivered + r.late_drops, r.scatterings_sent * 32);
+    check(SimConfig {
+        reliable: true,
+        ..base
+    });
+}
+
 /// A short swarm campaign: every seed draws its own fabric, traffic and faults.
 #[test]
 fn short_campaign_finds_no_violations() {
