@@ -73,6 +73,10 @@ pub struct DemoArgs {
     /// Probability that a link delivers a frame twice
     #[arg(long, default_value_t = 0.0)]
     dup: f64,
+    /// Probability that a link holds a frame back until the next one has passed it (links stop
+    /// being FIFO: best effort drops what arrives below the barrier and NAKs it)
+    #[arg(long, default_value_t = 0.0)]
+    reorder: f64,
     /// Extra delay per frame, uniform up to this; links stay FIFO
     #[arg(long, default_value_t = 0.0)]
     jitter_us: f64,
@@ -123,6 +127,7 @@ struct Summary {
     retransmissions: u64,
     link_drops: u64,
     link_duplicates: u64,
+    link_reordered: u64,
     ecn_marked: u64,
     checks: AllChecks,
 }
@@ -167,7 +172,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     non_negative("link-delay-us", args.link_delay_us)?;
     non_negative("jitter-us", args.jitter_us)?;
     non_negative("link-gbps", args.link_gbps)?;
-    for (name, p) in [("loss", args.loss), ("dup", args.dup)] {
+    for (name, p) in [("loss", args.loss), ("dup", args.dup), ("reorder", args.reorder)] {
         if !(0.0..1.0).contains(&p) {
             return Err(format!("--{name} must be a probability in [0, 1)"));
         }
@@ -200,6 +205,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             loss: args.loss,
             duplicate: args.dup,
             jitter: us(args.jitter_us),
+            reorder: args.reorder,
             seed: args.seed,
         },
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
@@ -321,6 +327,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         retransmissions: ordered.retransmissions,
         link_drops: ordered.link_drops,
         link_duplicates: ordered.link_duplicates,
+        link_reordered: ordered.link_reordered,
         ecn_marked: ordered.ecn_marked,
         checks: AllChecks {
             order: report.checks(),
@@ -397,10 +404,10 @@ fn print_summary(s: &Summary, report: &Report) {
         s.reorder_bytes_peak as f64 / 1024.0,
         s.reorder_messages_peak
     );
-    if s.service == "reliable" || s.link_drops + s.link_duplicates > 0 {
+    if s.service == "reliable" || s.link_drops + s.link_duplicates + s.link_reordered > 0 {
         println!(
-            "faults             {} frames dropped, {} duplicated by links; {} retransmissions; {} ECN marks",
-            s.link_drops, s.link_duplicates, s.retransmissions, s.ecn_marked
+            "faults             {} frames dropped, {} duplicated, {} passed by later ones on links; {} retransmissions; {} ECN marks",
+            s.link_drops, s.link_duplicates, s.link_reordered, s.retransmissions, s.ecn_marked
         );
     }
     println!(

@@ -190,6 +190,45 @@ fn reliable_demo_through_lossy_links_loses_nothing() {
     std::fs::remove_dir_all(&logs).unwrap();
 }
 
+/// Links that break FIFO (`--reorder`): order holds; what best effort drops as late is
+/// reported to its sender; reliable loses nothing.
+#[test]
+fn reordering_links_keep_order_and_account_for_every_drop() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for reliable in [false, true] {
+        let mut args = vec![
+            "demo",
+            "--reorder",
+            "0.05",
+            "--seconds",
+            "0.4",
+            "--rate",
+            "500",
+            "--no-baseline",
+            "--json",
+        ];
+        if reliable {
+            args.push("--reliable");
+        }
+        let v = run_json(&args, None);
+        assert!(v["link_reordered"].as_u64().unwrap() > 0, "{v}");
+        for check in ["total_order", "fifo", "causality", "no_duplicates", "no_creation"] {
+            assert_eq!(v["checks"][check], true, "{check} in {v}");
+        }
+        if reliable {
+            assert_eq!(v["checks"]["no_loss"], true, "{v}");
+        } else {
+            let lost = v["messages_sent"].as_u64().unwrap() - v["delivered"].as_u64().unwrap();
+            assert_eq!(
+                v["late_drops"].as_u64().unwrap() + v["incomplete_drops"].as_u64().unwrap(),
+                lost,
+                "{v}"
+            );
+            assert_eq!(v["send_failures"].as_u64().unwrap(), lost, "{v}");
+        }
+    }
+}
+
 #[test]
 fn bench_modes_prints_every_row() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

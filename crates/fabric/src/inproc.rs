@@ -68,7 +68,7 @@ pub struct InprocConfig {
     pub ecn_threshold_bytes: usize,
 }
 
-/// Seeded per-link faults. Links stay FIFO: jitter never lets a frame pass the one before.
+/// Seeded per-link faults. Jitter never lets a frame pass the one before; only `reorder` does.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LinkFaults {
     /// Probability that a frame is dropped.
@@ -77,12 +77,19 @@ pub struct LinkFaults {
     pub duplicate: f64,
     /// Extra delay, uniform in [0, jitter).
     pub jitter: Duration,
+    /// Probability that a frame is held back and written after the next frame on its link
+    /// (or after `REORDER_HOLD` if none comes): links stop being FIFO, to exercise late drops
+    /// and NAKs (paper 4.1).
+    pub reorder: f64,
     pub seed: u64,
 }
 
+/// Longest a held-back frame waits for a frame to pass it.
+const REORDER_HOLD: Duration = Duration::from_micros(50);
+
 impl LinkFaults {
     fn active(&self) -> bool {
-        self.loss > 0.0 || self.duplicate > 0.0 || self.jitter > Duration::ZERO
+        self.loss > 0.0 || self.duplicate > 0.0 || self.jitter > Duration::ZERO || self.reorder > 0.0
     }
 }
 
@@ -91,6 +98,7 @@ impl LinkFaults {
 pub struct FaultCounters {
     pub dropped: AtomicU64,
     pub duplicated: AtomicU64,
+    pub reordered: AtomicU64,
     pub ecn_marked: AtomicU64,
 }
 
@@ -138,6 +146,9 @@ struct Output {
     last_ready: Instant,
     /// The link serializes until then.
     busy_until: Instant,
+    /// A frame held back (header and bytes) to be written after the next one; empty if none.
+    held: Vec<u8>,
+    held_since: Instant,
 }
 
 /// How every output writes frames: faults, serialization, ECN.
@@ -194,6 +205,13 @@ impl Output {
                 ready += Duration::from_nanos(self.next_random() % jitter);
             }
             ready = ready.max(self.last_ready);
+            if self.held.is_empty() && self.chance(model.faults.reorder) {
+                model.counters.reordered.fetch_add(1, Ordering::Relaxed);
+                write_frame_header(scratch, len, ready);
+                self.held.extend_from_slice(&scratch[..FRAME_HEADER_LEN + len]);
+                self.held_since = now;
+                return;
+            }
         }
         self.last_ready = ready;
         write_frame_header(scratch, len, ready);
@@ -202,6 +220,21 @@ impl Output {
                 .write_all(&scratch[..FRAME_HEADER_LEN + len])
                 .expect("room was checked");
         }
+        self.release_held();
+    }
+
+    /// Writes the held-back frame behind what went before it, if the ring has room.
+    fn release_held(&mut self) {
+        if self.held.is_empty() || self.ring.slots() < self.held.len() {
+            return;
+        }
+        // It becomes visible no earlier than the frame that passed it (rings are read in order).
+        let ready = Instant::from_nanos(u64::from_le_bytes(self.held[2..10].try_into().expect("8 bytes")))
+            .max(self.last_ready);
+        self.held[2..10].copy_from_slice(&ready.as_nanos().to_le_bytes());
+        self.last_ready = ready;
+        self.ring.write_all(&self.held).expect("room was checked");
+        self.held.clear();
     }
 }
 
@@ -282,6 +315,8 @@ impl<N: Node + 'static> Runtime<N> {
                     ^ ((fnode as u64) << 32 | fport as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
                 last_ready: Instant::ZERO,
                 busy_until: Instant::ZERO,
+                held: Vec::new(),
+                held_since: Instant::ZERO,
             });
             if slots[tnode].inputs.iter().any(|(p, _)| *p == tport) {
                 return Err(InprocError::DuplicateInput {
@@ -495,6 +530,9 @@ fn visit<N: Node>(
     }
     for (port, o) in outputs.iter_mut().enumerate() {
         let Some(o) = o else { continue };
+        if !o.held.is_empty() && now.saturating_since(o.held_since) >= REORDER_HOLD {
+            o.release_held();
+        }
         for _ in 0..OUTPUT_BUDGET_FRAMES {
             if o.ring.slots() < FRAME_HEADER_LEN + frame_max {
                 break;
@@ -660,6 +698,8 @@ mod tests {
             rng: 42,
             last_ready: Instant::ZERO,
             busy_until: Instant::ZERO,
+            held: Vec::new(),
+            held_since: Instant::ZERO,
         };
         let counters = Arc::new(FaultCounters::default());
         let model = LinkModel {
@@ -667,6 +707,7 @@ mod tests {
                 loss: 0.2,
                 duplicate: 0.1,
                 jitter: Duration::from_micros(5),
+                reorder: 0.0,
                 seed: 42,
             },
             bits_per_s: Some(8_000_000_000), // 1 byte per ns

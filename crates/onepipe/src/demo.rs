@@ -120,6 +120,8 @@ pub struct PhaseResult {
     /// Frames the links dropped and duplicated on purpose.
     pub link_drops: u64,
     pub link_duplicates: u64,
+    /// Frames the links let others pass (non-FIFO faults).
+    pub link_reordered: u64,
     /// Frames forwarded into a queue past the ECN threshold.
     pub ecn_marked: u64,
     pub reorder_bytes_peak: usize,
@@ -268,9 +270,10 @@ pub fn run_phase(
     // Reliable messages may still be waiting for retransmission after sending stops.
     std::thread::sleep(if config.reliable { RELIABLE_DRAIN } else { DRAIN });
     let faults = runtime.fault_counters();
-    let (link_drops, link_duplicates, ecn_marked) = (
+    let (link_drops, link_duplicates, link_reordered, ecn_marked) = (
         faults.dropped.load(Ordering::Relaxed),
         faults.duplicated.load(Ordering::Relaxed),
+        faults.reordered.load(Ordering::Relaxed),
         faults.ecn_marked.load(Ordering::Relaxed),
     );
     let nodes = runtime.stop();
@@ -292,6 +295,7 @@ pub fn run_phase(
         acks_piggybacked: 0,
         link_drops,
         link_duplicates,
+        link_reordered,
         ecn_marked,
         reorder_bytes_peak: 0,
         reorder_messages_peak: 0,
