@@ -1,36 +1,17 @@
 //! The `onepipe demo` command end to end: a short run, its JSON, its logs checked from outside.
 
+mod common;
+
+use common::{onepipe, run_json};
 use std::path::PathBuf;
-use std::process::Command;
 
 /// Demos measure real time on two cores; running them side by side would starve each other.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn onepipe() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_onepipe"))
-}
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("onepipe-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-/// Runs `onepipe ARGS [--log-dir DIR]`, expects success and one JSON object on stdout.
-fn run_json(args: &[&str], log_dir: Option<&std::path::Path>) -> serde_json::Value {
-    let mut cmd = onepipe();
-    cmd.args(args);
-    if let Some(dir) = log_dir {
-        cmd.arg("--log-dir").arg(dir);
-    }
-    let out = cmd.output().expect("run onepipe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "onepipe {args:?} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).expect("one JSON object")
 }
 
 #[test]

@@ -1,23 +1,15 @@
 //! `onepipe sim` end to end: a seeded run and its replay, a campaign, a figure, bad input.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn onepipe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_onepipe"))
-        .args(args)
-        .output()
-        .expect("run onepipe")
+    common::onepipe().args(args).output().expect("run onepipe")
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = onepipe(args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "onepipe {args:?} failed: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&stdout).expect("one JSON object")
+    common::run_json(args, None)
 }
 
 #[test]
