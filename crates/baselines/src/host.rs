@@ -82,7 +82,7 @@ impl Core {
     }
 
     /// A broadcast of ours will never be ordered (dropped for lack of room): free its window
-    /// slot and forget that its stamp is owed.
+    /// slot and forget that its stamp is owed. Protocols that call this refuse the offer.
     pub fn lost_own(&mut self, msg_id: u64) {
         self.workload.on_lost();
         self.stats.unconfirmed.retain(|&m| m != msg_id);
@@ -168,11 +168,16 @@ impl Host {
                 self.core.stats.unconfirmed.push_back(offer.msg_id);
             }
             let core = &mut self.core;
-            match &mut self.protocol {
+            let taken = match &mut self.protocol {
                 Protocol::HostSeq(p) => p.on_offer(core, now, offer),
                 Protocol::SwitchSeq(p) => p.on_offer(core, offer),
                 Protocol::Token(p) => p.on_offer(offer),
                 Protocol::Lamport(p) => p.on_offer(core, now, offer),
+            };
+            if !taken {
+                // No room (counted): the window slot is free again, but offering again now
+                // would only be refused again.
+                break;
             }
         }
     }
@@ -218,16 +223,19 @@ impl Node for Host {
         if let Protocol::Token(p) = &mut self.protocol {
             p.act(&mut self.core, now);
         }
-        let (len, kind) = self.core.out.poll(buf)?;
+        let sent = self.core.out.poll(buf)?;
+        if let (Some(item), Protocol::HostSeq(p)) = (sent.finished, &mut self.protocol) {
+            p.on_copies_sent(&mut self.core, now, &item);
+        }
         let s = &mut self.core.stats;
         s.frames_sent += 1;
-        match kind {
+        match sent.kind {
             FrameKind::Request | FrameKind::SwitchRequest => s.requests_sent += 1,
             FrameKind::Token => s.tokens_passed += 1,
             FrameKind::Exchange => s.exchanges_sent += 1,
             FrameKind::Data => {}
         }
-        Some(len)
+        Some(sent.len)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

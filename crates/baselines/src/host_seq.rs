@@ -5,7 +5,10 @@
 //! the sequencer gives it the next global sequence number and sends one `Data` copy to every
 //! other process (the sender included); every process delivers strictly in sequence order.
 //! The sequencer is also an ordinary process: its own broadcasts are numbered on the spot with
-//! no network hop, and its own copy of every message goes straight into its reorder buffer.
+//! no network hop. It delivers its own copy of a message when the last copy to the others has
+//! left, as if it were its own destination at the end of the fan-out: this keeps its window
+//! closed like everybody's (a copy delivered at numbering time would free the window at once
+//! and let the sequencer flood its own output).
 //!
 //! What bounds throughput: every message crosses the sequencer's one link N-1 times (and its
 //! CPU, where the runtime charges per frame), whatever N is, and takes a detour through it.
@@ -50,21 +53,35 @@ impl HostSeq {
         }
     }
 
-    pub fn on_offer(&mut self, core: &mut Core, now: Instant, offer: Offer) {
+    /// Returns whether the broadcast was taken.
+    pub fn on_offer(&mut self, core: &mut Core, now: Instant, offer: Offer) -> bool {
         if core.me == self.sequencer {
             let m = Pending {
                 origin: core.me,
                 msg_id: offer.msg_id,
                 sent_ns: offer.sent.as_nanos(),
             };
-            self.stamp(core, now, m, core.payload_len);
-            return;
+            return self.stamp(core, now, m, core.payload_len);
         }
         let request = core.item(FrameKind::Request, Dest::One(self.sequencer), 0, &offer);
         if core.out.push(request).is_err() {
             // Cannot happen while the queue holds a window of requests; counted if it does.
             core.stats.sequencer_overflow += 1;
             core.lost_own(offer.msg_id);
+            return false;
+        }
+        true
+    }
+
+    /// Sequencer: the last copy of a numbered message left; take its own copy.
+    pub fn on_copies_sent(&mut self, core: &mut Core, now: Instant, item: &Item) {
+        if item.kind == FrameKind::Data && core.me == self.sequencer {
+            let m = Pending {
+                origin: item.origin,
+                msg_id: item.msg_id,
+                sent_ns: item.sent_ns,
+            };
+            core.accept_numbered(now, &mut self.reorder, item.seq, m);
         }
     }
 
@@ -88,12 +105,12 @@ impl HostSeq {
         }
     }
 
-    /// Numbers a message, queues its copies, and takes the sequencer's own copy.
-    fn stamp(&mut self, core: &mut Core, now: Instant, m: Pending, payload_len: u16) {
+    /// Numbers a message and queues its copies; returns whether it was numbered.
+    fn stamp(&mut self, core: &mut Core, now: Instant, m: Pending, payload_len: u16) -> bool {
         let last = &mut self.last_stamped[m.origin as usize];
         if last.is_some_and(|l| m.msg_id <= l) {
             core.stats.duplicates += 1;
-            return;
+            return false;
         }
         let item = Item {
             kind: FrameKind::Data,
@@ -109,13 +126,17 @@ impl HostSeq {
             if m.origin == core.me {
                 core.lost_own(m.msg_id);
             }
-            return;
+            return false;
         }
         *last = Some(m.msg_id);
         let seq = self.next_seq;
         self.next_seq += 1;
         core.stats.stamped += 1;
-        core.accept_numbered(now, &mut self.reorder, seq, m);
+        if core.n == 1 {
+            // Nobody else: no copies will leave to trigger `on_copies_sent`.
+            core.accept_numbered(now, &mut self.reorder, seq, m);
+        }
+        true
     }
 }
 
@@ -257,12 +278,21 @@ mod tests {
         feed(&mut s, 10, request(0));
         feed(&mut s, 11, request(1));
         feed(&mut s, 12, request(1)); // duplicated request: not numbered twice
+        assert_eq!(
+            s.stats().delivered,
+            0,
+            "the sequencer's copy waits for the fan-out"
+        );
         let out = drain(&mut s, 20);
         let copies: Vec<(u32, u64, u64)> = out.iter().map(|h| (h.dst, h.seq, h.msg_id)).collect();
         assert_eq!(copies, [(1, 1, 0), (2, 1, 0), (1, 2, 1), (2, 2, 1)]);
         assert!(out.iter().all(|h| h.kind == FrameKind::Data && h.origin == 2));
         let st = s.stats();
-        assert_eq!((st.stamped, st.delivered, st.duplicates), (2, 2, 1));
+        assert_eq!(
+            (st.stamped, st.delivered, st.duplicates),
+            (2, 2, 1),
+            "own copies after the fan-out"
+        );
     }
 
     #[test]

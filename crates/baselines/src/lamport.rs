@@ -71,14 +71,15 @@ impl Lamport {
         self.clock
     }
 
-    pub fn on_offer(&mut self, core: &mut Core, now: Instant, offer: Offer) {
+    /// Returns whether the broadcast was taken.
+    pub fn on_offer(&mut self, core: &mut Core, now: Instant, offer: Offer) -> bool {
         let ts = self.clock + 1;
         let copy = core.item(FrameKind::Data, Dest::Others, ts, &offer);
         if core.out.push(copy).is_err() {
             // The output holds a window of broadcasts and a notice; counted if it overflows.
             core.stats.reorder_overflow += 1;
             core.lost_own(offer.msg_id);
-            return;
+            return false;
         }
         self.clock = ts;
         self.told = ts;
@@ -89,6 +90,7 @@ impl Lamport {
         self.pending
             .insert((ts, core.me), (offer.msg_id, offer.sent.as_nanos()));
         self.try_deliver(core, now);
+        true
     }
 
     /// Returns whether the frame belongs to this protocol.

@@ -73,9 +73,10 @@ impl OutQueue {
         self.items.is_empty()
     }
 
-    /// Writes the next frame into `buf`; returns its length and kind.
-    pub fn poll(&mut self, buf: &mut [u8]) -> Option<(usize, FrameKind)> {
+    /// Writes the next frame into `buf`.
+    pub fn poll(&mut self, buf: &mut [u8]) -> Option<Sent> {
         let item = *self.items.front()?;
+        let mut finished = None;
         let dst = match item.dest {
             Dest::One(d) => {
                 self.items.pop_front();
@@ -87,6 +88,7 @@ impl OutQueue {
                 if self.cursor >= self.n {
                     self.items.pop_front();
                     self.cursor = first_other(self.me, 0);
+                    finished = Some(item);
                 }
                 d
             }
@@ -101,8 +103,21 @@ impl OutQueue {
             sent_ns: item.sent_ns,
             payload_len: item.payload_len,
         };
-        Some((h.emit(buf), item.kind))
+        Some(Sent {
+            len: h.emit(buf),
+            kind: item.kind,
+            finished,
+        })
     }
+}
+
+/// A frame [`OutQueue::poll`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub len: usize,
+    pub kind: FrameKind,
+    /// The broadcast whose last copy this was.
+    pub finished: Option<Item>,
 }
 
 /// `from`, or the one after it if `from` is the sender itself.
@@ -133,8 +148,10 @@ mod tests {
         q.push(item(FrameKind::Token, Dest::One(2), 8)).unwrap();
         let mut buf = [0u8; 128];
         let mut seen = Vec::new();
-        while let Some((len, _)) = q.poll(&mut buf) {
-            let h = Header::parse(&buf[..len]).unwrap();
+        let mut finished = Vec::new();
+        while let Some(sent) = q.poll(&mut buf) {
+            finished.extend(sent.finished.map(|i| i.seq));
+            let h = Header::parse(&buf[..sent.len]).unwrap();
             seen.push((h.kind, h.dst, h.seq, h.src));
         }
         assert_eq!(
@@ -145,6 +162,7 @@ mod tests {
                 (FrameKind::Token, 2, 8, 1)
             ]
         );
+        assert_eq!(finished, [7], "the broadcast is finished with its last copy");
     }
 
     #[test]

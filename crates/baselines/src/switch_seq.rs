@@ -16,11 +16,15 @@
 //! ports (where the paper's switch pipeline would multicast), so its links and its node in the
 //! runtime carry N times the offered load; far later than a host sequencer's one link.
 //!
-//! Copies are written from one store of numbered messages: each output port walks the store in
-//! number order with its own cursor over the processes it reaches, so a slow port delays only
-//! its own destinations, and a message is freed once every port has sent its copies. Copies to
-//! one process always leave on the same port and carry the switch as `src`, so routers keep them
-//! on one path: they arrive in number order.
+//! Copies are written from one store of numbered messages, like a switch's shared buffer: each
+//! output port walks the store in number order with its own cursor over the processes it
+//! reaches, and a message is freed once every port has sent its copies. A port may run at most
+//! `lead` messages ahead of the slowest one. Without that bound a slow port would let the
+//! senders behind the fast ports go on and the store grow without limit; with it, messages
+//! beyond the lead have no copy out yet, so their senders wait on their windows and the store
+//! holds at most processes x window + lead messages (the default capacity is twice processes x
+//! window, and the lead half of it). Copies to one process always leave on the same port and
+//! carry the switch as `src`, so routers keep them on one path: they arrive in number order.
 
 use crate::BaselineError;
 use crate::frame::{FrameKind, Header, NO_PROCESS};
@@ -121,6 +125,10 @@ pub struct SequencerSwitch {
     capacity: usize,
     ports: Vec<PortCursor>,
     active_ports: u16,
+    /// How far (in messages) a port may run ahead of the slowest port.
+    lead: u64,
+    /// A lower bound of the slowest active port's number (refreshed when a port hits the lead).
+    slowest: u64,
     /// Highest message id numbered per origin (duplicated requests are refused).
     last_stamped: Vec<Option<u64>>,
 }
@@ -156,6 +164,8 @@ impl SequencerSwitch {
             capacity: capacity.max(1),
             ports,
             active_ports,
+            lead: (capacity / 2).max(1) as u64,
+            slowest: FIRST_SEQ,
             last_stamped: vec![None; process_count as usize],
         }
     }
@@ -212,10 +222,23 @@ impl Node for SequencerSwitch {
     }
 
     fn poll_transmit(&mut self, _now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        let cursor = self.ports.get_mut(port as usize)?;
+        let cursor = self.ports.get(port as usize)?;
         if cursor.seq >= self.next_seq || cursor.dests.is_empty() {
             return None;
         }
+        if cursor.seq >= self.slowest + self.lead {
+            self.slowest = self
+                .ports
+                .iter()
+                .filter(|p| !p.dests.is_empty())
+                .map(|p| p.seq)
+                .min()
+                .unwrap_or(self.next_seq);
+            if cursor.seq >= self.slowest + self.lead {
+                return None; // wait for the slowest port (its progress polls us again)
+            }
+        }
+        let cursor = &mut self.ports[port as usize];
         let at = (cursor.seq - self.base_seq) as usize;
         let m = self.store[at];
         let copy = Header {
@@ -264,11 +287,14 @@ impl SwitchSeqClient {
         }
     }
 
-    pub fn on_offer(&mut self, core: &mut Core, offer: Offer) {
+    /// Returns whether the broadcast was taken (the output holds a window of requests).
+    pub fn on_offer(&mut self, core: &mut Core, offer: Offer) -> bool {
         let request = core.item(FrameKind::SwitchRequest, Dest::One(NO_PROCESS), 0, &offer);
         if core.out.push(request).is_err() {
             core.lost_own(offer.msg_id);
+            return false;
         }
+        true
     }
 
     /// Returns whether the frame belongs to this protocol.
@@ -358,20 +384,24 @@ mod tests {
         assert_eq!((st.stamped, st.duplicates, st.overflow), (2, 1, 1));
         let mut buf = [0u8; 128];
         let mut copies = Vec::new();
-        for port in [2u16, 0, 1, 0] {
-            while let Some(len) = s.poll_transmit(now, port, &mut buf) {
-                let h = Header::parse(&buf[..len]).unwrap();
-                assert_eq!(
-                    (h.src, h.dst),
-                    (NO_PROCESS, port as u32),
-                    "process p hangs on port p"
-                );
-                copies.push((h.dst, h.seq, h.origin));
+        for _round in 0..3 {
+            for port in [2u16, 0, 1] {
+                while let Some(len) = s.poll_transmit(now, port, &mut buf) {
+                    let h = Header::parse(&buf[..len]).unwrap();
+                    assert_eq!(
+                        (h.src, h.dst),
+                        (NO_PROCESS, port as u32),
+                        "process p hangs on port p"
+                    );
+                    copies.push((h.dst, h.seq, h.origin));
+                }
             }
         }
+        // Capacity 2 gives a lead of 1: ports 2 and 0 wait at number 2 until port 1 (the
+        // slowest, polled last) has sent number 1.
         assert_eq!(
             copies,
-            [(2, 1, 2), (2, 2, 0), (0, 1, 2), (0, 2, 0), (1, 1, 2), (1, 2, 0)]
+            [(2, 1, 2), (0, 1, 2), (1, 1, 2), (1, 2, 0), (2, 2, 0), (0, 2, 0)]
         );
         assert_eq!(s.stored(), 0, "every copy sent: the store is empty");
     }

@@ -73,8 +73,10 @@ impl Token {
         self.held.is_some()
     }
 
-    pub fn on_offer(&mut self, offer: Offer) {
+    /// Always takes the broadcast: at most a window of them wait.
+    pub fn on_offer(&mut self, offer: Offer) -> bool {
         self.waiting.push_back(offer);
+        true
     }
 
     /// Returns whether the frame belongs to this protocol.

@@ -91,6 +91,8 @@ pub struct Workload {
     outstanding_peak: usize,
     /// `send_until` has been seen: nothing more will be offered.
     done: bool,
+    /// A paced send fell due while the window was full.
+    stalled: bool,
 }
 
 impl Workload {
@@ -107,6 +109,7 @@ impl Workload {
             outstanding: 0,
             outstanding_peak: 0,
             done: false,
+            stalled: false,
         }
     }
 
@@ -119,15 +122,22 @@ impl Workload {
         if now >= self.schedule.send_until {
             self.done = true;
         }
-        if self.done || self.outstanding >= self.window || now < self.next_send_at {
+        if self.done || now < self.next_send_at {
+            return None;
+        }
+        if self.outstanding >= self.window {
+            self.stalled = true;
             return None;
         }
         if self.schedule.send_gap > Duration::ZERO {
-            let gap = self.rng.exponential(self.schedule.send_gap);
-            // Keep the schedule (open loop), but after a stall (window full) resume from now
-            // rather than burst out every broadcast that fell due meanwhile.
-            let late = now.saturating_since(self.next_send_at) > self.schedule.send_gap;
-            self.next_send_at = if late { now + gap } else { self.next_send_at + gap };
+            // Keep the schedule (open loop: sends that fell due between two calls all go now),
+            // but after the window held sending back, resume from now rather than burst out
+            // everything that fell due meanwhile (as onepipe's workload does).
+            if self.stalled {
+                self.next_send_at = now;
+                self.stalled = false;
+            }
+            self.next_send_at += self.rng.exponential(self.schedule.send_gap);
         }
         let msg_id = self.next_msg_id;
         self.next_msg_id += 1;
