@@ -10,8 +10,15 @@
 //! `onepipe_check::check_all`.
 //!
 //! Like the paper's RoCE testbed (lossless with PFC), the baselines assume a fabric that does
-//! not lose frames: none of them retransmits. A lost frame stalls sequence-order delivery (or
-//! the token) for good; duplicated frames are recognised and ignored.
+//! not lose frames and links that are FIFO: none of them retransmits. A lost frame stalls
+//! sequence-order delivery (or the token, or Lamport delivery) for good; duplicated frames are
+//! recognised and ignored. Lamport exchange needs FIFO links for its correctness (a frame that
+//! overtakes an earlier one from the same sender can break total order); the sequencer kinds
+//! and token only for completeness (their receivers reorder by number).
+//!
+//! Every node keeps bounded state: reorder buffers, Lamport's pending set and the sequencers'
+//! stores hold at most `reorder_capacity` messages (dropped and counted beyond), output queues
+//! a window's worth of items, and the windows bound what is in flight.
 
 pub mod frame;
 pub mod host;
@@ -415,4 +422,150 @@ pub fn totals(nodes: &[BaselineNode]) -> Totals {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onepipe_fabric::Topology;
+    use proptest::prelude::*;
+
+    fn wiring() -> Wiring {
+        Wiring::new(Topology::leaf_spine(2, 2, 2).unwrap(), 1).unwrap()
+    }
+
+    fn config(kind: Kind) -> BaselineConfig {
+        BaselineConfig::new(
+            kind,
+            Schedule::saturated(Instant::ZERO, Instant::from_nanos(1_000)),
+        )
+    }
+
+    #[test]
+    fn kinds_parse_and_print_their_cli_names() {
+        for k in Kind::ALL {
+            assert_eq!(k.to_string().parse::<Kind>(), Ok(k));
+        }
+        assert_eq!("switch-seq".parse::<Kind>(), Ok(Kind::SwitchSequencer));
+        assert_eq!(
+            "paxos".parse::<Kind>(),
+            Err(BaselineError::UnknownKind("paxos".into()))
+        );
+    }
+
+    #[test]
+    fn build_lays_out_switches_then_processes() {
+        let w = wiring();
+        for kind in Kind::ALL {
+            let nodes = build(&w, &config(kind), Instant::ZERO).unwrap();
+            assert_eq!(nodes.len(), w.switch_count() + w.process_count());
+            for (i, n) in nodes.iter().enumerate() {
+                assert_eq!(n.is_switch(), i < w.switch_count(), "{kind} node {i}");
+            }
+            for p in 0..w.process_count() as u32 {
+                assert_eq!(nodes[w.node_of_process(p)].host_stats().unwrap().process, p);
+            }
+            let sequencers = nodes
+                .iter()
+                .filter(|n| matches!(n, BaselineNode::SequencerSwitch(_)))
+                .count();
+            assert_eq!(sequencers, usize::from(kind == Kind::SwitchSequencer), "{kind}");
+        }
+        // The default sequencer switch of a leaf-spine is the first spine.
+        let nodes = build(&w, &config(Kind::SwitchSequencer), Instant::ZERO).unwrap();
+        assert!(matches!(nodes[2], BaselineNode::SequencerSwitch(_)));
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        let w = wiring();
+        let refused = |f: &dyn Fn(&mut BaselineConfig)| {
+            let mut c = config(Kind::HostSequencer);
+            f(&mut c);
+            build(&w, &c, Instant::ZERO).err()
+        };
+        assert_eq!(
+            refused(&|c| c.sequencer_process = Some(4)),
+            Some(BaselineError::SequencerProcess {
+                process: 4,
+                processes: 4
+            })
+        );
+        assert_eq!(
+            refused(&|c| c.window = 0),
+            Some(BaselineError::NotPositive("window"))
+        );
+        assert_eq!(
+            refused(&|c| c.token_batch = 0),
+            Some(BaselineError::NotPositive("token batch"))
+        );
+        assert_eq!(
+            refused(&|c| c.exchange_interval = Duration::ZERO),
+            Some(BaselineError::NotPositive("exchange interval"))
+        );
+        assert_eq!(
+            refused(&|c| c.reorder_capacity = Some(0)),
+            Some(BaselineError::NotPositive("reorder capacity"))
+        );
+        assert!(matches!(
+            refused(&|c| c.message_bytes = 7),
+            Some(BaselineError::MessageSize { bytes: 7, .. })
+        ));
+        assert!(matches!(
+            refused(&|c| c.message_bytes = MESSAGE_BYTES_MAX + 1),
+            Some(BaselineError::MessageSize { .. })
+        ));
+        assert_eq!(refused(&|c| c.sequencer_process = Some(3)), None);
+        let mut c = config(Kind::SwitchSequencer);
+        c.sequencer_switch = Some(0); // a leaf: the other rack cannot reach it going up
+        assert!(matches!(
+            build(&w, &c, Instant::ZERO),
+            Err(BaselineError::SequencerSwitch { switch: 0, .. })
+        ));
+    }
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn nodes_can_move_to_runtime_workers() {
+        assert_send::<BaselineNode>();
+    }
+
+    proptest! {
+        /// Any bytes, on any node of any baseline: never a panic; a frame nobody can use is
+        /// dropped and counted.
+        #[test]
+        fn arbitrary_frames_are_dropped_and_counted(
+            kind in 0usize..4,
+            node in 0usize..8,
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..140),
+            magic: bool,
+        ) {
+            if magic && !bytes.is_empty() {
+                bytes[0] = frame::MAGIC;
+            }
+            let w = wiring();
+            let mut nodes = build(&w, &config(Kind::ALL[kind]), Instant::ZERO).unwrap();
+            let count = nodes.len();
+            let n = &mut nodes[node % count];
+            let now = Instant::from_nanos(10);
+            let route = n.classify(now, 0, &bytes);
+            n.handle_frame(now, 0, &mut bytes, route);
+            let mut buf = vec![0u8; FRAME_MAX];
+            // Bounded: a saturated sequencer refills its window as fast as it is polled.
+            for _ in 0..200 {
+                if n.poll_transmit(now, 0, &mut buf).is_none() {
+                    break;
+                }
+            }
+            if route == Route::Drop {
+                let counted = match (n.host_stats(), n.switch_stats()) {
+                    (Some(h), _) => h.malformed + h.misdirected,
+                    (_, Some(s)) => s.malformed + s.no_route,
+                    _ => 0,
+                };
+                prop_assert_eq!(counted, 1);
+            }
+        }
+    }
 }

@@ -39,7 +39,8 @@ pub struct HostStats {
     pub misdirected: u64,
     /// Copies of frames already seen (a duplicating link), ignored.
     pub duplicates: u64,
-    /// Messages dropped because the reorder buffer had no room for them.
+    /// Messages dropped because the reorder buffer (or Lamport's pending set) had no room for
+    /// them; for Lamport also own broadcasts refused by a full output queue.
     pub reorder_overflow: u64,
     /// Host sequencer only: requests dropped because its output was full.
     pub sequencer_overflow: u64,

@@ -25,6 +25,9 @@
 //! holds at most processes x window + lead messages (the default capacity is twice processes x
 //! window, and the lead half of it). Copies to one process always leave on the same port and
 //! carry the switch as `src`, so routers keep them on one path: they arrive in number order.
+//! A port held back by the lead returns no frame; it is asked again when the runtime next polls
+//! the node's ports (the inproc runtime on every visit, the simulator whenever one of the
+//! node's ports goes idle), which the slowest port's progress guarantees.
 
 use crate::BaselineError;
 use crate::frame::{FrameKind, Header, NO_PROCESS};
