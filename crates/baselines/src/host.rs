@@ -169,7 +169,7 @@ impl Host {
             }
             let core = &mut self.core;
             let taken = match &mut self.protocol {
-                Protocol::HostSeq(p) => p.on_offer(core, now, offer),
+                Protocol::HostSeq(p) => p.on_offer(core, offer),
                 Protocol::SwitchSeq(p) => p.on_offer(core, offer),
                 Protocol::Token(p) => p.on_offer(offer),
                 Protocol::Lamport(p) => p.on_offer(core, now, offer),

@@ -54,14 +54,14 @@ impl HostSeq {
     }
 
     /// Returns whether the broadcast was taken.
-    pub fn on_offer(&mut self, core: &mut Core, now: Instant, offer: Offer) -> bool {
+    pub fn on_offer(&mut self, core: &mut Core, offer: Offer) -> bool {
         if core.me == self.sequencer {
             let m = Pending {
                 origin: core.me,
                 msg_id: offer.msg_id,
                 sent_ns: offer.sent.as_nanos(),
             };
-            return self.stamp(core, now, m, core.payload_len);
+            return self.stamp(core, m, core.payload_len);
         }
         let request = core.item(FrameKind::Request, Dest::One(self.sequencer), 0, &offer);
         if core.out.push(request).is_err() {
@@ -94,7 +94,7 @@ impl HostSeq {
         };
         match h.kind {
             FrameKind::Request if core.me == self.sequencer && h.origin < core.n => {
-                self.stamp(core, now, m, h.payload_len);
+                self.stamp(core, m, h.payload_len);
                 true
             }
             FrameKind::Data => {
@@ -106,7 +106,7 @@ impl HostSeq {
     }
 
     /// Numbers a message and queues its copies; returns whether it was numbered.
-    fn stamp(&mut self, core: &mut Core, now: Instant, m: Pending, payload_len: u16) -> bool {
+    fn stamp(&mut self, core: &mut Core, m: Pending, payload_len: u16) -> bool {
         let last = &mut self.last_stamped[m.origin as usize];
         if last.is_some_and(|l| m.msg_id <= l) {
             core.stats.duplicates += 1;
@@ -129,13 +129,8 @@ impl HostSeq {
             return false;
         }
         *last = Some(m.msg_id);
-        let seq = self.next_seq;
         self.next_seq += 1;
         core.stats.stamped += 1;
-        if core.n == 1 {
-            // Nobody else: no copies will leave to trigger `on_copies_sent`.
-            core.accept_numbered(now, &mut self.reorder, seq, m);
-        }
         true
     }
 }

@@ -146,8 +146,8 @@ impl BaselineConfig {
     }
 
     fn validate(&self, processes: usize) -> Result<(), BaselineError> {
-        if processes == 0 {
-            return Err(BaselineError::NoProcesses);
+        if processes < 2 {
+            return Err(BaselineError::TooFewProcesses(processes));
         }
         if !(MESSAGE_BYTES_MIN..=MESSAGE_BYTES_MAX).contains(&self.message_bytes) {
             return Err(BaselineError::MessageSize {
@@ -184,8 +184,10 @@ pub enum BaselineError {
     Routing(#[from] RoutingError),
     #[error("unknown baseline `{0}`: expected host-seq, switch-seq, token or lamport")]
     UnknownKind(String),
-    #[error("the wiring has no processes")]
-    NoProcesses,
+    /// With one process there is nothing to order, and its own messages would come back
+    /// within the call that sent them, so a saturated window would never close.
+    #[error("{0} process(es): a broadcast baseline needs at least 2")]
+    TooFewProcesses(usize),
     #[error("sequencer process {process} does not exist (there are {processes} processes)")]
     SequencerProcess { process: u32, processes: usize },
     #[error("switch {switch} cannot be the sequencer: {reason}")]
@@ -516,6 +518,11 @@ mod tests {
             Some(BaselineError::MessageSize { .. })
         ));
         assert_eq!(refused(&|c| c.sequencer_process = Some(3)), None);
+        let alone = Wiring::new(Topology::single_switch(1).unwrap(), 1).unwrap();
+        assert_eq!(
+            build(&alone, &config(Kind::Token), Instant::ZERO).err(),
+            Some(BaselineError::TooFewProcesses(1))
+        );
         let mut c = config(Kind::SwitchSequencer);
         c.sequencer_switch = Some(0); // a leaf: the other rack cannot reach it going up
         assert!(matches!(

@@ -73,6 +73,11 @@ impl OutQueue {
         self.items.is_empty()
     }
 
+    /// Items that can still be queued.
+    pub fn room(&self) -> usize {
+        self.capacity - self.items.len()
+    }
+
     /// Writes the next frame into `buf`.
     pub fn poll(&mut self, buf: &mut [u8]) -> Option<Sent> {
         let item = *self.items.front()?;

@@ -17,7 +17,6 @@
 //!   `send_until`) parks where it is: no process has anything left to send.
 //! - The token counts its hops; a copy with a count this process has already seen is a
 //!   duplicate (a duplicating link) and is ignored, or the number would be given twice.
-//! - With one process the token never leaves it.
 
 use crate::frame::{FrameKind, Header};
 use crate::host::Core;
@@ -40,6 +39,8 @@ struct Held {
 pub struct Token {
     held: Option<Held>,
     parked: bool,
+    /// `act` has run at or after `send_from`: the holder no longer waits for time.
+    started: bool,
     /// Broadcasts waiting for the token (at most a window of them).
     waiting: VecDeque<Offer>,
     batch: usize,
@@ -60,6 +61,7 @@ impl Token {
                 idle_run: 0,
             }),
             parked: false,
+            started: false,
             waiting: VecDeque::new(),
             batch: batch.max(1),
             reorder: SeqReorder::new(FIRST_SEQ, reorder_capacity),
@@ -116,18 +118,23 @@ impl Token {
         if self.parked || (self.waiting.is_empty() && now < self.send_from) {
             return;
         }
+        self.started |= now >= self.send_from;
+        // The output is empty when a token arrives (the last batch left ahead of the token), so
+        // a batch and the token always fit; the check only matters for a forged token.
+        let idle = self.waiting.is_empty();
         let k = self.batch.min(self.waiting.len());
+        if core.out.room() < k + 1 {
+            return; // keep the token until the whole batch and the token fit
+        }
         for offer in self.waiting.drain(..k) {
             let seq = held.next_seq;
             held.next_seq += 1;
             if offer.record {
                 core.record_send(seq, offer.msg_id);
             }
-            // Room for a batch and the token is reserved at construction.
             let copy = core.item(FrameKind::Data, Dest::Others, seq, &offer);
-            core.out
-                .push(copy)
-                .expect("the output holds a batch and the token");
+            let pushed = core.out.push(copy);
+            debug_assert!(pushed.is_ok(), "room was checked");
             let m = Pending {
                 origin: core.me,
                 msg_id: offer.msg_id,
@@ -135,11 +142,7 @@ impl Token {
             };
             core.accept_numbered(now, &mut self.reorder, seq, m);
         }
-        if core.n == 1 {
-            self.held = Some(held);
-            return;
-        }
-        held.idle_run = if k == 0 && now >= self.send_until {
+        held.idle_run = if idle && now >= self.send_until {
             held.idle_run + 1
         } else {
             0
@@ -158,15 +161,15 @@ impl Token {
             sent_ns: now.as_nanos(),
             payload_len: 0,
         };
-        core.out
-            .push(token)
-            .expect("the output holds a batch and the token");
+        let pushed = core.out.push(token);
+        debug_assert!(pushed.is_ok(), "room was kept for the token");
         self.held = None;
     }
 
-    /// A holder waits for `send_from` (before it, it keeps the token).
+    /// A holder waits for `send_from` (before it, it keeps the token). Afterwards it acts when
+    /// asked for frames, never on a timer that would stay due.
     pub fn wake_at(&self) -> Option<Instant> {
-        (self.held.is_some() && !self.parked).then_some(self.send_from)
+        (self.held.is_some() && !self.parked && !self.started).then_some(self.send_from)
     }
 }
 
@@ -301,5 +304,21 @@ mod tests {
         assert!(drain(&mut h, 400).is_empty(), "parked");
         assert!(holds(&h));
         assert_eq!(h.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_forged_second_token_waits_for_room_instead_of_overflowing() {
+        let sched = Schedule::saturated(Instant::ZERO, Instant::from_nanos(1_000));
+        let mut h = host(1, 3, sched, 2);
+        let now = Instant::from_nanos(10);
+        feed(&mut h, 10, token_frame(1, 1, 1));
+        let mut buf = vec![0u8; 256];
+        // One frame out: the batch and the token are queued behind it.
+        assert!(h.poll_transmit(now, 0, &mut buf).is_some());
+        feed(&mut h, 11, token_frame(1, 50, 9));
+        assert!(holds(&h), "a second token while the first batch is still leaving");
+        let rest = drain(&mut h, 12);
+        assert!(rest.iter().any(|f| f.kind == FrameKind::Token && f.seq == 3));
+        assert!(rest.iter().any(|f| f.kind == FrameKind::Data && f.seq == 50));
     }
 }
