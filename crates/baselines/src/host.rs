@@ -177,6 +177,7 @@ impl Host {
             if !taken {
                 // No room (counted): the window slot is free again, but offering again now
                 // would only be refused again.
+                self.core.workload.retry_later(now);
                 break;
             }
         }

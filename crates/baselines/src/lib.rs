@@ -115,7 +115,9 @@ pub struct BaselineConfig {
     pub schedule: Schedule,
     /// Bound of every reorder buffer, Lamport pending set and sequencer store, in messages.
     /// Default 2 x processes x window: the windows bound the messages in flight to processes x
-    /// window, so in a lossless run nothing is ever dropped for lack of room.
+    /// window, so in a lossless run nothing is ever dropped for lack of room. Smaller values
+    /// drop and count; a request a sequencer drops never comes back, so it also costs its
+    /// sender a window slot for the rest of the run.
     pub reorder_capacity: Option<usize>,
 }
 

@@ -69,6 +69,9 @@ impl SplitMix {
     }
 }
 
+/// How long a workload waits after its protocol refused a broadcast.
+pub const RETRY_AFTER_REFUSAL: Duration = Duration::from_micros(1);
+
 /// A broadcast the workload hands to its protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Offer {
@@ -158,6 +161,12 @@ impl Workload {
     /// A broadcast that will never come back (dropped by a full sequencer): free its slot.
     pub fn on_lost(&mut self) {
         self.on_self_delivered();
+    }
+
+    /// The protocol refused the last offer for lack of room: try again a little later, not at
+    /// once (a saturated workload would otherwise ask for a timer that is always due).
+    pub fn retry_later(&mut self, now: Instant) {
+        self.next_send_at = self.next_send_at.max(now + RETRY_AFTER_REFUSAL);
     }
 
     /// When the workload next needs a call, if ever. After `offer` returned `None` at `now`,
