@@ -1,4 +1,4 @@
-//! Lamport-timestamp exchange (paper 7.2, "Lamport timestamp [63]", with the common
+//! Lamport-timestamp exchange (paper 7.2, "Lamport timestamp", its reference 63, with the common
 //! optimization of exchanging timestamps per interval rather than per message).
 //!
 //! Packet flow: a sender stamps each broadcast with its Lamport clock (clock + 1) and sends a
@@ -10,14 +10,17 @@
 //! `exchange_interval` (at multiples of it, like 1Pipe's beacons), if it moved since they last
 //! told it; without notices an idle process would block everybody.
 //!
-//! What bounds throughput: a message waits for the slowest process to speak after receiving it
-//! (up to an interval plus a one-way delay), and every process sends N-1 frames per broadcast
-//! plus N-1 notices per interval when idle; with the window closing the loop, throughput per
-//! process falls as N grows.
+//! What bounds throughput: a message waits until every other process has spoken after
+//! receiving it (up to an interval plus a one-way delay after the slowest one got it), so
+//! latency grows with N, and the window turns latency into a per-process rate; idle processes
+//! also send N-1 notices each per interval, N^2 frames in all. Whether that makes throughput
+//! collapse as in the paper depends on what a frame costs a host: with free hosts (the tests'
+//! virtual-time driver) it still grows with N, only latency grows; with a per-frame host cost
+//! the notices and the longer waits eat into it.
 //!
 //! Two choices differ from the textbook and are deliberate:
-//! - The sender itself and the message's sender need no word: the receiver's clock passed the
-//!   message's timestamp when it arrived, and the sender's later messages are larger.
+//! - The receiver itself and the message's sender need no word: the receiver's clock passed
+//!   the message's timestamp when it arrived, and the sender's later messages are larger.
 //! - Data advances the clock to max + 1 (Lamport's rule); a notice only to the max. A notice is
 //!   no event to order after, and +1 on notices would make every idle tick raise every clock
 //!   and trigger the next round of notices forever; with max the system falls quiet.

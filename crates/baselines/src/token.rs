@@ -1,4 +1,4 @@
-//! Token passing (paper 7.2, "token [86]"): a token circulates among the processes in a ring
+//! Token passing (paper 7.2, "token", its reference 86): a token circulates among the processes in a ring
 //! 0, 1, ..., N-1, 0, ... carrying the next global sequence number; only its holder sends.
 //!
 //! Packet flow: broadcasts wait in the sender until it holds the token; the holder numbers up to
