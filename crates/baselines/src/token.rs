@@ -1,5 +1,6 @@
-//! Token passing (paper 7.2, "token", its reference 86): a token circulates among the processes in a ring
-//! 0, 1, ..., N-1, 0, ... carrying the next global sequence number; only its holder sends.
+//! Token passing (paper 7.2, "token", its reference 86): a token circulates among the processes
+//! in a ring 0, 1, ..., N-1, 0, ... carrying the next global sequence number; only its holder
+//! sends.
 //!
 //! Packet flow: broadcasts wait in the sender until it holds the token; the holder numbers up to
 //! `token_batch` of them with consecutive numbers, sends each as a `Data` copy to every other
