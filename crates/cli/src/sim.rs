@@ -24,6 +24,8 @@ pub struct SimArgs {
 enum SimCommand {
     /// Many seeds, each drawing its own fabric, workload, clocks and faults; reports failing seeds
     Campaign(CampaignArgs),
+    /// Paper Fig. 8: saturated all-to-all broadcast, 1Pipe vs sequencers, token, Lamport
+    Fig8(FigureArgs),
     /// Paper Fig. 9a: idle latency vs processes (best effort, reliable, unordered)
     Fig9a(FigureArgs),
     /// Paper Fig. 9b: latency vs packet loss probability
@@ -110,6 +112,9 @@ pub struct RunArgs {
     ecn_threshold_bytes: usize,
     #[arg(long, default_value_t = 1500)]
     mtu_bytes: usize,
+    /// Send buffer of each process, in packets (best effort; reliable too if given)
+    #[arg(long)]
+    send_buffer_packets: Option<usize>,
     #[arg(long, default_value_t = 10)]
     dead_after_beacons: u32,
     /// Probability that a link loses a frame
@@ -184,6 +189,13 @@ impl RunArgs {
             queue_capacity_bytes: self.queue_capacity_bytes,
             ecn_threshold_bytes: self.ecn_threshold_bytes,
             mtu_bytes: self.mtu_bytes,
+            send_buffer_packets: self.send_buffer_packets.unwrap_or(4096),
+            reliable_config: onepipe::reliable::ReliableConfig {
+                send_buffer_packets_max: self
+                    .send_buffer_packets
+                    .unwrap_or(onepipe::reliable::ReliableConfig::default().send_buffer_packets_max),
+                ..onepipe_sim::config::microsecond_reliable()
+            },
             dead_after_intervals: self.dead_after_beacons,
             loss: self.loss,
             duplicate: self.dup,
@@ -209,6 +221,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
     match args.command {
         None => run_one(&args.run),
         Some(SimCommand::Campaign(a)) => campaign(&a),
+        Some(SimCommand::Fig8(a)) => figure(&a, "fig8"),
         Some(SimCommand::Fig9a(a)) => figure(&a, "fig9a"),
         Some(SimCommand::Fig9b(a)) => figure(&a, "fig9b"),
         Some(SimCommand::Fig13(a)) => figure(&a, "fig13"),
@@ -219,6 +232,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
 fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     use onepipe_sim::figures;
     let defaults: &[f64] = match name {
+        "fig8" => &[2.0, 8.0, 32.0, 128.0, 512.0],
         "fig9a" => &[2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
         "fig9b" => &[1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1],
         "fig13" => &[1.0, 3.0, 10.0, 30.0, 100.0],
@@ -234,7 +248,12 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     }
     let counts = || points.iter().map(|&p| p.round() as u32).collect::<Vec<u32>>();
     let bar = progress_bar(args.json);
-    bar.set_length(points.len() as u64 * if name == "fig9a" || name == "fig9b" { 3 } else { 1 });
+    let runs_per_point = match name {
+        "fig8" => 6,
+        "fig9a" | "fig9b" => 3,
+        _ => 1,
+    };
+    bar.set_length(points.len() as u64 * runs_per_point);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed {msg}")
             .expect("valid template"),
@@ -244,6 +263,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
         bar.inc(1);
     };
     let fig = match name {
+        "fig8" => figures::fig8(&counts(), &mut progress),
         "fig9a" => figures::fig9a(&counts(), &mut progress),
         "fig9b" => figures::fig9b(args.processes, &points, &mut progress),
         "fig13" => figures::fig13(&points, &mut progress),

@@ -105,6 +105,9 @@ pub struct SimConfig {
     pub queue_capacity_bytes: usize,
     pub ecn_threshold_bytes: usize,
     pub mtu_bytes: usize,
+    /// Best-effort send buffer of each process, in packets (the reliable one is in
+    /// `reliable_config`).
+    pub send_buffer_packets: usize,
     pub dead_after_intervals: u32,
     /// Per-frame loss and duplication on every link, until `faults_for` after traffic starts.
     pub loss: f64,
@@ -153,6 +156,7 @@ impl Default for SimConfig {
             queue_capacity_bytes: 1 << 20,
             ecn_threshold_bytes: 100 * 1024,
             mtu_bytes: 1500,
+            send_buffer_packets: 4096,
             dead_after_intervals: 10,
             loss: 0.0,
             duplicate: 0.0,

@@ -342,6 +342,11 @@ impl<N: Node> Engine<N> {
         self.nodes.len()
     }
 
+    /// The nodes, in index order, for reading their final state.
+    pub fn into_nodes(self) -> Vec<N> {
+        self.nodes.into_iter().map(|s| s.node).collect()
+    }
+
     pub fn nodes(&self) -> impl Iterator<Item = &N> {
         self.nodes.iter().map(|s| &s.node)
     }

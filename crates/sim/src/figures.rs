@@ -316,3 +316,76 @@ pub fn scale(hosts: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, Si
         plots,
     })
 }
+
+/// Paper Fig. 8: all-to-all total-order broadcast of 64-byte messages, saturated: throughput
+/// and latency of 1Pipe (best effort, reliable) and the four baselines against processes.
+pub fn fig8(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
+    let mut rows = Vec::new();
+    for &n in processes {
+        let (topology, processes_per_host) = paper_placement(n);
+        let base = SimConfig {
+            topology,
+            processes_per_host,
+            pattern: Pattern::Broadcast,
+            gap: Duration::ZERO,
+            send_for: Duration::from_micros(100),
+            drain: Duration::from_micros(1_000),
+            // Closed loop like the baselines' window of 16 broadcasts: a deeper buffer only
+            // adds queueing delay at saturation.
+            send_buffer_packets: 16 * n as usize,
+            ..SimConfig::default()
+        };
+        for s in [Service::BestEffort, Service::Reliable] {
+            let mut c = base.clone();
+            s.apply(&mut c);
+            c.reliable_config.send_buffer_packets_max = 16 * n as usize;
+            let r = run(&c, &mut |_, _| {})?;
+            let row = row(s.label(), n as f64, &c, &r);
+            progress(&row);
+            rows.push(row);
+        }
+        for kind in onepipe_baselines::Kind::ALL {
+            let r = crate::baseline::run_baseline(&base, kind, 16)?;
+            let row = Row {
+                series: r.system.to_string(),
+                x: n as f64,
+                processes: r.processes,
+                throughput_msgs_per_s: r.throughput_msgs_per_s,
+                latency_us: r.latency_us,
+                barrier_lag_us: crate::run::LagUs { mean: 0.0, max: 0.0 },
+                beacon_overhead: 0.0,
+                events: r.events,
+                events_per_s: 0.0,
+                wall_s: 0.0,
+                peak_memory_bytes: crate::memory::peak_resident_bytes(),
+                violations: r.violations,
+            };
+            progress(&row);
+            rows.push(row);
+        }
+    }
+    let plots = vec![
+        Plot {
+            title: "Fig. 8a: all-to-all broadcast throughput".into(),
+            x_label: "processes".into(),
+            y_label: "M msg/s (whole system)".into(),
+            x_log: true,
+            y_log: true,
+            series: series_of(&rows, |r| r.throughput_msgs_per_s / 1e6),
+        },
+        Plot {
+            title: "Fig. 8b: latency".into(),
+            x_label: "processes".into(),
+            y_label: "latency (us, mean)".into(),
+            x_log: true,
+            y_log: true,
+            series: series_of(&rows, |r| r.latency_us.mean),
+        },
+    ];
+    Ok(Figure {
+        name: "fig8",
+        x_name: "processes",
+        rows,
+        plots,
+    })
+}

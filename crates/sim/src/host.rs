@@ -34,6 +34,8 @@ pub struct HostCounters {
     /// Scatterings the generator drew but the send buffer refused (backpressure).
     pub scatterings_refused: u64,
     pub delivered: u64,
+    /// Deliveries while traffic runs (the throughput window).
+    pub delivered_in_window: u64,
     pub send_failures: u64,
 }
 
@@ -189,6 +191,9 @@ impl SimHost {
                 break;
             };
             self.counters.delivered += 1;
+            if self.traffic.sending(now) {
+                self.counters.delivered_in_window += 1;
+            }
             let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
             self.latency_ns
                 .lock()

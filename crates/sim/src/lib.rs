@@ -9,6 +9,7 @@ pub mod traffic;
 
 pub use engine::{Budget, Engine, EngineError, Model, Role, Stats};
 pub use fault::{Fault, FaultAction, FaultTarget};
+pub mod baseline;
 pub mod campaign;
 pub mod config;
 pub mod figures;

@@ -20,9 +20,9 @@ use serde::Serialize;
 pub type SimNode = Either<Box<Switch>, Box<SimHost>>;
 
 /// Virtual time starts here, so that negative clock offsets stay above zero.
-const START: Instant = Instant::from_nanos(1_000_000);
+pub(crate) const START: Instant = Instant::from_nanos(1_000_000);
 /// Beacon intervals before traffic starts, for barriers to flow everywhere.
-const WARMUP_INTERVALS: u64 = 20;
+pub(crate) const WARMUP_INTERVALS: u64 = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -81,7 +81,7 @@ pub struct SimReport {
     pub scatterings_sent: u64,
     pub scatterings_refused: u64,
     pub delivered: u64,
-    /// Deliveries per virtual second while traffic ran.
+    /// Deliveries per virtual second while traffic ran (deliveries after it are not counted).
     pub throughput_msgs_per_s: f64,
     pub latency_us: LatencyUs,
     pub beacons_sent: u64,
@@ -208,6 +208,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.mtu_bytes = config.mtu_bytes;
         ec.reliable = config.reliable_config.clone();
         ec.ordering = config.ordering;
+        ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
         let drift = rng.symmetric(config.drift_ppb_max as u64);
         let host = SimHost::new(
@@ -220,27 +221,8 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         );
         nodes.push((Either::Right(Box::new(host)), Role::Host));
     }
-    let model = Model {
-        link_bits_per_s: config.link_bits_per_s,
-        queue_capacity_bytes: config.queue_capacity_bytes,
-        ecn_threshold_bytes: config.ecn_threshold_bytes,
-        switch_delay: config.switch_delay,
-        host_frame_cost: config.host_frame_cost,
-        loss: config.loss,
-        duplicate: config.duplicate,
-        reorder: config.reorder,
-        reorder_delay: onepipe_wire::Duration::from_micros(2),
-        faults_until: config
-            .faults_for
-            .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),
-    };
-    let mut links = wiring.directed_links(config.link_delay);
-    for l in &mut links {
-        // A process's NIC and stack, on both ends of its link to the ToR.
-        if l.from.0 >= wiring.switch_count() || l.to.0 >= wiring.switch_count() {
-            l.delay = l.delay + config.host_nic_delay;
-        }
-    }
+    let model = model_for(config, send_from);
+    let links = links_for(&wiring, config);
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
     for f in &config.failures {
         let target = match &f.target {
@@ -276,6 +258,36 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         latency,
     };
     Ok((engine, wiring, times))
+}
+
+/// The link and node model of a configuration; faults stop `faults_for` after `send_from`.
+pub(crate) fn model_for(config: &SimConfig, send_from: Instant) -> Model {
+    Model {
+        link_bits_per_s: config.link_bits_per_s,
+        queue_capacity_bytes: config.queue_capacity_bytes,
+        ecn_threshold_bytes: config.ecn_threshold_bytes,
+        switch_delay: config.switch_delay,
+        host_frame_cost: config.host_frame_cost,
+        loss: config.loss,
+        duplicate: config.duplicate,
+        reorder: config.reorder,
+        reorder_delay: onepipe_wire::Duration::from_micros(2),
+        faults_until: config
+            .faults_for
+            .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),
+    }
+}
+
+/// The fabric's directed links with the configured delays: a process's NIC and stack add
+/// their delay on both ends of its link to the ToR.
+pub(crate) fn links_for(wiring: &Wiring, config: &SimConfig) -> Vec<onepipe_fabric::DirectedLink> {
+    let mut links = wiring.directed_links(config.link_delay);
+    for l in &mut links {
+        if l.from.0 >= wiring.switch_count() || l.to.0 >= wiring.switch_count() {
+            l.delay = l.delay + config.host_nic_delay;
+        }
+    }
+    links
 }
 
 fn switch_index(wiring: &Wiring, name: &str) -> Result<usize, ConfigError> {
@@ -360,11 +372,13 @@ fn report(
         .expect("no thread panicked holding it")
         .clone();
     let (mut sent, mut refused, mut delivered, mut failures) = (0, 0, 0, 0);
+    let mut in_window = 0;
     let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
     for h in hosts(engine, wiring) {
         sent += h.counters.scatterings_sent;
         refused += h.counters.scatterings_refused;
         delivered += h.counters.delivered;
+        in_window += h.counters.delivered_in_window;
         failures += h.counters.send_failures;
         let ec = h.endpoint.counters();
         beacons += ec.beacons_sent;
@@ -396,7 +410,7 @@ fn report(
         scatterings_sent: sent,
         scatterings_refused: refused,
         delivered,
-        throughput_msgs_per_s: delivered as f64 / send_s,
+        throughput_msgs_per_s: in_window as f64 / send_s,
         latency_us: LatencyUs {
             p50: us(latency.value_at_quantile(0.5)),
             p99: us(latency.value_at_quantile(0.99)),

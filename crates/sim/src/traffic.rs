@@ -85,6 +85,11 @@ impl Generator {
         self.traffic.reliable
     }
 
+    /// Whether `now` is within the traffic's sending window.
+    pub fn sending(&self, now: Instant) -> bool {
+        (self.traffic.send_from..self.traffic.send_until).contains(&now)
+    }
+
     pub fn saturating(&self) -> bool {
         self.traffic.gap == Duration::ZERO
     }

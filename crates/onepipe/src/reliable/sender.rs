@@ -140,6 +140,9 @@ pub struct Transmit<'a> {
     pub payload: &'a [u8],
 }
 
+/// Waiting scatterings (oldest first) that one release pass offers credits to.
+const RELEASE_LOOKAHEAD: usize = 256;
+
 pub struct ReliableSender {
     config: ReliableConfig,
     fragment_bytes: usize,
@@ -269,7 +272,11 @@ impl ReliableSender {
         }
         let mut released = 0;
         let mut i = 0;
-        while i < self.waiting.len() {
+        // Credits go oldest first, so looking past the oldest `RELEASE_LOOKAHEAD` scatterings
+        // only matters when all of them wait for congested destinations; scanning the whole
+        // buffer on every ACK made a full buffer cost O(buffer) per packet (measured in the
+        // simulator: 0.05 M events/s with 8192 packets buffered).
+        while i < self.waiting.len().min(RELEASE_LOOKAHEAD) {
             let slot = self.waiting[i];
             if self.acquire(slot) {
                 self.waiting.remove(i);
