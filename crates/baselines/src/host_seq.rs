@@ -139,9 +139,9 @@ impl HostSeq {
 mod tests {
     use super::*;
     use crate::host::{Host, Protocol};
+    use crate::test_util::{drain, feed};
     use crate::workload::Schedule;
     use onepipe_check::Event;
-    use onepipe_fabric::Node;
 
     const N: u32 = 3;
 
@@ -180,21 +180,6 @@ mod tests {
             sent_ns: 10,
             payload_len: 8,
         })
-    }
-
-    fn feed(h: &mut Host, now: u64, mut f: Vec<u8>) {
-        let now = Instant::from_nanos(now);
-        let route = h.classify(now, 0, &f);
-        h.handle_frame(now, 0, &mut f, route);
-    }
-
-    fn drain(h: &mut Host, now: u64) -> Vec<Header> {
-        let mut buf = vec![0u8; 256];
-        std::iter::from_fn(|| {
-            let len = h.poll_transmit(Instant::from_nanos(now), 0, &mut buf)?;
-            Some(Header::parse(&buf[..len]).unwrap())
-        })
-        .collect()
     }
 
     #[test]

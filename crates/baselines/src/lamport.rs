@@ -196,6 +196,7 @@ impl Lamport {
 mod tests {
     use super::*;
     use crate::host::{Host, Protocol};
+    use crate::test_util::{drain, feed};
     use crate::workload::Schedule;
     use onepipe_check::Event;
     use onepipe_fabric::Node;
@@ -230,21 +231,6 @@ mod tests {
         let mut f = vec![0; h.frame_len()];
         h.emit(&mut f);
         f
-    }
-
-    fn feed(h: &mut Host, now: u64, mut f: Vec<u8>) {
-        let now = Instant::from_nanos(now);
-        let route = h.classify(now, 0, &f);
-        h.handle_frame(now, 0, &mut f, route);
-    }
-
-    fn drain(h: &mut Host, now: u64) -> Vec<Header> {
-        let mut buf = vec![0u8; 256];
-        std::iter::from_fn(|| {
-            let len = h.poll_transmit(Instant::from_nanos(now), 0, &mut buf)?;
-            Some(Header::parse(&buf[..len]).unwrap())
-        })
-        .collect()
     }
 
     fn delivered(h: &Host) -> Vec<(u64, u32)> {

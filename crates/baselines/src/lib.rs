@@ -29,6 +29,8 @@ pub mod reorder;
 pub mod router;
 pub mod stats;
 pub mod switch_seq;
+#[cfg(test)]
+mod test_util;
 pub mod token;
 pub mod workload;
 
