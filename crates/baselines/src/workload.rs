@@ -36,38 +36,7 @@ impl Schedule {
     }
 }
 
-/// SplitMix64 (Steele et al.): tiny, seeded, and good enough for gaps and ECMP hashes.
-#[derive(Clone, Debug)]
-pub struct SplitMix(u64);
-
-/// The SplitMix64 finalizer: a good 64-bit mix of `x`.
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-impl SplitMix {
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
-    }
-
-    /// An exponentially distributed gap with the given mean (zero stays zero).
-    pub fn exponential(&mut self, mean: Duration) -> Duration {
-        if mean == Duration::ZERO {
-            return Duration::ZERO;
-        }
-        // Uniform in (0, 1]: 53 random bits, shifted off zero so the log is finite.
-        let u = ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-        Duration::from_nanos((-u.ln() * mean.as_nanos() as f64) as u64)
-    }
-}
+pub use onepipe_fabric::hash::{SplitMix, mix64};
 
 /// How long a workload waits after its protocol refused a broadcast.
 pub const RETRY_AFTER_REFUSAL: Duration = Duration::from_micros(1);

@@ -12,6 +12,7 @@
 
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
+use crate::hash::SplitMix;
 use crate::node::{FRAME_MAX, Node, PortId, Route};
 use onepipe_wire::{Duration, Instant};
 use rtrb::{Consumer, Producer, RingBuffer};
@@ -140,8 +141,8 @@ pub enum InprocError {
 struct Output {
     ring: Producer<u8>,
     delay: Duration,
-    /// Seeded stream for this link's faults (SplitMix64 state).
-    rng: u64,
+    /// Seeded stream for this link's faults.
+    rng: SplitMix,
     /// Ready time of the last frame written: jitter never goes below it (FIFO).
     last_ready: Instant,
     /// The link serializes until then.
@@ -162,18 +163,6 @@ struct LinkModel {
 }
 
 impl Output {
-    fn next_random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && ((self.next_random() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
-
     /// Bytes queued in the ring now.
     fn queued_bytes(&self, model: &LinkModel) -> usize {
         model.capacity_bytes - self.ring.slots()
@@ -192,20 +181,20 @@ impl Output {
         }
         ready += self.delay;
         if model.faults.active() {
-            if self.chance(model.faults.loss) {
+            if self.rng.chance(model.faults.loss) {
                 model.counters.dropped.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            if self.chance(model.faults.duplicate) && self.ring.slots() >= 2 * (FRAME_HEADER_LEN + len) {
+            if self.rng.chance(model.faults.duplicate) && self.ring.slots() >= 2 * (FRAME_HEADER_LEN + len) {
                 model.counters.duplicated.fetch_add(1, Ordering::Relaxed);
                 copies = 2;
             }
             let jitter = model.faults.jitter.as_nanos();
             if jitter > 0 {
-                ready += Duration::from_nanos(self.next_random() % jitter);
+                ready += Duration::from_nanos(self.rng.next_u64() % jitter);
             }
             ready = ready.max(self.last_ready);
-            if self.held.is_empty() && self.chance(model.faults.reorder) {
+            if self.held.is_empty() && self.rng.chance(model.faults.reorder) {
                 model.counters.reordered.fetch_add(1, Ordering::Relaxed);
                 write_frame_header(scratch, len, ready);
                 self.held.extend_from_slice(&scratch[..FRAME_HEADER_LEN + len]);
@@ -311,8 +300,10 @@ impl<N: Node + 'static> Runtime<N> {
             outs[fport as usize] = Some(Output {
                 ring: producer,
                 delay: l.delay,
-                rng: config.faults.seed
-                    ^ ((fnode as u64) << 32 | fport as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
+                rng: SplitMix::new(
+                    config.faults.seed
+                        ^ ((fnode as u64) << 32 | fport as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
+                ),
                 last_ready: Instant::ZERO,
                 busy_until: Instant::ZERO,
                 held: Vec::new(),
@@ -695,7 +686,7 @@ mod tests {
         let mut out = Output {
             ring: producer,
             delay: Duration::from_micros(1),
-            rng: 42,
+            rng: SplitMix::new(42),
             last_ready: Instant::ZERO,
             busy_until: Instant::ZERO,
             held: Vec::new(),

@@ -5,6 +5,7 @@
 //! Nothing here knows about 1Pipe: the switch barrier pipeline and the host endpoint live in the
 //! `onepipe` crate and plug in through [`Node`].
 
+pub mod hash;
 pub mod inproc;
 pub mod node;
 pub mod routing;

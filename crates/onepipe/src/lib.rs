@@ -10,7 +10,7 @@ pub mod api;
 pub mod clock;
 pub mod demo;
 pub mod endpoint;
-pub mod hash;
+pub use onepipe_fabric::hash;
 pub mod host;
 pub mod reliable;
 pub mod reorder;

@@ -76,7 +76,7 @@ impl Broadcast {
             reliable,
         } = schedule;
         let mut rng = SplitMix::new(seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let first_gap = exponential(&mut rng, send_gap);
+        let first_gap = rng.exponential(send_gap);
         assert!(message_bytes >= 8, "messages carry an 8-byte send time");
         Broadcast {
             me,
@@ -150,7 +150,7 @@ impl Broadcast {
         }
         if self.send_gap > Duration::ZERO {
             // Keep the schedule (open loop); after a stall, resume from now rather than burst.
-            let gap = exponential(&mut self.rng, self.send_gap);
+            let gap = self.rng.exponential(self.send_gap);
             self.next_send_at = (self.next_send_at + gap).max(now);
         }
     }
@@ -205,31 +205,5 @@ impl Broadcast {
 
     pub fn on_failure(&mut self, _f: SendFailure) {
         self.send_failures += 1;
-    }
-}
-
-/// An exponentially distributed gap with the given mean (zero stays zero).
-pub fn exponential(rng: &mut SplitMix, mean: Duration) -> Duration {
-    if mean == Duration::ZERO {
-        return Duration::ZERO;
-    }
-    // Uniform in (0, 1]: 53 random bits, shifted off zero.
-    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    Duration::from_nanos((-u.ln() * mean.as_nanos() as f64) as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paced_gaps_average_the_configured_gap() {
-        let mut rng = SplitMix::new(7);
-        let mean = Duration::from_micros(100);
-        let n = 20_000;
-        let sum: u64 = (0..n).map(|_| exponential(&mut rng, mean).as_nanos()).sum();
-        let avg = sum as f64 / n as f64;
-        assert!((avg - 100_000.0).abs() < 3_000.0, "mean gap {avg} ns");
-        assert_eq!(exponential(&mut rng, Duration::ZERO), Duration::ZERO);
     }
 }

@@ -18,7 +18,7 @@
 //! resumes with the state it had (a hang or partition, not a reboot).
 
 use crate::fault::{Fault, FaultAction};
-use onepipe::hash::mix64;
+use onepipe::hash::{SplitMix, mix64};
 use onepipe_fabric::{DirectedLink, Node, PortId, Route};
 use onepipe_wire::{Duration, Instant};
 use std::cmp::Reverse;
@@ -221,7 +221,7 @@ pub struct Engine<N: Node> {
     ports: Vec<Port>,
     links: Vec<Link>,
     model: Model,
-    rng: u64,
+    rng: SplitMix,
     stats: Stats,
     buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
@@ -306,7 +306,7 @@ impl<N: Node> Engine<N> {
             nodes: states,
             ports,
             links: link_states,
-            rng: seed,
+            rng: SplitMix::new(seed),
             stats: Stats::default(),
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
@@ -543,17 +543,16 @@ impl<N: Node> Engine<N> {
             at += self.model.switch_delay;
         }
         let faulty = self.now < self.model.faults_until;
-        if faulty && self.chance(self.model.loss) {
+        if faulty && self.rng.chance(self.model.loss) {
             self.stats.dropped_loss += 1;
             self.recycle(frame);
             return true;
         }
-        if faulty && self.chance(self.model.reorder) {
+        if faulty && self.rng.chance(self.model.reorder) {
             self.stats.reordered += 1;
-            self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            at += Duration::from_nanos(mix64(self.rng) % self.model.reorder_delay.as_nanos().max(1));
+            at += Duration::from_nanos(self.rng.next_u64() % self.model.reorder_delay.as_nanos().max(1));
         }
-        if faulty && self.chance(self.model.duplicate) {
+        if faulty && self.rng.chance(self.model.duplicate) {
             self.stats.duplicated += 1;
             let copy = self.copy_of(&frame);
             self.push(at, Event::Arrive { link, frame: copy });
@@ -711,14 +710,6 @@ impl<N: Node> Engine<N> {
                 }
             }
         }
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        if p <= 0.0 {
-            return false;
-        }
-        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        ((mix64(self.rng) >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 
     fn copy_of(&mut self, frame: &[u8]) -> Vec<u8> {

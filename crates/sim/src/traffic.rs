@@ -2,7 +2,6 @@
 //! scatterings in one of a few patterns, so that a campaign can draw the workload from a seed.
 
 use onepipe::hash::SplitMix;
-use onepipe::workload::exponential;
 use onepipe_wire::{Duration, Instant};
 
 /// Who a scattering goes to.
@@ -69,7 +68,7 @@ pub struct Generator {
 impl Generator {
     pub fn new(me: u32, processes: u32, traffic: Traffic, seed: u64) -> Generator {
         let mut rng = SplitMix::new(seed ^ (me as u64 + 1).wrapping_mul(0xd134_2543_de82_ef95));
-        let next_at = traffic.send_from + exponential(&mut rng, traffic.gap);
+        let next_at = traffic.send_from + rng.exponential(traffic.gap);
         Generator {
             me,
             processes,
@@ -131,7 +130,7 @@ impl Generator {
 
     /// Schedules the next scattering (open loop: a stall does not cause a burst afterwards).
     pub fn advance(&mut self, now: Instant) {
-        let gap = exponential(&mut self.rng, self.traffic.gap);
+        let gap = self.rng.exponential(self.traffic.gap);
         self.next_at = (self.next_at + gap).max(now);
     }
 }
