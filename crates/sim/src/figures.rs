@@ -111,13 +111,7 @@ fn light(processes: u32, service: Service) -> SimConfig {
     c
 }
 
-fn row(series: &str, x: f64, config: &SimConfig, r: &SimReport) -> Row {
-    let directed_links = {
-        let wiring = onepipe_fabric::Wiring::new(config.topology.clone(), config.processes_per_host)
-            .expect("the run built it");
-        wiring.directed_links(Duration::ZERO).len() as f64
-    };
-    let capacity_bits = directed_links * config.link_bits_per_s as f64 * r.virtual_us / 1e6;
+fn row(series: &str, x: f64, r: &SimReport) -> Row {
     Row {
         series: series.to_string(),
         x,
@@ -125,7 +119,7 @@ fn row(series: &str, x: f64, config: &SimConfig, r: &SimReport) -> Row {
         throughput_msgs_per_s: r.throughput_msgs_per_s,
         latency_us: r.latency_us.clone(),
         barrier_lag_us: r.barrier_lag_us.clone(),
-        beacon_overhead: r.beacon_bytes as f64 * 8.0 / capacity_bits.max(1.0),
+        beacon_overhead: r.beacon_overhead,
         events: r.events,
         events_per_s: r.events_per_s,
         wall_s: r.wall_s,
@@ -142,7 +136,7 @@ fn sweep(
     let mut rows = Vec::with_capacity(points.len());
     for (series, x, config) in points {
         let r = run(&config, &mut |_, _| {})?;
-        let row = row(&series, x, &config, &r);
+        let row = row(&series, x, &r);
         progress(&row);
         rows.push(row);
     }
@@ -340,7 +334,7 @@ pub fn fig8(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure,
             s.apply(&mut c);
             c.reliable_config.send_buffer_packets_max = 16 * n as usize;
             let r = run(&c, &mut |_, _| {})?;
-            let row = row(s.label(), n as f64, &c, &r);
+            let row = row(s.label(), n as f64, &r);
             progress(&row);
             rows.push(row);
         }

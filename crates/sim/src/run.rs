@@ -87,6 +87,8 @@ pub struct SimReport {
     pub beacons_sent: u64,
     /// Bytes of beacon frames put on links.
     pub beacon_bytes: u64,
+    /// Share of all links' capacity over the run that beacons took.
+    pub beacon_overhead: f64,
     /// How far processes' barriers trail their clocks while traffic runs.
     pub barrier_lag_us: LagUs,
     pub send_failures: u64,
@@ -419,6 +421,13 @@ fn report(
         },
         beacons_sent: beacons,
         beacon_bytes: beacons * onepipe_wire::packet::HEADER_LEN as u64,
+        beacon_overhead: {
+            // Every switch port and every process sends on one directed link.
+            let links = wiring.switch_ports.iter().map(Vec::len).sum::<usize>() + wiring.process_count();
+            let seconds = (engine.now() - START).as_nanos() as f64 / 1e9;
+            let capacity_bits = links as f64 * config.link_bits_per_s as f64 * seconds;
+            (beacons * onepipe_wire::packet::HEADER_LEN as u64 * 8) as f64 / capacity_bits.max(1.0)
+        },
         barrier_lag_us: LagUs {
             mean: lag.sum_ns as f64 / lag.count.max(1) as f64 / 1000.0,
             max: us(lag.max_ns),
