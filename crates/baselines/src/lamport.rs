@@ -80,7 +80,7 @@ impl Lamport {
         let copy = core.item(FrameKind::Data, Dest::Others, ts, &offer);
         if core.out.push(copy).is_err() {
             // The output holds a window of broadcasts and a notice; counted if it overflows.
-            core.stats.reorder_overflow += 1;
+            core.stats.offers_refused += 1;
             core.lost_own(offer.msg_id);
             return false;
         }

@@ -40,8 +40,11 @@ pub struct HostStats {
     /// Copies of frames already seen (a duplicating link), ignored.
     pub duplicates: u64,
     /// Messages dropped because the reorder buffer (or Lamport's pending set) had no room for
-    /// them; for Lamport also own broadcasts refused by a full output queue.
+    /// them.
     pub reorder_overflow: u64,
+    /// Own broadcasts a full output queue refused: backpressure (the workload offers again),
+    /// not a drop.
+    pub offers_refused: u64,
     /// Host sequencer only: requests dropped because its output was full.
     pub sequencer_overflow: u64,
     /// Host sequencer only: messages it numbered.
@@ -69,6 +72,7 @@ impl HostStats {
             misdirected: 0,
             duplicates: 0,
             reorder_overflow: 0,
+            offers_refused: 0,
             sequencer_overflow: 0,
             stamped: 0,
             requests_sent: 0,

@@ -19,8 +19,7 @@ pub struct BaselineReport {
     pub latency_us: LatencyUs,
     /// Total order, FIFO, causality, duplicates, creation over every recorded message.
     pub violations: u64,
-    /// Frames and messages a node dropped (for Lamport also broadcasts its full output
-    /// refused, which is backpressure, not loss).
+    /// Frames and messages a node dropped.
     pub dropped: u64,
     pub events: u64,
 }
