@@ -460,11 +460,13 @@ impl ReliableSender {
         }
         self.counters.acks_received += 1;
         let mut progressed = false;
+        let mut sampled = false;
         while psn_before(c.una, cumulative) {
             let mut e = c.in_flight.pop_front().expect("una < cumulative <= next_psn");
             if !e.acked {
                 if let (Some(sent), 0) = (e.sent_at, e.retries) {
                     self.rtt.sample(now.saturating_since(sent));
+                    sampled = true;
                 }
                 Self::ack_entry(&mut self.slots, &mut e);
             }
@@ -506,8 +508,14 @@ impl ReliableSender {
         }
         c.cc.on_ack(ack.received, ack.ce_marked, c.una, c.next_psn);
         if progressed {
-            c.backoff = 0;
             c.waiting_since = Some(now);
+        }
+        // Karn: only an ACK that measured a round trip (of a packet sent once) shows the RTO
+        // is long enough again. An ACK of a retransmission is no such proof; dropping the
+        // backoff on it made every packet time out once whenever queueing pushed the RTT past
+        // the estimate, because the estimate only ever saw the packets that came back in time.
+        if sampled {
+            c.backoff = 0;
         }
         self.credits_changed = true;
         self.retire_front();

@@ -149,6 +149,45 @@ fn selective_ack_repairs_a_hole_once_per_rtt() {
     assert_eq!(s.counters().fast_retransmits, 1);
 }
 
+/// Karn's rule: an ACK of a retransmitted packet measures nothing, so it must not undo the
+/// backoff. Found in the simulator (Fig. 8 at 128 processes): saturated queues pushed the
+/// RTT past the estimate, each timeout's backoff was dropped by the ACK of the retransmission,
+/// and the next packet timed out again; one spurious retransmission per packet.
+#[test]
+fn ack_of_a_retransmission_keeps_the_backoff() {
+    let mut s = sender(8);
+    s.submit(0, &[(1, b"a")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
+    s.on_timeout(t(100)); // RTO 100 us, no sample yet
+    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "timed out once");
+    s.on_ack(t(150), 1, 1, &ack(8));
+    s.submit(1, &[(1, b"b")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(150)), vec![(1, 1)]);
+    s.on_timeout(t(260));
+    assert!(
+        drain(&mut s, t(260)).is_empty(),
+        "backed off to 200 us: not due before t(350)"
+    );
+    s.on_ack(t(300), 1, 2, &ack(8)); // sent once: a real sample (150 us)
+    s.submit(2, &[(1, b"c")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(300)), vec![(1, 2)]);
+    s.on_timeout(t(300 + 449));
+    assert!(
+        drain(&mut s, t(749)).is_empty(),
+        "RTO 150 + 4 * 75 us = 450 us, not backed off"
+    );
+    s.on_timeout(t(300 + 450));
+    assert_eq!(
+        drain(&mut s, t(750)),
+        vec![(1, 2)],
+        "the backoff was reset by the sample"
+    );
+    assert_eq!(s.counters().retransmissions, 2);
+}
+
 #[test]
 fn commit_barrier_is_the_oldest_unacknowledged_timestamp() {
     let mut s = sender(8);
