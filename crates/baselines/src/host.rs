@@ -93,11 +93,13 @@ impl Core {
         let s = &mut self.stats;
         s.delivered += 1;
         let sched = self.workload.schedule();
-        if now >= sched.send_from && now <= sched.send_until {
+        if now >= sched.measure_from && now <= sched.send_until {
             s.delivered_in_window += 1;
         }
-        let latency = now.as_nanos().saturating_sub(m.sent_ns).clamp(1, LATENCY_NS_MAX);
-        s.latency_ns.record(latency).expect("clamped into bounds");
+        if m.sent_ns >= sched.measure_from.as_nanos() {
+            let latency = now.as_nanos().saturating_sub(m.sent_ns).clamp(1, LATENCY_NS_MAX);
+            s.latency_ns.record(latency).expect("clamped into bounds");
+        }
         let recorded = m.sent_ns < sched.record_until.as_nanos();
         if m.origin == self.me {
             self.workload.on_self_delivered();

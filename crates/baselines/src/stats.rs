@@ -19,7 +19,7 @@ pub struct HostStats {
     pub broadcasts: u64,
     /// Messages delivered (every process's, this one's included).
     pub delivered: u64,
-    /// Deliveries at instants within `[send_from, send_until]` (the throughput window).
+    /// Deliveries at instants within `[measure_from, send_until]` (the throughput window).
     pub delivered_in_window: u64,
     /// Delivery time minus the broadcast's send time, both on the runtime's shared clock.
     pub latency_ns: Histogram<u64>,

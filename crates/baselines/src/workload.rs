@@ -15,6 +15,9 @@ pub struct Schedule {
     pub send_from: Instant,
     /// No broadcast is offered at or after this instant.
     pub send_until: Instant,
+    /// Throughput counts deliveries in `[measure_from, send_until]` and latency counts messages
+    /// sent at or after it: a saturated run measures its steady state, once queues have filled.
+    pub measure_from: Instant,
     /// Mean gap between broadcasts of one process (open loop, Poisson); zero saturates.
     pub send_gap: Duration,
     /// Events for the checker are recorded only for messages sent before this.
@@ -29,6 +32,7 @@ impl Schedule {
         Schedule {
             send_from: from,
             send_until: until,
+            measure_from: from,
             send_gap: Duration::ZERO,
             record_until: until,
             seed: 1,

@@ -92,8 +92,12 @@ pub struct RunArgs {
     /// Largest clock rate error of a host, in parts per million
     #[arg(long, default_value_t = 0.0)]
     drift_ppm: f64,
+    /// Rate of every link with a process at one end (0: infinitely fast)
     #[arg(long, default_value_t = 100.0)]
     link_gbps: f64,
+    /// Rate of the links between switches, if not --link-gbps (a bundle of cables as one link)
+    #[arg(long)]
+    fabric_gbps: Option<f64>,
     /// Propagation delay of every link
     #[arg(long, default_value = "100ns", value_parser = time)]
     link_delay: Duration,
@@ -149,6 +153,9 @@ pub struct RunArgs {
     /// How long traffic runs
     #[arg(long = "send", default_value = "500us", value_parser = time)]
     send_for: Duration,
+    /// Measure throughput and latency only from this long after traffic starts (steady state)
+    #[arg(long, default_value = "0ns", value_parser = time)]
+    measure_after: Duration,
     /// How long the run continues after traffic stops
     #[arg(long, default_value = "200us", value_parser = time)]
     drain: Duration,
@@ -169,7 +176,11 @@ pub struct RunArgs {
 impl RunArgs {
     pub fn config(&self) -> Result<SimConfig, String> {
         let topology = Topology::preset(&self.topology).map_err(|e| e.to_string())?;
-        for (name, v) in [("drift-ppm", self.drift_ppm), ("link-gbps", self.link_gbps)] {
+        for (name, v) in [
+            ("drift-ppm", self.drift_ppm),
+            ("link-gbps", self.link_gbps),
+            ("fabric-gbps", self.fabric_gbps.unwrap_or(0.0)),
+        ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err(format!("--{name} must be zero or positive"));
             }
@@ -182,6 +193,7 @@ impl RunArgs {
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
             link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
+            fabric_link_bits_per_s: self.fabric_gbps.map(|g| (g * 1e9).round() as u64),
             link_delay: self.link_delay,
             switch_delay: self.switch_delay,
             host_nic_delay: self.host_nic_delay,
@@ -208,6 +220,7 @@ impl RunArgs {
             message_bytes_max: self.message_bytes_max.unwrap_or(self.message_bytes),
             reliable: self.reliable,
             send_for: self.send_for,
+            measure_after: self.measure_after,
             drain: self.drain,
             settle: self.settle,
             events_max: self.events_max,

@@ -38,6 +38,7 @@ pub fn run_baseline(config: &SimConfig, kind: Kind, window: usize) -> Result<Bas
         Schedule {
             send_from,
             send_until,
+            measure_from: send_from + config.measure_after,
             send_gap: config.gap,
             record_until: send_from + config.record_for,
             seed: config.seed,
@@ -86,7 +87,8 @@ pub fn run_baseline(config: &SimConfig, kind: Kind, window: usize) -> Result<Bas
         system: kind.name(),
         processes: wiring.process_count(),
         delivered: t.delivered,
-        throughput_msgs_per_s: t.delivered_in_window as f64 / (config.send_for.as_nanos() as f64 / 1e9),
+        throughput_msgs_per_s: t.delivered_in_window as f64
+            / ((config.send_for.as_nanos() - config.measure_after.as_nanos()) as f64 / 1e9),
         latency_us: LatencyUs {
             p50: us(t.latency_ns.value_at_quantile(0.5)),
             p99: us(t.latency_ns.value_at_quantile(0.99)),

@@ -96,6 +96,8 @@ pub struct SimConfig {
     /// Host clock rates are uniform in [1 - drift, 1 + drift], in parts per billion.
     pub drift_ppb_max: u32,
     pub link_bits_per_s: u64,
+    /// Rate of the links between switches; `None`: the same as `link_bits_per_s`.
+    pub fabric_link_bits_per_s: Option<u64>,
     /// Propagation delay added to every link on top of the topology's own.
     pub link_delay: Duration,
     pub switch_delay: Duration,
@@ -128,6 +130,9 @@ pub struct SimConfig {
     pub reliable_config: ReliableConfig,
     /// Traffic runs this long, then the run drains for `drain`.
     pub send_for: Duration,
+    /// Throughput and latency are measured from this long after traffic starts: a saturated
+    /// run reports its steady state, not the time its queues took to fill.
+    pub measure_after: Duration,
     pub drain: Duration,
     /// Checker logs keep messages sent in the first `record_for` of traffic (bounds memory).
     pub record_for: Duration,
@@ -147,6 +152,7 @@ impl Default for SimConfig {
             skew_mean: Duration::from_nanos(300),
             drift_ppb_max: 0,
             link_bits_per_s: 100_000_000_000,
+            fabric_link_bits_per_s: None,
             link_delay: Duration::from_nanos(100),
             // Per hop (link + switch) about 0.8 us and 2 us for a one-hop unordered message,
             // as the paper's testbed measured (Fig. 9a).
@@ -171,6 +177,7 @@ impl Default for SimConfig {
             ordering: true,
             reliable_config: microsecond_reliable(),
             send_for: Duration::from_micros(500),
+            measure_after: Duration::ZERO,
             drain: Duration::from_micros(200),
             record_for: Duration::from_secs(3600),
             settle: Duration::from_micros(100),
@@ -275,6 +282,9 @@ impl SimConfig {
         }
         if self.send_for == Duration::ZERO {
             return Err(bad("send_for", "must be positive"));
+        }
+        if self.measure_after >= self.send_for {
+            return Err(bad("measure_after", "must be shorter than send_for"));
         }
         for f in &self.failures {
             if let FailTarget::Process(p) = f.target

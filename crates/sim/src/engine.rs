@@ -39,8 +39,11 @@ pub enum Role {
 /// Parameters of the link and node model, shared by every link and node.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Model {
-    /// Serialization rate of every link; 0 means infinitely fast.
+    /// Serialization rate of a link with a host at one end; 0 means infinitely fast.
     pub link_bits_per_s: u64,
+    /// Serialization rate of a link between two switches. A testbed without oversubscription
+    /// bundles several cables between two switches; one link at the bundle's rate models it.
+    pub fabric_link_bits_per_s: u64,
     /// Bytes an output queue holds (the frame being serialized not counted).
     pub queue_capacity_bytes: usize,
     /// A forwarded frame joining a queue that holds more than this is ECN-marked.
@@ -64,6 +67,7 @@ impl Default for Model {
     fn default() -> Model {
         Model {
             link_bits_per_s: 100_000_000_000,
+            fabric_link_bits_per_s: 100_000_000_000,
             queue_capacity_bytes: 1 << 20,
             ecn_threshold_bytes: 100 * 1024,
             switch_delay: Duration::from_nanos(500),
@@ -192,6 +196,8 @@ struct Link {
     to_node: u32,
     to_port: PortId,
     delay: Duration,
+    /// Serialization time of a byte in picoseconds (0: infinitely fast).
+    ps_per_byte: u64,
     up: bool,
 }
 
@@ -225,8 +231,6 @@ pub struct Engine<N: Node> {
     stats: Stats,
     buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
-    /// Serialization time of a byte in picoseconds (0: infinitely fast links).
-    wire_ps_per_byte: u64,
 }
 
 impl<N: Node> Engine<N> {
@@ -292,10 +296,20 @@ impl<N: Node> Engine<N> {
                 });
             }
             port.link = Some(index as u32);
+            let between_switches = [l.from.0, l.to.0].iter().all(|&n| states[n].role == Role::Switch);
+            let bits_per_s = if between_switches {
+                model.fabric_link_bits_per_s
+            } else {
+                model.link_bits_per_s
+            };
             link_states.push(Link {
                 to_node: l.to.0 as u32,
                 to_port: l.to.1,
                 delay: l.delay,
+                ps_per_byte: match bits_per_s {
+                    0 => 0,
+                    bps => (8_000_000_000_000u128 / bps as u128) as u64,
+                },
                 up: true,
             });
         }
@@ -310,10 +324,6 @@ impl<N: Node> Engine<N> {
             stats: Stats::default(),
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
-            wire_ps_per_byte: match model.link_bits_per_s {
-                0 => 0,
-                bps => (8_000_000_000_000u128 / bps as u128) as u64,
-            },
             model,
         };
         for n in 0..count as u32 {
@@ -533,7 +543,7 @@ impl<N: Node> Engine<N> {
         p.queued_bytes -= frame.len();
         p.busy = true;
         let link = p.link.expect("only wired ports queue frames");
-        let wire_ns = frame.len() as u64 * self.wire_ps_per_byte / 1000;
+        let wire_ns = frame.len() as u64 * self.links[link as usize].ps_per_byte / 1000;
         let done = self.now + Duration::from_nanos(wire_ns);
         self.push(done, Event::TxDone { port });
         self.stats.frames_sent += 1;
@@ -737,3 +747,6 @@ fn hash_bytes(b: &[u8]) -> u64 {
     }
     h
 }
+
+#[cfg(test)]
+mod tests;

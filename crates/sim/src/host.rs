@@ -191,15 +191,17 @@ impl SimHost {
                 break;
             };
             self.counters.delivered += 1;
-            if self.traffic.sending(now) {
+            if self.traffic.measuring(now) {
                 self.counters.delivered_in_window += 1;
             }
-            let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
-            self.latency_ns
-                .lock()
-                .expect("no thread panicked holding it")
-                .record(latency)
-                .expect("clamped into bounds");
+            if self.traffic.measured(Instant::from_nanos(sent_ns)) {
+                let latency = now.as_nanos().saturating_sub(sent_ns).clamp(1, LATENCY_NS_MAX);
+                self.latency_ns
+                    .lock()
+                    .expect("no thread panicked holding it")
+                    .record(latency)
+                    .expect("clamped into bounds");
+            }
             let event = Event::Deliver {
                 ts_ns: ts.as_nanos(),
                 src,
@@ -277,6 +279,7 @@ mod tests {
             reliable: false,
             send_from: Instant::ZERO,
             send_until: Instant::ZERO,
+            measure_from: Instant::ZERO,
         };
         SimHost::new(
             Endpoint::new(EndpointConfig::new(0, 1, 0), Instant::ZERO),

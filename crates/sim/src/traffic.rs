@@ -52,6 +52,8 @@ pub struct Traffic {
     pub reliable: bool,
     pub send_from: Instant,
     pub send_until: Instant,
+    /// Start of the measuring window, `[measure_from, send_until)`.
+    pub measure_from: Instant,
 }
 
 /// One process's generator.
@@ -84,9 +86,14 @@ impl Generator {
         self.traffic.reliable
     }
 
-    /// Whether `now` is within the traffic's sending window.
-    pub fn sending(&self, now: Instant) -> bool {
-        (self.traffic.send_from..self.traffic.send_until).contains(&now)
+    /// Whether `now` is within the measuring window (deliveries count for throughput).
+    pub fn measuring(&self, now: Instant) -> bool {
+        (self.traffic.measure_from..self.traffic.send_until).contains(&now)
+    }
+
+    /// Whether a message sent at `sent` counts for latency.
+    pub fn measured(&self, sent: Instant) -> bool {
+        sent >= self.traffic.measure_from
     }
 
     pub fn saturating(&self) -> bool {

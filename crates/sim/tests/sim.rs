@@ -41,3 +41,59 @@ fn same_seed_same_trace() {
     let d = quiet(&c);
     assert_ne!(a.trace_hash, d.trace_hash);
 }
+
+/// Best effort does not promise delivery: messages dropped by a full queue are losses, not a
+/// stall, and the liveness check must say so (it flagged every saturated best-effort run whose
+/// fabric overflowed). Everyone sends to process 0 as fast as it can through 16 KiB queues.
+#[test]
+fn best_effort_losses_to_full_queues_are_not_stalls() {
+    use onepipe_fabric::Topology;
+    use onepipe_sim::traffic::Pattern;
+    use onepipe_wire::Duration;
+    let c = SimConfig {
+        topology: Topology::single_switch(8).unwrap(),
+        pattern: Pattern::Incast { target: 0 },
+        gap: Duration::ZERO,
+        queue_capacity_bytes: 16 * 1024,
+        // Messages sent after the settling time (100 us) are the liveness check's.
+        send_for: Duration::from_micros(300),
+        ..SimConfig::default()
+    };
+    let r = quiet(&c);
+    assert!(r.engine.dropped_queue_full > 100, "{:?}", r.engine);
+    assert!(r.liveness_messages > 100 && r.checks.liveness);
+    assert!(r.delivered > 1000, "delivery went on: {}", r.delivered);
+}
+
+/// A saturated run measured over its second half counts only deliveries there, so its
+/// throughput is the steady state: the sending window's start (filling the pipes) drops out.
+#[test]
+fn measuring_window_excludes_the_start() {
+    use onepipe_sim::traffic::Pattern;
+    use onepipe_wire::Duration;
+    let c = SimConfig {
+        pattern: Pattern::Broadcast,
+        gap: Duration::ZERO,
+        send_buffer_packets: 64,
+        send_for: Duration::from_micros(200),
+        ..SimConfig::default()
+    };
+    let whole = quiet(&c);
+    let half = quiet(&SimConfig {
+        measure_after: Duration::from_micros(100),
+        ..c.clone()
+    });
+    assert_eq!(
+        whole.trace_hash, half.trace_hash,
+        "measuring does not change the run"
+    );
+    let ratio = half.throughput_msgs_per_s / whole.throughput_msgs_per_s;
+    // Deliveries trail sending by the pipeline's latency, so the first half delivers less
+    // than the second: the steady rate is higher than the average over the whole window.
+    assert!(ratio > 1.0 && ratio < 2.0, "{ratio}");
+    assert!(
+        half.latency_us.mean >= whole.latency_us.mean * 0.5,
+        "{:?}",
+        half.latency_us
+    );
+}

@@ -1,0 +1,87 @@
+//! The link model on a line of nodes: host -> switch -> switch -> host, one frame.
+
+use super::*;
+
+/// A host that sends one frame of `len` bytes at start and records when frames arrive; a
+/// switch that forwards everything from port 0 out of port 1.
+struct Probe {
+    role: Role,
+    to_send: Option<usize>,
+    arrived_at: Vec<Instant>,
+}
+
+impl Node for Probe {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        match self.role {
+            Role::Switch => Route::Forward(1),
+            Role::Host => Route::Consume,
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, _port: PortId, _frame: &mut [u8], _route: Route) {
+        if self.role == Role::Host {
+            self.arrived_at.push(now);
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
+        let len = self.to_send.take()?;
+        buf[..len].fill(7);
+        Some(len)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Instant) {}
+}
+
+fn probe(role: Role, to_send: Option<usize>) -> (Probe, Role) {
+    let p = Probe {
+        role,
+        to_send,
+        arrived_at: Vec::new(),
+    };
+    (p, role)
+}
+
+/// When a 1,000-byte frame reaches the far host, in ns after start.
+fn one_way_ns(model: Model) -> u64 {
+    let nodes = vec![
+        probe(Role::Host, Some(1000)),
+        probe(Role::Switch, None),
+        probe(Role::Switch, None),
+        probe(Role::Host, None),
+    ];
+    let link = |a: usize, b: usize| DirectedLink {
+        from: (a, if a == 0 { 0 } else { 1 }),
+        to: (b, 0),
+        delay: Duration::from_nanos(100),
+    };
+    let links = [link(0, 1), link(1, 2), link(2, 3)];
+    let mut e = Engine::new(nodes, &links, model, 1, Instant::ZERO).unwrap();
+    e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
+        .unwrap();
+    let got = &e.node(3).arrived_at;
+    assert_eq!(got.len(), 1, "one frame, delivered once");
+    got[0].as_nanos()
+}
+
+#[test]
+fn each_hop_serializes_at_its_links_rate_then_propagates() {
+    let base = Model {
+        link_bits_per_s: 8_000_000_000, // 1 ns a byte: 1,000 ns a frame
+        fabric_link_bits_per_s: 8_000_000_000,
+        switch_delay: Duration::from_nanos(500),
+        ..Model::default()
+    };
+    // Three links of 1,000 ns serialization and 100 ns delay; two switches of 500 ns.
+    assert_eq!(one_way_ns(base.clone()), 3 * 1_100 + 2 * 500);
+    let fast_fabric = Model {
+        fabric_link_bits_per_s: 32_000_000_000,
+        ..base
+    };
+    // The middle link, between two switches, serializes in 250 ns.
+    assert_eq!(one_way_ns(fast_fabric), 2 * 1_100 + 350 + 2 * 500);
+}
