@@ -231,6 +231,14 @@ impl BaselineNode {
     pub fn is_switch(&self) -> bool {
         !matches!(self, BaselineNode::Host(_))
     }
+
+    /// This process's own broadcasts not yet delivered back to it (0 for a switch).
+    pub fn outstanding(&self) -> usize {
+        match self {
+            BaselineNode::Host(h) => h.core.workload.outstanding(),
+            _ => 0,
+        }
+    }
 }
 
 macro_rules! each {

@@ -1,6 +1,7 @@
 //! The total-order baselines of paper Fig. 8 (host sequencer, switch sequencer, token, Lamport
 //! exchange; `crates/baselines`) in the simulator, on the same fabric model as 1Pipe: the same
 //! links, queues, switch delay, NIC delay and host CPU cost per frame.
+#![allow(clippy::disallowed_methods)] // wall-clock time only measures the simulator's own speed
 
 use crate::config::SimConfig;
 use crate::engine::{Budget, Engine, Role};
@@ -8,6 +9,7 @@ use crate::run::{LatencyUs, START, SimError, WARMUP_INTERVALS, links_for, model_
 use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, collect_logs, totals};
 use onepipe_check::check_all;
 use onepipe_fabric::Wiring;
+use onepipe_wire::Duration;
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -22,7 +24,12 @@ pub struct BaselineReport {
     /// Frames and messages a node dropped.
     pub dropped: u64,
     pub events: u64,
+    pub events_per_s: f64,
+    pub wall_s: f64,
 }
+
+/// How often a draining baseline run checks whether every broadcast came back.
+const DRAIN_STEP: Duration = Duration::from_micros(20);
 
 /// Runs baseline `kind` with `config`'s fabric, placement, seed and times: every process
 /// broadcasts `config.message_bytes_min`-byte messages to all, saturated if `config.gap` is
@@ -66,7 +73,17 @@ pub fn run_baseline(config: &SimConfig, kind: Kind, window: usize) -> Result<Bas
         events_max: config.events_max,
         memory_bytes_max: config.memory_bytes_max,
     };
-    engine.run_until(send_until + config.drain, &budget)?;
+    let wall = std::time::Instant::now();
+    engine.run_until(send_until, &budget)?;
+    // Drain until every process has its own broadcasts back (a saturated sequencer or token
+    // run holds milliseconds of queue, and latency is recorded at delivery), then a little
+    // longer for the other receivers; `config.drain` bounds it.
+    let drain_until = send_until + config.drain;
+    while engine.now() < drain_until && engine.nodes().any(|n| n.outstanding() > 0) {
+        engine.run_until((engine.now() + DRAIN_STEP).min(drain_until), &budget)?;
+    }
+    engine.run_until((engine.now() + DRAIN_STEP).min(drain_until), &budget)?;
+    let wall_s = wall.elapsed().as_secs_f64();
     let events = engine.stats().events;
     let nodes = engine.into_nodes();
     let t = totals(&nodes);
@@ -98,5 +115,7 @@ pub fn run_baseline(config: &SimConfig, kind: Kind, window: usize) -> Result<Bas
         violations,
         dropped: t.dropped,
         events,
+        events_per_s: events as f64 / wall_s.max(1e-9),
+        wall_s,
     })
 }

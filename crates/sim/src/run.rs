@@ -94,6 +94,9 @@ pub struct SimReport {
     pub send_failures: u64,
     pub late_drops: u64,
     pub retransmissions: u64,
+    /// Reliable ACKs sent, and of those the ones that rode on a prepare packet.
+    pub acks_sent: u64,
+    pub acks_piggybacked: u64,
     /// Messages the liveness check covered.
     pub liveness_messages: u64,
     pub engine: Stats,
@@ -389,6 +392,7 @@ fn report(
     let (mut sent, mut refused, mut delivered, mut failures) = (0, 0, 0, 0);
     let mut in_window = 0;
     let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
+    let (mut acks_sent, mut acks_piggybacked) = (0, 0);
     for h in hosts(engine, wiring) {
         sent += h.counters.scatterings_sent;
         refused += h.counters.scatterings_refused;
@@ -399,6 +403,9 @@ fn report(
         beacons += ec.beacons_sent;
         late += ec.late;
         retransmissions += h.endpoint.reliable_sender().counters().retransmissions;
+        let rc = h.endpoint.reliable_receiver().counters();
+        acks_sent += rc.acks_sent;
+        acks_piggybacked += rc.acks_piggybacked;
     }
     for i in 0..wiring.switch_count() {
         if let Either::Left(s) = engine.node(i) {
@@ -451,6 +458,8 @@ fn report(
         send_failures: failures,
         late_drops: late,
         retransmissions,
+        acks_sent,
+        acks_piggybacked,
         liveness_messages,
         engine: stats,
         peak_memory_bytes: crate::memory::peak_resident_bytes(),
