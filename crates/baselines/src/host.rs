@@ -164,7 +164,6 @@ impl Host {
     /// Hands every due broadcast to the protocol.
     fn refill(&mut self, now: Instant) {
         while let Some(offer) = self.core.workload.offer(now) {
-            self.core.stats.broadcasts += 1;
             self.core.stats.outstanding_peak = self.core.workload.outstanding_peak();
             if self.core.learns_at_delivery && offer.record {
                 self.core.stats.unconfirmed.push_back(offer.msg_id);
@@ -176,7 +175,9 @@ impl Host {
                 Protocol::Token(p) => p.on_offer(offer),
                 Protocol::Lamport(p) => p.on_offer(core, now, offer),
             };
-            if !taken {
+            if taken {
+                self.core.stats.broadcasts += 1;
+            } else {
                 // No room (counted): the window slot is free again, but offering again now
                 // would only be refused again.
                 self.core.workload.retry_later(now);

@@ -160,8 +160,8 @@ impl Lamport {
         }
         if !self.data_since_tick && self.clock > self.told {
             let clock = self.clock;
-            match core.out.back_mut() {
-                // A notice still leaving: raise it instead of queueing another (every process
+            match core.out.back_unsent_mut() {
+                // A notice not yet leaving: raise it instead of queueing another (every process
                 // still gets non-decreasing values, as it follows all earlier data).
                 Some(item) if item.kind == FrameKind::Exchange => {
                     item.seq = clock;
@@ -331,5 +331,25 @@ mod tests {
         h.handle_timeout(Instant::from_nanos(9_000));
         assert!(drain(&mut h, 9_000).is_empty(), "nothing new to tell");
         assert_eq!(h.stats().exchanges_sent, 2);
+    }
+
+    /// Found in the inproc Lamport test on a loaded machine: an offer refused by a full output
+    /// counted as a broadcast, so the run expected deliveries of messages never sent.
+    #[test]
+    fn an_offer_refused_by_a_full_output_is_no_broadcast() {
+        let schedule = Schedule {
+            record_until: Instant::MAX,
+            ..Schedule::saturated(Instant::ZERO, Instant::from_nanos(1_000_000))
+        };
+        // Window 2, room for one item: the second offer finds the output full.
+        let core = Core::new(0, N, 8, schedule, 2, 1, false);
+        let p = Lamport::new(&core, Duration::from_micros(3), 64, Instant::ZERO);
+        let mut h = Host {
+            core,
+            protocol: Protocol::Lamport(p),
+        };
+        h.handle_timeout(Instant::from_nanos(10));
+        assert_eq!((h.stats().broadcasts, h.stats().offers_refused), (1, 1));
+        assert_eq!(drain(&mut h, 20).len(), N as usize - 1, "one broadcast left");
     }
 }

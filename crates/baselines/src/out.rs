@@ -60,8 +60,14 @@ impl OutQueue {
         Ok(())
     }
 
-    /// The last queued item, to update a notice that has not fully left yet.
-    pub fn back_mut(&mut self) -> Option<&mut Item> {
+    /// The last queued item if none of its frames has left yet, to update a notice in place:
+    /// once a broadcast's first copies are out, changing it would tell the rest of the
+    /// processes something else than the first.
+    pub fn back_unsent_mut(&mut self) -> Option<&mut Item> {
+        let started = self.items.len() == 1 && self.cursor != first_other(self.me, 0);
+        if started {
+            return None;
+        }
         self.items.back_mut()
     }
 
@@ -168,6 +174,25 @@ mod tests {
             ]
         );
         assert_eq!(finished, [7], "the broadcast is finished with its last copy");
+    }
+
+    /// Found in the inproc Lamport test on a loaded machine: a notice raised after its first
+    /// copy left told the first process a lower clock than the others, and never the higher
+    /// one, so that process waited forever for a word above the last message.
+    #[test]
+    fn a_broadcast_partly_sent_is_not_handed_out_for_change() {
+        let mut q = OutQueue::new(1, 3, 4);
+        q.push(item(FrameKind::Exchange, Dest::Others, 7)).unwrap();
+        assert!(q.back_unsent_mut().is_some(), "nothing left yet");
+        let mut buf = [0u8; 128];
+        q.poll(&mut buf).unwrap();
+        assert!(q.back_unsent_mut().is_none(), "process 0 has its copy");
+        q.push(item(FrameKind::Exchange, Dest::Others, 8)).unwrap();
+        assert_eq!(
+            q.back_unsent_mut().map(|i| i.seq),
+            Some(8),
+            "the next one is whole"
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub fn latency_histogram() -> Histogram<u64> {
 #[derive(Clone, Debug)]
 pub struct HostStats {
     pub process: u32,
-    /// Broadcasts this process offered.
+    /// Broadcasts this process sent (offers its protocol refused are `offers_refused`).
     pub broadcasts: u64,
     /// Messages delivered (every process's, this one's included).
     pub delivered: u64,
