@@ -49,6 +49,12 @@ pub trait Node: Send {
     /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;
 
+    /// Whether [`Node::poll_transmit`] may give a frame on some port now: a hint that lets a
+    /// runtime skip asking every port of a switch after every frame. `false` must be exact.
+    fn wants_transmit(&self) -> bool {
+        true
+    }
+
     /// When the node next wants [`Node::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
 
@@ -70,6 +76,9 @@ impl<T: Node + ?Sized> Node for Box<T> {
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         (**self).poll_transmit(now, port, buf)
+    }
+    fn wants_transmit(&self) -> bool {
+        (**self).wants_transmit()
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()
@@ -115,6 +124,12 @@ impl<L: Node, R: Node> Node for Either<L, R> {
         match self {
             Either::Left(n) => n.poll_transmit(now, port, buf),
             Either::Right(n) => n.poll_transmit(now, port, buf),
+        }
+    }
+    fn wants_transmit(&self) -> bool {
+        match self {
+            Either::Left(n) => n.wants_transmit(),
+            Either::Right(n) => n.wants_transmit(),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {

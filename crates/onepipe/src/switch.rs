@@ -211,6 +211,8 @@ pub struct Switch {
     next_tick: Instant,
     /// A register update raised a half's minimum since the last look (see `propagate`).
     barrier_advanced: bool,
+    /// Ports with `beacon_pending` set, so a runtime can tell there is nothing to ask for.
+    beacons_pending: usize,
     counters: SwitchCounters,
 }
 
@@ -257,6 +259,7 @@ impl Switch {
             id,
             next_tick: now.next_multiple_of(config.beacon_interval),
             barrier_advanced: false,
+            beacons_pending: 0,
             config,
             routes,
             ports,
@@ -396,6 +399,7 @@ impl Switch {
             if news && p.eager_budget > 0 && !p.beacon_pending {
                 p.eager_budget -= 1;
                 p.beacon_pending = true;
+                self.beacons_pending += 1;
             }
         }
     }
@@ -514,7 +518,10 @@ impl Node for Switch {
                 let o = &mut self.ports[out];
                 o.last_sent = now;
                 o.last_barrier_sent = b;
-                o.beacon_pending = false;
+                if o.beacon_pending {
+                    o.beacon_pending = false;
+                    self.beacons_pending -= 1;
+                }
                 self.counters.forwarded += 1;
             }
         }
@@ -565,8 +572,13 @@ impl Node for Switch {
         o.beacon_pending = false;
         o.last_sent = now;
         o.last_barrier_sent = barrier;
+        self.beacons_pending -= 1;
         self.counters.beacons_sent += 1;
         Some(len)
+    }
+
+    fn wants_transmit(&self) -> bool {
+        self.beacons_pending > 0
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -590,8 +602,9 @@ impl Node for Switch {
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
             // that did may still owe news that arrived after its last packet.
-            if p.last_sent <= idle_since || barriers != p.last_barrier_sent {
+            if !p.beacon_pending && (p.last_sent <= idle_since || barriers != p.last_barrier_sent) {
                 p.beacon_pending = true;
+                self.beacons_pending += 1;
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the

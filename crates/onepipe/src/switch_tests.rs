@@ -201,6 +201,43 @@ fn beacons_go_out_on_idle_links_at_synchronized_times() {
     assert_eq!(s.counters().beacons_sent, 4);
 }
 
+/// `wants_transmit` lets the simulator skip asking every port after every frame, so it must be
+/// false only when no port has a frame: checked after each step of ticks, beacons and data,
+/// with eager beacons, tick beacons and data standing in for beacons.
+#[test]
+fn wants_transmit_is_exact_when_false() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let mut buf = [0u8; 256];
+    let mut rng = crate::hash::SplitMix::new(7);
+    let mut now = 0;
+    let mut beacons = 0;
+    for _ in 0..2_000 {
+        now += 1 + (rng.next_u64() % 400);
+        let port = (rng.next_u64() % 3) as PortId;
+        match rng.next_u64() % 4 {
+            0 => s.handle_timeout(t(now)),
+            1 => drop(pass(&mut s, now, port, beacon(now))),
+            2 => drop(pass(
+                &mut s,
+                now,
+                port,
+                frame(Opcode::Data, port as u32, (port as u32 + 1) % 3, now, now),
+            )),
+            _ => {
+                let wanted = s.wants_transmit();
+                let sent = (0..3)
+                    .filter(|&p| s.poll_transmit(t(now), p, &mut buf).is_some())
+                    .count();
+                assert!(wanted || sent == 0, "a port had a beacon the hint denied");
+                assert!(!wanted || sent > 0, "the hint stayed up with nothing pending");
+                assert!(!s.wants_transmit(), "every port asked");
+                beacons += sent;
+            }
+        }
+    }
+    assert!(beacons > 100, "the walk reached beacons ({beacons})");
+}
+
 /// A raised barrier goes out at once (eager beacon), so that it crosses the fabric in one
 /// wave after the hosts' synchronized beacons instead of one tick per hop; an eager beacon
 /// keeps its link alive, so the next tick adds none.

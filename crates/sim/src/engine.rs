@@ -583,7 +583,7 @@ impl<N: Node> Engine<N> {
                 self.nodes[node as usize].cpu_scheduled = true;
                 self.push(at, Event::Cpu { node });
             }
-        } else {
+        } else if s.node.wants_transmit() {
             let (first, count) = (s.first_port, s.port_count as u32);
             for port in first..first + count {
                 self.pull(port);

@@ -270,6 +270,15 @@ impl Node for SimHost {
     }
 }
 
+/// Whether a scattering of `messages` messages of `len` bytes has room in `ep`'s send buffer.
+fn fits(ep: &Endpoint, reliable: bool, messages: usize, len: usize) -> bool {
+    if reliable {
+        messages * ep.reliable_sender().packets_for(len) as usize <= ep.reliable_room_packets()
+    } else {
+        messages * ep.packets_for(len) <= ep.send_room_packets()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,14 +328,5 @@ mod tests {
             h.local(Instant::from_nanos(1_000_000_000)).as_nanos(),
             1_000_020_000
         );
-    }
-}
-
-/// Whether a scattering of `messages` messages of `len` bytes has room in `ep`'s send buffer.
-fn fits(ep: &Endpoint, reliable: bool, messages: usize, len: usize) -> bool {
-    if reliable {
-        messages * ep.reliable_sender().packets_for(len) as usize <= ep.reliable_room_packets()
-    } else {
-        messages * ep.packets_for(len) <= ep.send_room_packets()
     }
 }
