@@ -533,7 +533,8 @@ impl ReliableSender {
             return;
         }
         let mut next: Option<Instant> = None;
-        for dst in self.connections.peers() {
+        for k in 0..self.connections.peer_count() {
+            let dst = self.connections.peer_at(k);
             let c = self.connections.get_mut(dst).expect("listed");
             let rto = self.rtt.rto(c.backoff);
             let mut expired = false;

@@ -274,3 +274,17 @@ fn sack_bits_follow_the_cumulative_point_around_the_ring() {
     // ring of 128 wrapped at 128.
     assert_eq!(ack.sack, 1 | 1 << 3 | 1 << 9 | 1 << 62);
 }
+
+/// Retransmission scans visit connections in peer order whatever order they were opened in
+/// (the simulator's traces depend on it); ids beyond the system open nothing.
+#[test]
+fn connections_are_listed_in_peer_order() {
+    let mut c = super::Connections::new(10);
+    for peer in [7, 2, 9, 2, 0, 5] {
+        assert!(c.get_or_open(peer, || peer * 10).is_some());
+    }
+    assert!(c.get_or_open(10, || 0).is_none(), "not a process");
+    let peers: Vec<u32> = (0..c.peer_count()).map(|i| c.peer_at(i)).collect();
+    assert_eq!(peers, [0, 2, 5, 7, 9]);
+    assert_eq!(c.get(9), Some(&90));
+}
