@@ -113,6 +113,20 @@ struct Port {
     eager_budget: u8,
 }
 
+impl Port {
+    /// Sets `beacon_pending`, keeping `pending` (the switch's count of such ports) in step.
+    fn set_beacon_pending(&mut self, on: bool, pending: &mut usize) {
+        if self.beacon_pending != on {
+            self.beacon_pending = on;
+            if on {
+                *pending += 1;
+            } else {
+                *pending -= 1;
+            }
+        }
+    }
+}
+
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
 
@@ -398,8 +412,7 @@ impl Switch {
                 .any(|&l| wave(barriers[l as usize]) > wave(p.last_barrier_sent[l as usize]));
             if news && p.eager_budget > 0 && !p.beacon_pending {
                 p.eager_budget -= 1;
-                p.beacon_pending = true;
-                self.beacons_pending += 1;
+                p.set_beacon_pending(true, &mut self.beacons_pending);
             }
         }
     }
@@ -518,10 +531,7 @@ impl Node for Switch {
                 let o = &mut self.ports[out];
                 o.last_sent = now;
                 o.last_barrier_sent = b;
-                if o.beacon_pending {
-                    o.beacon_pending = false;
-                    self.beacons_pending -= 1;
-                }
+                o.set_beacon_pending(false, &mut self.beacons_pending);
                 self.counters.forwarded += 1;
             }
         }
@@ -569,10 +579,9 @@ impl Node for Switch {
         let len = repr.buffer_len();
         repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
         let o = &mut self.ports[p];
-        o.beacon_pending = false;
+        o.set_beacon_pending(false, &mut self.beacons_pending);
         o.last_sent = now;
         o.last_barrier_sent = barrier;
-        self.beacons_pending -= 1;
         self.counters.beacons_sent += 1;
         Some(len)
     }
@@ -602,9 +611,8 @@ impl Node for Switch {
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
             // that did may still owe news that arrived after its last packet.
-            if !p.beacon_pending && (p.last_sent <= idle_since || barriers != p.last_barrier_sent) {
-                p.beacon_pending = true;
-                self.beacons_pending += 1;
+            if p.last_sent <= idle_since || barriers != p.last_barrier_sent {
+                p.set_beacon_pending(true, &mut self.beacons_pending);
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
