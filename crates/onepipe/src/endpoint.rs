@@ -16,7 +16,7 @@
 
 use crate::clock::HostClock;
 use crate::reliable::ReliableConfig;
-use crate::reliable::receiver::{Admit, ReliableReceiver};
+use crate::reliable::receiver::{AckRelease, Admit, ReliableReceiver};
 use crate::reliable::sender::ReliableSender;
 use crate::reorder::{Insert, ReorderBuffer};
 use onepipe_wire::ack::{emit_piggyback, split_piggyback};
@@ -192,6 +192,8 @@ pub struct Endpoint {
     /// Next synchronized beacon time, on the shared clock.
     next_beacon_at: Instant,
     beacon_due: bool,
+    /// The last ACK deadline a timeout announced (see `ack_deadline`).
+    acks_woken_at: Instant,
     last_sent: Instant,
     counters: EndpointCounters,
     lost_scratch: Vec<(Instant, u32, u64)>,
@@ -227,6 +229,7 @@ impl Endpoint {
             reorder: ReorderBuffer::new(config.reorder_bytes_max),
             next_beacon_at: clock.to_shared(host_now.next_multiple_of(config.beacon_interval)),
             beacon_due: false,
+            acks_woken_at: Instant::ZERO,
             config,
             clock,
             send_queue: VecDeque::new(),
@@ -414,7 +417,7 @@ impl Endpoint {
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         // ACKs that waited long enough for a prepare packet to carry them go on their own.
         let delay = self.config.reliable.ack_delay_max;
-        if let Some(len) = self.next_ack(now, Some(delay), buf) {
+        if let Some(len) = self.next_ack(now, AckRelease::OlderThan(delay), buf) {
             return Some(len);
         }
         if let Some(mut nak) = self.naks.pop_front() {
@@ -429,8 +432,10 @@ impl Endpoint {
         if let Some(len) = self.next_data_packet(now, buf) {
             return Some(len);
         }
-        // Nothing left to ride on.
-        if let Some(len) = self.next_ack(now, None, buf) {
+        // Nothing left to ride on. A loaded sender will send again soon, when ACKs free its
+        // buffer, and its next scattering can carry the lone ACKs.
+        let hold_lone = self.sender.is_loaded();
+        if let Some(len) = self.next_ack(now, AckRelease::Idle { hold_lone }, buf) {
             return Some(len);
         }
         if self.beacon_due {
@@ -444,8 +449,8 @@ impl Endpoint {
         None
     }
 
-    fn next_ack(&mut self, now: Instant, only_older_than: Option<Duration>, buf: &mut [u8]) -> Option<usize> {
-        let (to, cumulative, ack) = self.receiver.poll_ack(now, only_older_than)?;
+    fn next_ack(&mut self, now: Instant, release: AckRelease, buf: &mut [u8]) -> Option<usize> {
+        let (to, cumulative, ack) = self.receiver.poll_ack(now, release)?;
         let mut payload = [0u8; ACK_PAYLOAD_LEN];
         ack.emit(&mut payload);
         let repr = Repr {
@@ -778,10 +783,22 @@ impl Endpoint {
 
     /// When `handle_timeout` is next due, on the shared clock.
     pub fn poll_timeout(&self) -> Instant {
-        match self.sender.poll_timeout() {
-            Some(rto) => rto.min(self.next_beacon_at),
-            None => self.next_beacon_at,
+        let mut at = self.next_beacon_at;
+        if let Some(rto) = self.sender.poll_timeout() {
+            at = at.min(rto);
         }
+        if let Some(ack) = self.ack_deadline() {
+            at = at.min(ack);
+        }
+        at
+    }
+
+    /// When an ACK held for a ride must go on its own; `None` once a timeout has announced it
+    /// (it goes at the next transmit opportunity, and a deadline left in the past would have
+    /// a driver whose link is busy call back at once, forever).
+    fn ack_deadline(&self) -> Option<Instant> {
+        let at = self.receiver.ack_deadline(self.config.reliable.ack_delay_max)?;
+        (at > self.acks_woken_at).then_some(at)
     }
 
     /// Beacons at synchronized times: at each multiple of the interval on the host clock
@@ -791,6 +808,11 @@ impl Endpoint {
     /// at the tick goes first and carries a barrier as fresh as the beacon would.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.sender.on_timeout(now);
+        if let Some(at) = self.ack_deadline()
+            && at <= now
+        {
+            self.acks_woken_at = at;
+        }
         if now < self.next_beacon_at {
             return;
         }

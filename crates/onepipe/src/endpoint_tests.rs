@@ -329,3 +329,32 @@ fn prepare_below_the_passed_commit_barrier_is_refused() {
     );
     assert!(receiver.poll_deliver_reliable().is_none());
 }
+
+/// A loaded host holds a lone ACK for a ride, but never past `ack_delay_max`: the deadline is
+/// a timeout, announced once (a deadline left in the past would have a runtime whose link is
+/// busy call back at once, forever).
+#[test]
+fn held_ack_goes_at_its_deadline_which_is_announced_once() {
+    let mut sender = endpoint(0, 3);
+    let mut c = EndpointConfig::new(1, 3, 7);
+    c.beacon_interval = Duration::from_millis(1);
+    c.mtu_bytes = HEADER_LEN + 10;
+    c.reliable.send_buffer_packets_max = 4;
+    c.reliable.ack_delay_max = Duration::from_nanos(5_000);
+    let mut receiver = Endpoint::new(c, t(0));
+    // Three packets to process 2 in flight: loaded, and nothing going to process 0.
+    receiver.send_reliable(t(1), &[(2, &[0u8; 30])]).unwrap();
+    drain(&mut receiver, 1);
+    sender.send_reliable(t(100), &[(1, b"hi")]).unwrap();
+    let prepare = drain(&mut sender, 100)
+        .into_iter()
+        .find(|f| repr(f).opcode == Opcode::Prepare)
+        .expect("sent");
+    receiver.handle_frame(t(200), &prepare).unwrap();
+    let acks = |frames: Vec<Vec<u8>>| frames.iter().filter(|f| repr(f).opcode == Opcode::Ack).count();
+    assert_eq!(acks(drain(&mut receiver, 200)), 0, "held for a ride");
+    assert_eq!(receiver.poll_timeout(), t(5_200));
+    receiver.handle_timeout(t(5_200));
+    assert!(receiver.poll_timeout() > t(5_200), "announced once");
+    assert_eq!(acks(drain(&mut receiver, 5_200)), 1, "gone at the deadline");
+}

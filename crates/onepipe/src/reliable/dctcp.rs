@@ -5,6 +5,13 @@
 //! window of data the sender updates `alpha`, the moving fraction of marked packets, and a
 //! window that saw marks shrinks by `alpha / 2`, so a little congestion costs a little window.
 
+/// The window a timeout cut, kept to undo a spurious one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowBeforeTimeout {
+    cwnd: f64,
+    ssthresh: f64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Dctcp {
     cwnd: f64,
@@ -75,10 +82,23 @@ impl Dctcp {
         }
     }
 
-    /// A retransmission timeout: start again from the minimum.
-    pub fn on_timeout(&mut self) {
+    /// A retransmission timeout: start again from the minimum. Returns what it took, for
+    /// [`Dctcp::undo_timeout`] should the timeout prove spurious.
+    pub fn on_timeout(&mut self) -> WindowBeforeTimeout {
+        let before = WindowBeforeTimeout {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+        };
         self.ssthresh = (self.cwnd / 2.0).max(self.min);
         self.cwnd = self.min;
+        before
+    }
+
+    /// The timeout that returned `before` lost nothing: the window it cut comes back (and
+    /// what grew since stays).
+    pub fn undo_timeout(&mut self, before: WindowBeforeTimeout) {
+        self.cwnd = self.cwnd.max(before.cwnd).min(self.max);
+        self.ssthresh = self.ssthresh.max(before.ssthresh);
     }
 }
 
@@ -111,9 +131,19 @@ mod tests {
     }
 
     #[test]
-    fn timeout_restarts_from_the_minimum() {
+    fn timeout_restarts_from_the_minimum_and_an_undo_restores_the_window() {
         let mut d = Dctcp::new(32, 2, 256, 1.0 / 16.0);
-        d.on_timeout();
+        let before = d.on_timeout();
         assert_eq!(d.window(), 2);
+        d.on_ack(2, 0, 2, 4); // slow start to 4 meanwhile
+        d.undo_timeout(before);
+        assert_eq!(d.window(), 32);
+        let mut grown = Dctcp::new(4, 2, 256, 1.0 / 16.0);
+        let before = grown.on_timeout();
+        for una in 0..20 {
+            grown.on_ack(2, 0, una, una + 2);
+        }
+        grown.undo_timeout(before);
+        assert!(grown.window() > 4, "what grew since stays: {}", grown.window());
     }
 }

@@ -41,7 +41,11 @@ struct Connection {
     marked_since_ack: u16,
     /// Right edge of the window in the last ACK.
     advertised_edge: u32,
+    /// An ACK is owed, since `ack_since`.
     ack_queued: bool,
+    /// The owed ACK should not wait for more packets (see [`AckRelease::Idle`]).
+    ack_ready: bool,
+    ack_since: Instant,
 }
 
 impl Connection {
@@ -79,12 +83,38 @@ impl Connection {
     }
 }
 
+/// A lone in-order packet's ACK may wait for the next packet of its connection; this many
+/// packets make it ready (TCP's ACK for every second segment). Each peer then holds at most
+/// one of a sender's packets unacknowledged, which is what makes holding safe (see
+/// [`AckRelease::Idle`]).
+const ACK_EVERY_PACKETS: u16 = 2;
+
+/// Which owed ACKs [`ReliableReceiver::poll_ack`] lets go in a frame of their own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckRelease {
+    /// Prepare packets are going out that ACKs may ride on: only ACKs that have waited at
+    /// least this long.
+    OlderThan(Duration),
+    /// Nothing is going out to ride on: every owed ACK, except, with `hold_lone`, those that
+    /// acknowledge a single in-order packet. Those wait for the connection's next packet, a
+    /// ride, or the delay, and so cost no frame when traffic flows both ways.
+    ///
+    /// The caller holds lone ACKs only while it has more packets unacknowledged than peers.
+    /// Then no cycle of hosts can stall each holding what the others wait for: each peer
+    /// holds at most one of a host's packets, so some of its packets are always acknowledged
+    /// freely, and once they are it stops holding.
+    Idle { hold_lone: bool },
+}
+
 pub struct ReliableReceiver {
     window_packets: u32,
     connections: super::Connections<Connection>,
-    /// Connections owing an ACK, with when they began to owe it. An entry whose connection
-    /// no longer owes (its ACK rode on a prepare packet) is skipped.
-    ack_queue: VecDeque<(u32, Instant)>,
+    /// Connections owing an ACK that should go at the next chance, with when they began to
+    /// owe it. Entries that no longer match their connection are skipped; the fronts are
+    /// always current (see `trim`).
+    ready: VecDeque<(u32, Instant)>,
+    /// Connections owing an ACK for a single in-order packet.
+    lone: VecDeque<(u32, Instant)>,
     counters: ReceiverCounters,
 }
 
@@ -94,7 +124,8 @@ impl ReliableReceiver {
         ReliableReceiver {
             window_packets,
             connections: super::Connections::new(process_count),
-            ack_queue: VecDeque::new(),
+            ready: VecDeque::new(),
+            lone: VecDeque::new(),
             counters: ReceiverCounters::default(),
         }
     }
@@ -121,13 +152,50 @@ impl ReliableReceiver {
             marked_since_ack: 0,
             advertised_edge: window,
             ack_queued: false,
+            ack_ready: false,
+            ack_since: Instant::ZERO,
         })
     }
 
-    fn queue_ack(ack_queue: &mut VecDeque<(u32, Instant)>, c: &mut Connection, src: u32, now: Instant) {
+    /// Owes `src` an ACK from now on (if not already), `ready` if it should not wait for more
+    /// packets. A lone ACK made ready moves queues and keeps its age.
+    fn queue_ack(&mut self, src: u32, now: Instant, ready: bool) {
+        let Some(c) = self.connections.get_mut(src) else {
+            return;
+        };
         if !c.ack_queued {
             c.ack_queued = true;
-            ack_queue.push_back((src, now));
+            c.ack_ready = ready;
+            c.ack_since = now;
+            let queue = if ready { &mut self.ready } else { &mut self.lone };
+            queue.push_back((src, now));
+        } else if ready && !c.ack_ready {
+            c.ack_ready = true;
+            self.ready.push_back((src, c.ack_since));
+            self.trim();
+        }
+    }
+
+    /// Whether a queue entry still stands for an owed ACK of its kind.
+    fn is_current(&self, entry: (u32, Instant), ready: bool) -> bool {
+        let (src, since) = entry;
+        self.connections
+            .get(src)
+            .is_some_and(|c| c.ack_queued && c.ack_ready == ready && c.ack_since == since)
+    }
+
+    /// Drops entries that no longer stand for an owed ACK from the fronts of both queues, so
+    /// that the fronts give exact deadlines.
+    fn trim(&mut self) {
+        while let Some(&e) = self.ready.front()
+            && !self.is_current(e, true)
+        {
+            self.ready.pop_front();
+        }
+        while let Some(&e) = self.lone.front()
+            && !self.is_current(e, false)
+        {
+            self.lone.pop_front();
         }
     }
 
@@ -161,7 +229,12 @@ impl ReliableReceiver {
             Admit::Duplicate => self.counters.duplicates += 1,
             Admit::OutOfWindow => self.counters.out_of_window += 1,
         }
-        Self::queue_ack(&mut self.ack_queue, c, src, now);
+        // Repairs, duplicates and congestion marks are news the sender needs now.
+        let ready = admit != Admit::Store
+            || marked
+            || c.held_out_of_order > 0
+            || c.received_since_ack >= ACK_EVERY_PACKETS;
+        self.queue_ack(src, now, ready);
         admit
     }
 
@@ -175,30 +248,36 @@ impl ReliableReceiver {
         c.held = c.held.saturating_sub(packets as u32);
         let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
         if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
-            Self::queue_ack(&mut self.ack_queue, c, src, now);
+            self.queue_ack(src, now, true);
         }
     }
 
-    /// The next ACK to send on its own: (to, cumulative PSN, payload). With `only_older_than`,
-    /// only one that has waited at least that long for a prepare packet to ride on.
-    pub fn poll_ack(
-        &mut self,
-        now: Instant,
-        only_older_than: Option<Duration>,
-    ) -> Option<(u32, u32, AckPayload)> {
-        loop {
-            let &(src, since) = self.ack_queue.front()?;
-            let owed = self.connections.get(src).is_some_and(|c| c.ack_queued);
-            if !owed {
-                self.ack_queue.pop_front();
-                continue;
-            }
-            if only_older_than.is_some_and(|d| now.saturating_since(since) < d) {
-                return None;
-            }
-            self.ack_queue.pop_front();
-            return Some(self.build_ack(src));
+    /// The owed ACK that has waited longest (the fronts are current, see `trim`).
+    fn oldest(&self) -> Option<(u32, Instant)> {
+        match (self.ready.front().copied(), self.lone.front().copied()) {
+            (Some(r), Some(l)) => Some(if l.1 < r.1 { l } else { r }),
+            (r, l) => r.or(l),
         }
+    }
+
+    /// The next ACK to send on its own, as `release` allows: (to, cumulative PSN, payload).
+    /// Oldest first (measured: sending repairs ahead of older ACKs added 30 us to the median
+    /// latency of the simulator's Fig. 9b at 10% loss).
+    pub fn poll_ack(&mut self, now: Instant, release: AckRelease) -> Option<(u32, u32, AckPayload)> {
+        let (src, _) = match release {
+            AckRelease::OlderThan(delay) => self
+                .oldest()
+                .filter(|&(_, since)| now.saturating_since(since) >= delay)?,
+            AckRelease::Idle { hold_lone: false } => self.oldest()?,
+            AckRelease::Idle { hold_lone: true } => self.ready.front().copied()?,
+        };
+        Some(self.build_ack(src))
+    }
+
+    /// When the oldest owed ACK will have waited `delay`: it must go on its own then even if
+    /// nothing else does.
+    pub fn ack_deadline(&self, delay: Duration) -> Option<Instant> {
+        self.oldest().map(|(_, since)| since + delay)
     }
 
     /// The ACK owed to `to`, if any, to piggyback on a prepare packet going there.
@@ -215,6 +294,7 @@ impl ReliableReceiver {
         let window = self.window_packets;
         let c = self.connections.get_mut(src).expect("owing connections exist");
         c.ack_queued = false;
+        c.ack_ready = false;
         let sack = c.sack();
         let window_packets = window - (c.held - c.held_out_of_order);
         c.advertised_edge = c.cumulative.wrapping_add(window_packets);
@@ -225,6 +305,8 @@ impl ReliableReceiver {
             ce_marked: std::mem::take(&mut c.marked_since_ack),
         };
         self.counters.acks_sent += 1;
-        (src, c.cumulative, ack)
+        let cumulative = c.cumulative;
+        self.trim();
+        (src, cumulative, ack)
     }
 }

@@ -12,7 +12,7 @@
 //! is none: every message below it has reached its receiver.
 
 use super::ReliableConfig;
-use super::dctcp::Dctcp;
+use super::dctcp::{Dctcp, WindowBeforeTimeout};
 use super::rtt::RttEstimator;
 use crate::endpoint::SendFailure;
 use onepipe_wire::{AckPayload, Instant};
@@ -33,6 +33,8 @@ pub struct SenderCounters {
     pub acks_invalid: u64,
     /// Messages given up after the retry budget (each reported as a send failure).
     pub messages_failed: u64,
+    /// Timeouts shown spurious by an ACK of the original packet, and undone.
+    pub spurious_timeouts: u64,
 }
 
 struct OutMessage {
@@ -66,6 +68,15 @@ struct InFlight {
     acked: bool,
     /// In the transmit queue now.
     queued: bool,
+    /// A retransmission of it has left; until then an ACK can only be for an earlier copy.
+    resent: bool,
+}
+
+/// A connection's state before a timeout cut it.
+#[derive(Clone, Copy)]
+struct TimeoutUndo {
+    window: WindowBeforeTimeout,
+    backoff: u32,
 }
 
 struct Connection {
@@ -80,6 +91,8 @@ struct Connection {
     reserved: u32,
     cc: Dctcp,
     backoff: u32,
+    /// What the first unresolved timeout took, to give back if it proves spurious.
+    undo: Option<TimeoutUndo>,
     /// Since when the connection has waited for ACK progress (`None`: nothing outstanding
     /// was ever sent since the last progress).
     waiting_since: Option<Instant>,
@@ -102,9 +115,31 @@ impl Connection {
                 config.dctcp_gain,
             ),
             backoff: 0,
+            undo: None,
             waiting_since: None,
             broken: false,
         }
+    }
+
+    /// Packet `e` is being acknowledged. One acknowledged while its retransmission was still
+    /// queued here was never lost: the timeout was spurious (a stalled worker, a long queue),
+    /// and the window cut and RTO doubling it caused only slow the connection down (measured
+    /// on the inproc testbed: about 400 timeouts per host per second, most of them spurious,
+    /// held windows at 5-8 packets). As in Eifel (RFC 3522), the cut is undone. An ACK after
+    /// the retransmission left is ambiguous; the cut stands.
+    fn resolve_timeout(&mut self, e: &InFlight, counters: &mut SenderCounters) {
+        if e.retries == 0 || e.acked {
+            return;
+        }
+        let Some(undo) = self.undo.take() else {
+            return;
+        };
+        if e.resent {
+            return;
+        }
+        self.cc.undo_timeout(undo.window);
+        self.backoff = self.backoff.min(undo.backoff);
+        counters.spurious_timeouts += 1;
     }
 
     /// Credits free for new packets: min(receive window, congestion window) less what is in
@@ -345,6 +380,7 @@ impl ReliableSender {
                     retries: 0,
                     acked: false,
                     queued: true,
+                    resent: false,
                 });
                 self.transmit.push_back((m.dst, psn));
             }
@@ -408,6 +444,7 @@ impl ReliableSender {
             if e.acked {
                 continue;
             }
+            e.resent |= e.retries > 0;
             e.sent_at = Some(now);
             let e = *e;
             c.waiting_since.get_or_insert(now);
@@ -463,8 +500,11 @@ impl ReliableSender {
         let mut sampled = false;
         while psn_before(c.una, cumulative) {
             let mut e = c.in_flight.pop_front().expect("una < cumulative <= next_psn");
+            c.resolve_timeout(&e, &mut self.counters);
             if !e.acked {
-                if let (Some(sent), 0) = (e.sent_at, e.retries) {
+                // Karn: a packet sent twice gives no sample, unless the second copy has not
+                // left (then the ACK is for the only one, and shows how late ACKs can be).
+                if let (Some(sent), false) = (e.sent_at, e.resent) {
                     self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
@@ -479,7 +519,9 @@ impl ReliableSender {
                 continue;
             }
             let psn = cumulative.wrapping_add(1 + bit);
-            if let Some(e) = c.entry(psn) {
+            if let Some(e) = c.entry(psn).map(|e| *e) {
+                c.resolve_timeout(&e, &mut self.counters);
+                let e = c.entry(psn).expect("just found");
                 Self::ack_entry(&mut self.slots, e);
                 highest_sacked = Some(psn);
             }
@@ -566,8 +608,12 @@ impl ReliableSender {
             }
             if expired {
                 self.counters.timeouts += 1;
+                let window = c.cc.on_timeout();
+                c.undo.get_or_insert(TimeoutUndo {
+                    window,
+                    backoff: c.backoff,
+                });
                 c.backoff += 1;
-                c.cc.on_timeout();
                 // The backed-off RTO applies from now on.
                 let later = now + self.rtt.rto(c.backoff);
                 next = Some(next.map_or(later, |n| n.min(later)));
@@ -609,5 +655,14 @@ impl ReliableSender {
     /// Whether nothing is buffered (all acknowledged or failed).
     pub fn is_idle(&self) -> bool {
         self.buffered_packets == 0
+    }
+
+    /// Whether this sender has so much unacknowledged that it will send again soon, as ACKs
+    /// free its buffer: more than half the buffer, and more packets than peers (so that its
+    /// peers' held lone ACKs, one per peer, cannot be all it waits for; see
+    /// [`super::receiver::AckRelease::Idle`]).
+    pub fn is_loaded(&self) -> bool {
+        self.buffered_packets * 2 > self.config.send_buffer_packets_max
+            && self.buffered_packets > self.connections.peer_count()
     }
 }
