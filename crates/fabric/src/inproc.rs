@@ -44,6 +44,17 @@ impl Clock {
         }
     }
 
+    /// The system clock, as nanoseconds since the Unix epoch, read once and then advanced by
+    /// the monotonic clock (so it never steps). Processes that each start one agree to within
+    /// how well the system clock is synchronized: on one machine, exactly; across machines, as
+    /// well as PTP or chrony keep them (1Pipe's skew adds to its latency, not to its order).
+    pub fn from_system_time() -> Clock {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Clock::new(Instant::from_nanos(unix))
+    }
+
     pub fn now(&self) -> Instant {
         self.start + Duration::from_nanos(self.origin.elapsed().as_nanos() as u64)
     }

@@ -10,6 +10,7 @@ pub mod inproc;
 pub mod node;
 pub mod routing;
 pub mod topology;
+pub mod udp;
 pub mod wiring;
 
 pub use node::{Either, Node, PortId, Route};

@@ -7,6 +7,7 @@
 
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
 use std::path::Path;
 
 /// Index into [`Topology::switches`].
@@ -24,6 +25,9 @@ pub struct SwitchSpec {
     pub name: String,
     /// 1 for top-of-rack switches, one more per layer above.
     pub layer: u8,
+    /// Where the switch listens in the udp runtime; `None` takes the default plan
+    /// (`onepipe_fabric::udp::AddressPlan`).
+    pub addr: Option<SocketAddr>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +36,9 @@ pub struct HostSpec {
     /// The top-of-rack switch the host hangs under.
     pub tor: SwitchIndex,
     pub delay_ns: u64,
+    /// Where the host's first process listens in the udp runtime; process `k` of the host
+    /// takes the port `k` above it. `None` takes the default plan.
+    pub addr: Option<SocketAddr>,
 }
 
 /// A full-duplex link between switches of adjacent layers.
@@ -88,6 +95,24 @@ pub enum TopologyError {
     TooManyPorts { name: String, ports: usize, max: usize },
     #[error("preset `{0}`: {1}")]
     BadPreset(String, String),
+    #[error("`{name}` has address `{addr}`, which is not IP:PORT ({reason})")]
+    BadAddress {
+        name: String,
+        addr: String,
+        reason: String,
+    },
+}
+
+fn parse_addr(name: &str, addr: Option<&str>) -> Result<Option<SocketAddr>, TopologyError> {
+    addr.map(|a| {
+        a.parse()
+            .map_err(|e: std::net::AddrParseError| TopologyError::BadAddress {
+                name: name.to_string(),
+                addr: a.to_string(),
+                reason: e.to_string(),
+            })
+    })
+    .transpose()
 }
 
 #[derive(Deserialize)]
@@ -110,6 +135,7 @@ struct FileSwitch {
     layer: Option<u8>,
     /// Shorthand: this many hosts named `<switch>-h<i>` under this switch.
     hosts: Option<usize>,
+    addr: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -118,6 +144,7 @@ struct FileHost {
     name: String,
     switch: String,
     delay_ns: Option<u64>,
+    addr: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -272,6 +299,7 @@ impl Topology {
             switches.push(SwitchSpec {
                 name: s.name.clone(),
                 layer: 0,
+                addr: parse_addr(&s.name, s.addr.as_deref())?,
             });
             declared_layers.push(s.layer);
         }
@@ -284,6 +312,7 @@ impl Topology {
                     name,
                     tor: i,
                     delay_ns: default_delay_ns,
+                    addr: None,
                 });
             }
         }
@@ -302,6 +331,7 @@ impl Topology {
                 name: h.name.clone(),
                 tor,
                 delay_ns: h.delay_ns.unwrap_or(default_delay_ns),
+                addr: parse_addr(&h.name, h.addr.as_deref())?,
             });
         }
         let mut links = Vec::new();
@@ -499,7 +529,11 @@ impl Builder {
         }
     }
     fn switch(&mut self, name: String, layer: u8) -> SwitchIndex {
-        self.t.switches.push(SwitchSpec { name, layer });
+        self.t.switches.push(SwitchSpec {
+            name,
+            layer,
+            addr: None,
+        });
         self.t.switches.len() - 1
     }
     fn hosts(&mut self, tor: SwitchIndex, count: usize) {
@@ -509,6 +543,7 @@ impl Builder {
                 name,
                 tor,
                 delay_ns: LINK_DELAY_NS_DEFAULT,
+                addr: None,
             });
         }
     }

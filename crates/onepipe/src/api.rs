@@ -1,4 +1,5 @@
-//! Paper Table 1, best-effort half, over the inproc runtime.
+//! Paper Table 1 over the inproc runtime ([`OnePipe`]); the same [`Process`] handle serves a
+//! process that joined a udp fabric (`crate::udp::join`).
 //!
 //! | paper                          | here                                   |
 //! |--------------------------------|----------------------------------------|
@@ -109,32 +110,16 @@ impl OnePipe {
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);
         for p in 0..count {
-            let (cmd_tx, cmd_rx) = RingBuffer::new(options.send_queue_max);
-            let (del_tx, del_rx) = RingBuffer::new(options.recv_queue_max);
-            let (rel_tx, rel_rx) = RingBuffer::new(options.recv_queue_max);
-            let delivered_ts = Arc::new(AtomicU64::new(0));
-            apps.push(App::Link(Box::new(AppLink {
-                commands: cmd_rx,
-                deliveries: del_tx,
-                reliable_deliveries: rel_tx,
-                on_failure: None,
-                delivered_ts: delivered_ts.clone(),
-                refused: 0,
-            })));
-            handles.push(Some(Process {
-                id: p,
-                process_count: count,
-                commands: cmd_tx,
-                deliveries: del_rx,
-                reliable_deliveries: rel_rx,
-                clock,
-                offset_ns: offsets[p as usize],
-                delivered_ts,
-                next_msg_id: 0,
+            let limits = HandleLimits {
+                send_queue_max: options.send_queue_max,
+                recv_queue_max: options.recv_queue_max,
                 message_bytes_max: options.message_bytes_max,
                 packets_max: endpoint.send_buffer_packets_max,
                 fragment_bytes: options.mtu_bytes - HEADER_LEN,
-            }));
+            };
+            let (app, process) = link(p, count, &limits, clock, offsets[p as usize]);
+            apps.push(app);
+            handles.push(Some(process));
         }
         let config = SystemConfig {
             switch: SwitchConfig {
@@ -180,6 +165,69 @@ impl Drop for OnePipe {
     }
 }
 
+/// What an application handle may queue and send.
+pub(crate) struct HandleLimits {
+    pub send_queue_max: usize,
+    pub recv_queue_max: usize,
+    pub message_bytes_max: usize,
+    /// Packets of the endpoint's send buffer: no scattering may need more.
+    pub packets_max: usize,
+    pub fragment_bytes: usize,
+}
+
+/// The two ends of process `id`'s link between its application and its endpoint.
+pub(crate) fn link(
+    id: u32,
+    process_count: u32,
+    limits: &HandleLimits,
+    clock: Clock,
+    offset_ns: i64,
+) -> (App, Process) {
+    let (cmd_tx, cmd_rx) = RingBuffer::new(limits.send_queue_max);
+    let (del_tx, del_rx) = RingBuffer::new(limits.recv_queue_max);
+    let (rel_tx, rel_rx) = RingBuffer::new(limits.recv_queue_max);
+    let delivered_ts = Arc::new(AtomicU64::new(0));
+    let app = App::Link(Box::new(AppLink {
+        commands: cmd_rx,
+        deliveries: del_tx,
+        reliable_deliveries: rel_tx,
+        on_failure: None,
+        delivered_ts: delivered_ts.clone(),
+        refused: 0,
+    }));
+    let process = Process {
+        id,
+        process_count,
+        commands: cmd_tx,
+        deliveries: del_rx,
+        reliable_deliveries: rel_rx,
+        clock,
+        offset_ns,
+        delivered_ts,
+        next_msg_id: 0,
+        message_bytes_max: limits.message_bytes_max,
+        packets_max: limits.packets_max,
+        fragment_bytes: limits.fragment_bytes,
+        runtime: None,
+    };
+    (app, process)
+}
+
+/// Stops a runtime thread that serves one handle when the handle goes (`onepipe_exit`).
+pub(crate) struct StopOnDrop {
+    pub stop: Arc<std::sync::atomic::AtomicBool>,
+    pub thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// One process's view of 1Pipe.
 pub struct Process {
     id: u32,
@@ -194,6 +242,8 @@ pub struct Process {
     message_bytes_max: usize,
     packets_max: usize,
     fragment_bytes: usize,
+    /// The endpoint's own runtime, for a process that joined a udp fabric; dropped last.
+    pub(crate) runtime: Option<StopOnDrop>,
 }
 
 impl Process {

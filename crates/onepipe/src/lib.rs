@@ -18,6 +18,7 @@ pub mod switch;
 pub mod system;
 #[cfg(test)]
 mod test_packets;
+pub mod udp;
 pub mod workload;
 
 pub use endpoint::{Delivery, SendError, SendFailure};

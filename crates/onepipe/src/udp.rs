@@ -1,0 +1,173 @@
+//! 1Pipe over the udp runtime: a switch as its own OS process ([`run_switch`], behind
+//! `onepipe switch`), and application processes that join a running fabric ([`join`]).
+//!
+//! Every participant reads the same topology file and derives the same wiring, routes and
+//! addresses from it ([`AddressPlan`]), so nothing is negotiated at start. Time is the system
+//! clock ([`Clock::from_system_time`]): on one machine every process shares it; across
+//! machines, synchronize them with PTP or chrony (skew costs latency, never order).
+//!
+//! A process that has not joined yet holds its ToR's barrier back until the switch declares
+//! its link dead (`dead_after_intervals`), and rejoins when it starts; the reliable service's
+//! commit barrier waits for every process of the topology (failures are issue 6's controller).
+
+#![allow(clippy::disallowed_methods)] // threads and the system clock live here
+
+use crate::api::{HandleLimits, Process, StopOnDrop, link};
+use crate::endpoint::{Endpoint, EndpointConfig};
+use crate::host::HostNode;
+use crate::switch::{Switch, SwitchConfig, SwitchCounters};
+use onepipe_fabric::inproc::Clock;
+use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
+use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
+use onepipe_fabric::{RoutingError, Topology, Wiring, WiringError, routing};
+use onepipe_wire::Duration;
+use onepipe_wire::packet::HEADER_LEN;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// How every participant of a udp fabric is configured; all must agree on the topology,
+/// processes per host, beacon interval and MTU.
+#[derive(Clone, Debug)]
+pub struct UdpOptions {
+    pub topology: Topology,
+    pub processes_per_host: u32,
+    /// Each datagram costs a syscall of several microseconds here, so the default is coarser
+    /// than the inproc runtime's 50 us: ordering costs half an interval of latency.
+    pub beacon_interval: Duration,
+    pub dead_after_intervals: u32,
+    pub mtu_bytes: usize,
+    pub message_bytes_max: usize,
+    pub send_queue_max: usize,
+    pub recv_queue_max: usize,
+    /// Added to this participant's clock, to test skew.
+    pub clock_offset_ns: i64,
+    pub ecmp_seed: u64,
+    pub udp: UdpConfig,
+}
+
+impl UdpOptions {
+    pub fn new(topology: Topology) -> UdpOptions {
+        UdpOptions {
+            topology,
+            processes_per_host: 1,
+            beacon_interval: Duration::from_micros(500),
+            dead_after_intervals: 1_000,
+            mtu_bytes: 1500,
+            message_bytes_max: 1 << 20,
+            send_queue_max: 1024,
+            recv_queue_max: 65_536,
+            clock_offset_ns: 0,
+            ecmp_seed: 1,
+            udp: UdpConfig::default(),
+        }
+    }
+
+    fn switch_config(&self) -> SwitchConfig {
+        SwitchConfig {
+            beacon_interval: self.beacon_interval,
+            dead_after_intervals: self.dead_after_intervals.max(1),
+            ecmp_seed: self.ecmp_seed,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum UdpSystemError {
+    #[error(transparent)]
+    Wiring(#[from] WiringError),
+    #[error(transparent)]
+    Routing(#[from] RoutingError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Udp(#[from] UdpError),
+    #[error("the topology has no switch named `{0}`")]
+    UnknownSwitch(String),
+    #[error("process {process} does not exist: the topology has {count}")]
+    UnknownProcess { process: u32, count: usize },
+    #[error("the beacon interval must be positive")]
+    ZeroBeaconInterval,
+}
+
+fn wiring_and_plan(options: &UdpOptions) -> Result<(Wiring, AddressPlan), UdpSystemError> {
+    if options.beacon_interval == Duration::ZERO {
+        return Err(UdpSystemError::ZeroBeaconInterval);
+    }
+    let wiring = Wiring::new(options.topology.clone(), options.processes_per_host)?;
+    let plan = AddressPlan::new(&wiring)?;
+    Ok((wiring, plan))
+}
+
+/// Runs switch `name` on this thread until `stop` is set; returns its counters.
+pub fn run_switch(
+    options: &UdpOptions,
+    name: &str,
+    stop: &AtomicBool,
+    counters: &UdpCounters,
+) -> Result<SwitchCounters, UdpSystemError> {
+    let (wiring, plan) = wiring_and_plan(options)?;
+    let index = wiring
+        .topology
+        .switches
+        .iter()
+        .position(|s| s.name == name)
+        .ok_or_else(|| UdpSystemError::UnknownSwitch(name.to_string()))?;
+    let routes = routing::build(&wiring)?.swap_remove(index);
+    let links = Links::of(&wiring, &plan, index);
+    let mut driver = UdpDriver::bind(&links, &options.udp)?;
+    let clock = Clock::from_system_time();
+    let mut switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
+    driver.run(&mut switch, &clock, stop, counters);
+    Ok(switch.counters().clone())
+}
+
+/// Joins a running udp fabric as process `process`: binds its address, starts its endpoint on
+/// a thread of its own, and returns the handle (paper Table 1). Dropping the handle leaves.
+pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCounters>), UdpSystemError> {
+    let (wiring, plan) = wiring_and_plan(options)?;
+    let count = wiring.process_count();
+    if process as usize >= count {
+        return Err(UdpSystemError::UnknownProcess { process, count });
+    }
+    let node = wiring.node_of_process(process);
+    let links = Links::of(&wiring, &plan, node);
+    let mut driver = UdpDriver::bind(&links, &options.udp)?;
+    let spec = wiring.processes[process as usize];
+    let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
+    ec.beacon_interval = options.beacon_interval;
+    ec.mtu_bytes = options.mtu_bytes;
+    ec.message_bytes_max = options.message_bytes_max;
+    ec.clock_offset_ns = options.clock_offset_ns;
+    let fragment_bytes = options.mtu_bytes - HEADER_LEN;
+    ec.send_buffer_packets_max = ec
+        .send_buffer_packets_max
+        .max(count * options.message_bytes_max.div_ceil(fragment_bytes));
+    ec.reliable.send_buffer_packets_max = ec.send_buffer_packets_max;
+    let limits = HandleLimits {
+        send_queue_max: options.send_queue_max,
+        recv_queue_max: options.recv_queue_max,
+        message_bytes_max: options.message_bytes_max,
+        packets_max: ec.send_buffer_packets_max,
+        fragment_bytes,
+    };
+    let clock = Clock::from_system_time();
+    let (app, mut handle) = link(process, count as u32, &limits, clock, options.clock_offset_ns);
+    let mut host = HostNode {
+        endpoint: Endpoint::new(ec, clock.now()),
+        app,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(UdpCounters::default());
+    let thread = {
+        let (stop, counters) = (stop.clone(), counters.clone());
+        std::thread::Builder::new()
+            .name(format!("onepipe-p{process}"))
+            .spawn(move || driver.run(&mut host, &clock, &stop, &counters))
+            .map_err(UdpError::Io)?
+    };
+    handle.runtime = Some(StopOnDrop {
+        stop,
+        thread: Some(thread),
+    });
+    Ok((handle, counters))
+}

@@ -1,0 +1,110 @@
+//! 1Pipe over real UDP sockets on loopback: a switch on a thread and processes that join it,
+//! each with its own socket, as separate OS processes would (the CLI's integration test runs
+//! them as processes).
+
+#![allow(clippy::disallowed_methods)] // waits on real time
+
+use onepipe::udp::{UdpOptions, join, run_switch};
+use onepipe_fabric::Topology;
+use onepipe_fabric::udp::UdpCounters;
+use onepipe_wire::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A one-switch topology on addresses of its own (`tag` keeps tests apart; the process id
+/// keeps concurrent test runs apart).
+fn topology(tag: u8, hosts: usize) -> Topology {
+    let net = format!("127.{}.{}", 40 + tag, 1 + std::process::id() % 250);
+    let mut file = format!("[[switch]]\nname = \"tor\"\naddr = \"{net}.1:7000\"\n");
+    for h in 0..hosts {
+        file += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"tor\"\naddr = \"{net}.{}:7000\"\n",
+            10 + h
+        );
+    }
+    Topology::from_toml(&file).unwrap()
+}
+
+fn options(topology: Topology) -> UdpOptions {
+    let mut o = UdpOptions::new(topology);
+    o.beacon_interval = Duration::from_micros(200);
+    o
+}
+
+#[test]
+fn processes_over_udp_deliver_one_total_order() {
+    const PROCESSES: usize = 3;
+    const BROADCASTS: u64 = 200;
+    let opts = options(topology(0, PROCESSES));
+    let stop = Arc::new(AtomicBool::new(false));
+    let switch = {
+        let (opts, stop) = (opts.clone(), stop.clone());
+        std::thread::spawn(move || run_switch(&opts, "tor", &stop, &UdpCounters::default()))
+    };
+    let mut procs: Vec<_> = (0..PROCESSES as u32).map(|p| join(&opts, p).unwrap().0).collect();
+    let all: Vec<u32> = (0..PROCESSES as u32).collect();
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen: Vec<Vec<(u32, u64)>> = vec![Vec::new(); PROCESSES];
+    let total = BROADCASTS as usize * PROCESSES;
+    while seen.iter().any(|s| s.len() < total) && std::time::Instant::now() < deadline {
+        if sent < BROADCASTS {
+            for p in procs.iter_mut() {
+                let payload = sent.to_le_bytes();
+                let scatter: Vec<(u32, &[u8])> = all.iter().map(|&d| (d, &payload[..])).collect();
+                p.send_unreliable(&scatter).unwrap();
+            }
+            sent += 1;
+        }
+        for (i, p) in procs.iter_mut().enumerate() {
+            while let Some(d) = p.recv() {
+                seen[i].push((d.src, d.msg_id));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    drop(procs);
+    stop.store(true, Ordering::Relaxed);
+    let counters = switch.join().unwrap().unwrap();
+    for (i, s) in seen.iter().enumerate() {
+        assert_eq!(s.len(), total, "process {i} delivered {} of {total}", s.len());
+        assert_eq!(s, &seen[0], "process {i} disagrees with process 0 on the order");
+    }
+    assert!(counters.forwarded >= total as u64 * PROCESSES as u64);
+}
+
+#[test]
+fn strangers_are_dropped_and_counted_and_unknown_names_are_errors() {
+    let opts = options(topology(1, 2));
+    assert!(matches!(
+        run_switch(&opts, "nope", &AtomicBool::new(false), &UdpCounters::default()),
+        Err(onepipe::udp::UdpSystemError::UnknownSwitch(_))
+    ));
+    assert!(matches!(
+        join(&opts, 2),
+        Err(onepipe::udp::UdpSystemError::UnknownProcess { process: 2, count: 2 })
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(UdpCounters::default());
+    let switch = {
+        let (opts, stop, counters) = (opts.clone(), stop.clone(), counters.clone());
+        std::thread::spawn(move || run_switch(&opts, "tor", &stop, &counters))
+    };
+    let addr = opts.topology.switches[0].addr.unwrap();
+    let stranger = std::net::UdpSocket::bind((addr.ip(), 0)).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while counters.unknown_source.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        stranger
+            .send_to(b"OP\x01\x00\x00\x00\x00\x00garbage", addr)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    switch.join().unwrap().unwrap();
+    assert!(counters.unknown_source.load(Ordering::Relaxed) > 0);
+    assert_eq!(
+        counters.frames_in.load(Ordering::Relaxed),
+        0,
+        "nothing of the stranger's was taken"
+    );
+}
