@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod fabric;
 mod plot;
 mod sim;
 
@@ -28,6 +29,12 @@ enum Command {
     Bench(bench::BenchCommand),
     /// The deterministic simulator: one seeded run, replayable exactly
     Sim(sim::SimArgs),
+    /// Run one switch of a topology file over UDP (until Ctrl-C or SIGTERM)
+    Switch(fabric::SwitchArgs),
+    /// Start every switch of a topology file as its own process over UDP; Ctrl-C stops them
+    Up(fabric::UpArgs),
+    /// Stop what `onepipe up FILE` started
+    Down(fabric::DownArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +43,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Sim(args) => sim::run(args),
+        Command::Switch(args) => fabric::switch(args),
+        Command::Up(args) => fabric::up(args),
+        Command::Down(args) => fabric::down(args),
     };
     match result {
         Ok(code) => code,

@@ -251,6 +251,11 @@ impl Process {
         self.id
     }
 
+    /// How many processes the system has (ids `0..process_count`).
+    pub fn process_count(&self) -> u32 {
+        self.process_count
+    }
+
     /// Sends one scattering: every message gets the same timestamp, and every receiver
     /// delivers it at the same position of the total order. Returns the message id.
     pub fn send_unreliable(&mut self, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {

@@ -1,0 +1,97 @@
+//! Joins a running udp fabric (`onepipe up FILE`) as one process and broadcasts numbered
+//! messages to every process, itself included, then reports what it delivered.
+//!
+//! ```text
+//! onepipe up two.toml &
+//! cargo run --release --example print -- --topology two.toml --process 1 &
+//! cargo run --release --example broadcast -- --topology two.toml --process 0 --count 1000
+//! ```
+//! Every process of the topology should join: one that never does holds best-effort delivery
+//! back until its switch declares it dead (`--dead-after-beacons` intervals).
+
+#![allow(clippy::disallowed_methods)] // an application: it paces on real time
+
+use clap::Parser;
+use onepipe::SendError;
+use onepipe::udp::{UdpOptions, join};
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long)]
+    topology: std::path::PathBuf,
+    #[arg(long)]
+    process: u32,
+    #[arg(long, default_value_t = 1000)]
+    count: u64,
+    /// Broadcasts per second (0: as fast as the send buffer takes them)
+    #[arg(long, default_value_t = 1000)]
+    rate: u64,
+    /// Use reliable 1Pipe
+    #[arg(long)]
+    reliable: bool,
+    /// Must match the switches' (`onepipe up --beacon-interval-us`)
+    #[arg(long, default_value_t = 500)]
+    beacon_interval_us: u64,
+    #[arg(long, default_value_t = 1)]
+    processes_per_host: u32,
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let mut options = UdpOptions::new(Topology::from_file(&args.topology)?);
+    options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
+    options.processes_per_host = args.processes_per_host;
+    let (mut me, _counters) = join(&options, args.process)?;
+    let everyone: Vec<u32> = (0..me.process_count()).collect();
+    let gap = (args.rate > 0).then(|| std::time::Duration::from_secs_f64(1.0 / args.rate as f64));
+    let start = std::time::Instant::now();
+    let mut delivered = 0u64;
+    for i in 0..args.count {
+        let text = format!("{} says {i}", args.process);
+        let scatter: Vec<(u32, &[u8])> = everyone.iter().map(|&d| (d, text.as_bytes())).collect();
+        loop {
+            let sent = if args.reliable {
+                me.send_reliable(&scatter)
+            } else {
+                me.send_unreliable(&scatter)
+            };
+            match sent {
+                Ok(_) => break,
+                Err(SendError::BufferFull { .. }) => std::thread::yield_now(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        while (if args.reliable {
+            me.recv_reliable()
+        } else {
+            me.recv()
+        })
+        .is_some()
+        {
+            delivered += 1;
+        }
+        if let Some(gap) = gap {
+            let due = start + gap * (i as u32 + 1);
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        }
+    }
+    // Give the last messages a moment to come back around.
+    // Longer than a departed process holds its ToR back (the default --dead-after-beacons).
+    let wait = std::time::Duration::from_secs(2);
+    while let Some(_d) = if args.reliable {
+        me.recv_reliable_timeout(wait)
+    } else {
+        me.recv_timeout(wait)
+    } {
+        delivered += 1;
+    }
+    println!(
+        "process {} sent {} broadcasts in {:.2} s and delivered {delivered} messages",
+        args.process,
+        args.count,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

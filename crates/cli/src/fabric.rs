@@ -1,0 +1,310 @@
+//! `onepipe switch`, `onepipe up` and `onepipe down`: a topology as separate OS processes over
+//! UDP (docs/udp.md).
+
+#![allow(clippy::disallowed_methods)] // supervision waits on real time
+
+use clap::Args;
+use onepipe::udp::{UdpOptions, run_switch};
+use onepipe_fabric::Topology;
+use onepipe_fabric::udp::plan::AddressPlan;
+use onepipe_fabric::udp::{IdlePolicy, UdpCounters};
+use onepipe_fabric::{Wiring, udp::UdpConfig};
+use onepipe_wire::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What every participant of a udp fabric must agree on.
+#[derive(Args, Clone, Debug)]
+pub struct FabricArgs {
+    #[arg(long, default_value_t = 1)]
+    pub processes_per_host: u32,
+    /// Beacon interval; ordering costs about half of it in latency
+    #[arg(long, default_value_t = 500)]
+    pub beacon_interval_us: u64,
+    /// An input link silent for this many beacon intervals is removed
+    #[arg(long, default_value_t = 1_000)]
+    pub dead_after_beacons: u32,
+    /// Largest datagram, header included (loopback takes up to 65507)
+    #[arg(long, default_value_t = 8_972)]
+    pub datagram_bytes: usize,
+    /// Poll without ever blocking (a core per node) instead of parking when idle
+    #[arg(long)]
+    pub busy_poll: bool,
+}
+
+impl FabricArgs {
+    pub fn options(&self, topology: Topology) -> std::result::Result<UdpOptions, String> {
+        if self.processes_per_host == 0 {
+            return Err("--processes-per-host must be at least 1".into());
+        }
+        if !(64..=65_507).contains(&self.datagram_bytes) {
+            return Err("--datagram-bytes must be between 64 and 65507".into());
+        }
+        let mut o = UdpOptions::new(topology);
+        o.processes_per_host = self.processes_per_host;
+        o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
+        o.dead_after_intervals = self.dead_after_beacons;
+        o.udp = UdpConfig {
+            datagram_bytes_max: self.datagram_bytes,
+            idle: if self.busy_poll {
+                IdlePolicy::BusyPoll
+            } else {
+                UdpConfig::default().idle
+            },
+            ..UdpConfig::default()
+        };
+        Ok(o)
+    }
+
+    fn to_cli(&self) -> Vec<String> {
+        let mut v = vec![
+            format!("--processes-per-host={}", self.processes_per_host),
+            format!("--beacon-interval-us={}", self.beacon_interval_us),
+            format!("--dead-after-beacons={}", self.dead_after_beacons),
+            format!("--datagram-bytes={}", self.datagram_bytes),
+        ];
+        if self.busy_poll {
+            v.push("--busy-poll".into());
+        }
+        v
+    }
+}
+
+#[derive(Args)]
+pub struct SwitchArgs {
+    /// Topology file (docs/topology.md)
+    #[arg(long)]
+    topology: PathBuf,
+    /// Name of the switch to run
+    #[arg(long)]
+    node: String,
+    #[command(flatten)]
+    fabric: FabricArgs,
+    /// Exit when the process that started this one goes (used by `onepipe up`)
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
+}
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Topology file (docs/topology.md)
+    topology: PathBuf,
+    #[command(flatten)]
+    fabric: FabricArgs,
+}
+
+#[derive(Args)]
+pub struct DownArgs {
+    /// The topology file given to `onepipe up`
+    topology: PathBuf,
+}
+
+type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn load(path: &Path) -> Res<Topology> {
+    Ok(Topology::from_file(path)?)
+}
+
+/// Set on Ctrl-C, SIGTERM or SIGHUP.
+fn stop_on_signal() -> Res<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))?;
+    Ok(stop)
+}
+
+pub fn switch(args: SwitchArgs) -> Result<ExitCode, String> {
+    switch_inner(args).map_err(|e| e.to_string())
+}
+
+fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
+    let options = args.fabric.options(load(&args.topology)?)?;
+    let stop = stop_on_signal()?;
+    if args.exit_with_parent {
+        let parent = std::os::unix::process::parent_id();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while std::os::unix::process::parent_id() == parent {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let counters = UdpCounters::default();
+    let switch = run_switch(&options, &args.node, &stop, &counters)?;
+    let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    eprintln!(
+        "switch {}: forwarded {} frames, {} beacons sent; datagrams in {} out {}; lost {}, reordered {}, malformed {}, from strangers {}",
+        args.node,
+        switch.forwarded,
+        switch.beacons_sent,
+        c(&counters.datagrams_in),
+        c(&counters.datagrams_out),
+        c(&counters.lost),
+        c(&counters.reordered),
+        c(&counters.malformed),
+        c(&counters.unknown_source),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where `onepipe up FILE` records what it started, for `onepipe down FILE`.
+fn state_path(topology: &Path) -> Res<PathBuf> {
+    let canonical = std::fs::canonicalize(topology)
+        .map_err(|e| format!("cannot read topology file {}: {e}", topology.display()))?;
+    let key = onepipe_fabric::hash::mix64(
+        canonical
+            .to_string_lossy()
+            .bytes()
+            .fold(0u64, |h, b| h.rotate_left(8) ^ b as u64),
+    );
+    Ok(std::env::temp_dir().join(format!("onepipe-up-{key:016x}.pids")))
+}
+
+fn signal(pid: u32, sig: nix::sys::signal::Signal) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).is_ok()
+}
+
+/// Whether `pid` runs: exists and is not a zombie waiting for its parent to reap it.
+fn alive(pid: u32) -> bool {
+    let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok();
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(false);
+    exists && !zombie
+}
+
+/// Asks children to stop, waits up to `grace`, then kills what is left.
+fn stop_children(children: &mut [(String, Child)], grace: std::time::Duration) {
+    for (_, c) in children.iter() {
+        signal(c.id(), nix::sys::signal::Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + grace;
+    for (_, c) in children.iter_mut() {
+        while c.try_wait().ok().flatten().is_none() {
+            if std::time::Instant::now() >= deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+pub fn up(args: UpArgs) -> Result<ExitCode, String> {
+    up_inner(args).map_err(|e| e.to_string())
+}
+
+fn up_inner(args: UpArgs) -> Res<ExitCode> {
+    let topology = load(&args.topology)?;
+    let options = args.fabric.options(topology.clone())?;
+    let wiring = Wiring::new(topology.clone(), options.processes_per_host)?;
+    let plan = AddressPlan::new(&wiring)?;
+    let state = state_path(&args.topology)?;
+    if let Ok(text) = std::fs::read_to_string(&state)
+        && let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<u32>().ok())
+        && alive(pid)
+    {
+        return Err(format!(
+            "{} is already up (process {pid}); `onepipe down {}` first",
+            args.topology.display(),
+            args.topology.display()
+        )
+        .into());
+    }
+    let stop = stop_on_signal()?;
+    let exe = std::env::current_exe()?;
+    let mut children: Vec<(String, Child)> = Vec::new();
+    for s in &topology.switches {
+        let child = Command::new(&exe)
+            .arg("switch")
+            .arg("--topology")
+            .arg(&args.topology)
+            .arg("--node")
+            .arg(&s.name)
+            .args(args.fabric.to_cli())
+            .arg("--exit-with-parent")
+            .spawn();
+        match child {
+            Ok(c) => children.push((s.name.clone(), c)),
+            Err(e) => {
+                stop_children(&mut children, std::time::Duration::from_secs(2));
+                return Err(format!("cannot start switch {}: {e}", s.name).into());
+            }
+        }
+    }
+    let mut record = format!("{}\n", std::process::id());
+    for (_, c) in &children {
+        record += &format!("{}\n", c.id());
+    }
+    std::fs::write(&state, record)?;
+    eprintln!(
+        "{} switches of `{}` up over UDP ({} processes may join):",
+        children.len(),
+        topology.name,
+        wiring.process_count()
+    );
+    for (i, s) in topology.switches.iter().enumerate() {
+        eprintln!("  {:<12} {}", s.name, plan.switches[i]);
+    }
+    eprintln!(
+        "Ctrl-C here, or `onepipe down {}`, stops them.",
+        args.topology.display()
+    );
+    let mut failed = None;
+    while !stop.load(Ordering::Relaxed) && failed.is_none() {
+        for (name, c) in children.iter_mut() {
+            if let Ok(Some(status)) = c.try_wait() {
+                failed = Some(format!("switch {name} exited ({status})"));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    stop_children(&mut children, std::time::Duration::from_secs(3));
+    let _ = std::fs::remove_file(&state);
+    match failed {
+        Some(why) => Err(why.into()),
+        None => {
+            eprintln!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub fn down(args: DownArgs) -> Result<ExitCode, String> {
+    down_inner(args).map_err(|e| e.to_string())
+}
+
+fn down_inner(args: DownArgs) -> Res<ExitCode> {
+    let state = state_path(&args.topology)?;
+    let Ok(text) = std::fs::read_to_string(&state) else {
+        eprintln!("{} is not up", args.topology.display());
+        return Ok(ExitCode::SUCCESS);
+    };
+    let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    // The supervisor stops its switches; if it is gone, they are stopped directly.
+    let targets: Vec<u32> = match pids.first() {
+        Some(&up) if alive(up) => vec![up],
+        _ => pids.iter().skip(1).copied().collect(),
+    };
+    for &pid in &targets {
+        signal(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) {
+        if std::time::Instant::now() >= deadline {
+            for &p in &pids {
+                signal(p, nix::sys::signal::Signal::SIGKILL);
+            }
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&state);
+    eprintln!("{} is down", args.topology.display());
+    Ok(ExitCode::SUCCESS)
+}

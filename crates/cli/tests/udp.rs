@@ -1,0 +1,169 @@
+//! A topology as separate OS processes over loopback UDP: `onepipe up` starts its switches,
+//! application processes join through the library, the checker verifies what they delivered,
+//! and `onepipe down` leaves no process behind.
+
+#![allow(clippy::disallowed_methods)] // waits on real time
+
+mod common;
+
+use onepipe::udp::{UdpOptions, join};
+use onepipe_check::{Event, ProcessLog, check_all, check_no_loss};
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+/// Two racks under a spine, two hosts each, on addresses no other test uses.
+fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
+    let net = format!("127.60.{}", 1 + std::process::id() % 250);
+    let mut file = String::from("name = \"two-racks\"\n");
+    for (i, s) in ["tor0", "tor1", "spine"].iter().enumerate() {
+        file += &format!("[[switch]]\nname = \"{s}\"\naddr = \"{net}.{}:7100\"\n", 1 + i);
+    }
+    for h in 0..4 {
+        let tor = if h < 2 { "tor0" } else { "tor1" };
+        file += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"{tor}\"\naddr = \"{net}.{}:7100\"\n",
+            10 + h
+        );
+    }
+    file += "[[link]]\nbetween = [\"tor0\", \"spine\"]\n[[link]]\nbetween = [\"tor1\", \"spine\"]\n";
+    let path = dir.join("two-racks.toml");
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+/// Processes whose command line names `needle` (the topology file).
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(needle) && pid != std::process::id() {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+enum Step {
+    Sent(u64),
+    Delivered { ts: u64, src: u32, id: u64 },
+}
+
+#[test]
+fn up_join_verify_down() {
+    const BROADCASTS: u64 = 100;
+    let dir = std::env::temp_dir().join(format!("onepipe-udp-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write_topology(&dir);
+    let beacon = ["--beacon-interval-us", "200"];
+    let mut up = common::onepipe()
+        .arg("up")
+        .arg(&file)
+        .args(beacon)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(up.stderr.take().unwrap());
+    let mut banner = String::new();
+    while !banner.contains("stops them") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {banner}");
+        banner += &line;
+    }
+    assert_eq!(
+        processes_naming(file.to_str().unwrap()).len(),
+        4,
+        "up and three switches"
+    );
+
+    let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());
+    opts.beacon_interval = Duration::from_micros(200);
+    let mut procs: Vec<_> = (0..4).map(|p| join(&opts, p).unwrap().0).collect();
+    let everyone: Vec<u32> = (0..4).collect();
+    let mut steps: Vec<Vec<Step>> = (0..4).map(|_| Vec::new()).collect();
+    let mut delivered = vec![0u64; 4];
+    let mut sent = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while delivered.iter().any(|&d| d < 4 * BROADCASTS) && std::time::Instant::now() < deadline {
+        for (p, proc_) in procs.iter_mut().enumerate() {
+            if sent < BROADCASTS {
+                let payload = sent.to_le_bytes();
+                let scatter: Vec<(u32, &[u8])> = everyone.iter().map(|&d| (d, &payload[..])).collect();
+                let id = proc_.send_unreliable(&scatter).unwrap();
+                steps[p].push(Step::Sent(id));
+            }
+            while let Some(d) = proc_.recv() {
+                delivered[p] += 1;
+                steps[p].push(Step::Delivered {
+                    ts: d.ts.as_nanos(),
+                    src: d.src,
+                    id: d.msg_id,
+                });
+            }
+        }
+        sent += 1;
+        std::thread::sleep(std::time::Duration::from_micros(300));
+    }
+    drop(procs);
+
+    let down = common::onepipe().arg("down").arg(&file).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    let status = up.wait().unwrap();
+    assert!(status.success(), "up exited with {status}");
+    assert!(
+        processes_naming(file.to_str().unwrap()).is_empty(),
+        "processes left behind"
+    );
+
+    // The checker's logs: a scattering's timestamp is the one its receivers delivered it at.
+    let mut ts_of = HashMap::new();
+    for s in steps.iter().flatten() {
+        if let Step::Delivered { ts, src, id } = s {
+            ts_of.insert((*src, *id), *ts);
+        }
+    }
+    let logs: Vec<ProcessLog> = steps
+        .iter()
+        .enumerate()
+        .map(|(p, steps)| {
+            let mut events = Vec::new();
+            for s in steps {
+                match *s {
+                    Step::Sent(id) => {
+                        let ts_ns = ts_of.get(&(p as u32, id)).copied().unwrap_or(0);
+                        events.extend(everyone.iter().map(|&dst| Event::Send {
+                            ts_ns,
+                            dst,
+                            msg_id: id,
+                        }));
+                    }
+                    Step::Delivered { ts, src, id } => events.push(Event::Deliver {
+                        ts_ns: ts,
+                        src,
+                        msg_id: id,
+                    }),
+                }
+            }
+            ProcessLog {
+                process: p as u32,
+                events,
+            }
+        })
+        .collect();
+    let report = check_all(&logs);
+    assert!(report.ok(), "{report:?}");
+    assert_eq!(
+        delivered,
+        vec![4 * BROADCASTS; 4],
+        "every broadcast reached everyone"
+    );
+    assert!(check_no_loss(&logs).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
