@@ -86,6 +86,19 @@ pub struct DemoArgs {
     link_gbps: f64,
     #[arg(long, default_value_t = 1024)]
     ecn_threshold_bytes: usize,
+    /// inproc: every link a ring in memory; udp: every node on a thread with its own UDP
+    /// socket on loopback (link faults and rates then do not apply)
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
+    runtime: RuntimeKind,
+    /// udp runtime: largest datagram, header included
+    #[arg(long, default_value_t = 8_972)]
+    datagram_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeKind {
+    Inproc,
+    Udp,
 }
 
 #[derive(Serialize)]
@@ -129,6 +142,9 @@ struct Summary {
     link_duplicates: u64,
     link_reordered: u64,
     ecn_marked: u64,
+    /// Over the udp runtime: datagrams and frames the sockets carried and lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp: Option<onepipe::udp::UdpTotals>,
     checks: AllChecks,
 }
 
@@ -214,6 +230,21 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     };
     if let Some(w) = args.workers {
         c.workers = w;
+    }
+    if args.runtime == RuntimeKind::Udp {
+        if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
+            return Err("--datagram-bytes must be between 64 and 65507".into());
+        }
+        let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
+        if faults || args.link_gbps > 0.0 {
+            return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
+        }
+        c.udp = Some(onepipe_fabric::udp::UdpConfig {
+            datagram_bytes_max: args.datagram_bytes,
+            // Dozens of node threads share the cores: park soon.
+            idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
+            ..Default::default()
+        });
     }
     if let Some(before) = args.start_before_wrap_ns {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
@@ -329,6 +360,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         link_duplicates: ordered.link_duplicates,
         link_reordered: ordered.link_reordered,
         ecn_marked: ordered.ecn_marked,
+        udp: ordered.udp.clone(),
         checks: AllChecks {
             order: report.checks(),
             no_loss: args.reliable.then_some(lost.is_empty()),

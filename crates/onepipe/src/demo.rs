@@ -9,11 +9,13 @@ use crate::hash::SplitMix;
 use crate::host::App;
 use crate::switch::{SwitchConfig, SwitchCounters};
 use crate::system::{self, SystemConfig, SystemError};
+use crate::udp::LocalFabric;
 use crate::workload::{Broadcast, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
 use onepipe_fabric::Either;
 use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
+use onepipe_fabric::udp::UdpConfig;
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
@@ -52,6 +54,9 @@ pub struct DemoConfig {
     pub link_bits_per_s: Option<u64>,
     /// Queue depth past which switches mark ECN (DCTCP).
     pub ecn_threshold_bytes: usize,
+    /// `None`: the inproc runtime. Some: every node on a thread and a UDP socket of its own
+    /// (link faults, rates and ring sizes then do not apply: the kernel's sockets are the links).
+    pub udp: Option<UdpConfig>,
 }
 
 impl Default for DemoConfig {
@@ -82,6 +87,7 @@ impl Default for DemoConfig {
             faults: LinkFaults::default(),
             link_bits_per_s: None,
             ecn_threshold_bytes: 1024,
+            udp: None,
         }
     }
 }
@@ -92,6 +98,8 @@ pub enum DemoError {
     Wiring(#[from] WiringError),
     #[error(transparent)]
     System(#[from] SystemError),
+    #[error(transparent)]
+    Udp(#[from] crate::udp::UdpSystemError),
     #[error("message size must be between 8 and {max} bytes (it carries an 8-byte send time)")]
     MessageSize { max: usize },
     #[error("{0} must be positive")]
@@ -126,6 +134,8 @@ pub struct PhaseResult {
     pub ecn_marked: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
+    /// The sockets' own counts, over the udp runtime.
+    pub udp: Option<crate::udp::UdpTotals>,
 }
 
 impl PhaseResult {
@@ -135,6 +145,11 @@ impl PhaseResult {
     pub fn latency_us(&self, quantile: f64) -> f64 {
         self.latency_ns.value_at_quantile(quantile) as f64 / 1_000.0
     }
+}
+
+enum PhaseRuntime {
+    Inproc(onepipe_fabric::inproc::Runtime<crate::system::Member>),
+    Udp(LocalFabric),
 }
 
 /// Largest demo message (the endpoint's default limit).
@@ -259,7 +274,17 @@ pub fn run_phase(
             )))
         })
         .collect();
-    let runtime = system::start(&wiring, &system_config, apps, &offsets, clock)?;
+    let runtime = match &config.udp {
+        None => PhaseRuntime::Inproc(system::start(&wiring, &system_config, apps, &offsets, clock)?),
+        Some(udp) => PhaseRuntime::Udp(LocalFabric::start(
+            &wiring,
+            &system_config,
+            udp,
+            apps,
+            &offsets,
+            clock,
+        )?),
+    };
     let total = config.duration.as_nanos() as f64;
     while clock.now() < send_until {
         std::thread::sleep(PROGRESS_PERIOD);
@@ -269,14 +294,26 @@ pub fn run_phase(
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
     // Reliable messages may still be waiting for retransmission after sending stops.
     std::thread::sleep(if config.reliable { RELIABLE_DRAIN } else { DRAIN });
-    let faults = runtime.fault_counters();
-    let (link_drops, link_duplicates, link_reordered, ecn_marked) = (
-        faults.dropped.load(Ordering::Relaxed),
-        faults.duplicated.load(Ordering::Relaxed),
-        faults.reordered.load(Ordering::Relaxed),
-        faults.ecn_marked.load(Ordering::Relaxed),
-    );
-    let nodes = runtime.stop();
+    let mut udp_totals = None;
+    let (link_drops, link_duplicates, link_reordered, ecn_marked, nodes) = match runtime {
+        PhaseRuntime::Inproc(runtime) => {
+            let faults = runtime.fault_counters();
+            let counts = (
+                faults.dropped.load(Ordering::Relaxed),
+                faults.duplicated.load(Ordering::Relaxed),
+                faults.reordered.load(Ordering::Relaxed),
+                faults.ecn_marked.load(Ordering::Relaxed),
+            );
+            (counts.0, counts.1, counts.2, counts.3, runtime.stop())
+        }
+        PhaseRuntime::Udp(fabric) => {
+            // Frames the sockets lost count as link drops; a datagram holds many frames, so
+            // lost datagrams are reported as such in the JSON's udp figures.
+            let t = fabric.totals();
+            udp_totals = Some(t.clone());
+            (t.dropped_frames, 0, t.reordered_datagrams, 0, fabric.stop())
+        }
+    };
 
     let mut result = PhaseResult {
         ordering,
@@ -299,6 +336,7 @@ pub fn run_phase(
         ecn_marked,
         reorder_bytes_peak: 0,
         reorder_messages_peak: 0,
+        udp: udp_totals,
     };
     for node in nodes {
         match node {

@@ -6,7 +6,7 @@ use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
 use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
-use onepipe_wire::Duration;
+use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system: switches on the left, processes on the right.
 pub type Member = Either<Box<Switch>, Box<HostNode>>;
@@ -44,8 +44,22 @@ pub fn start(
     clock_offsets_ns: &[i64],
     clock: Clock,
 ) -> Result<Runtime<Member>, SystemError> {
+    let nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
+    let links = wiring.directed_links(config.link_delay);
+    let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
+    Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
+}
+
+/// Every node of the system, switches first (as [`Wiring::node_of_process`] numbers them),
+/// whatever runtime drives them.
+pub fn build(
+    wiring: &Wiring,
+    config: &SystemConfig,
+    apps: Vec<App>,
+    clock_offsets_ns: &[i64],
+    now: Instant,
+) -> Result<Vec<Member>, RoutingError> {
     assert_eq!(apps.len(), wiring.process_count(), "one app per process");
-    let now = clock.now();
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
     for (s, routes) in tables.into_iter().enumerate() {
@@ -70,9 +84,7 @@ pub fn start(
             app,
         })));
     }
-    let links = wiring.directed_links(config.link_delay);
-    let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
-    Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
+    Ok(nodes)
 }
 
 /// Keeps each rack (ToR and its processes) on one worker, and each higher switch on the worker

@@ -14,14 +14,16 @@
 
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
 use crate::endpoint::{Endpoint, EndpointConfig};
-use crate::host::HostNode;
+use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig, SwitchCounters};
+use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
 use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
 use onepipe_fabric::{RoutingError, Topology, Wiring, WiringError, routing};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -170,4 +172,98 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         thread: Some(thread),
     });
     Ok((handle, counters))
+}
+
+/// A whole topology over UDP inside this OS process: a thread and a socket per node, each
+/// node on its own loopback address of the default plan but on a port the kernel picks, so
+/// that fabrics started side by side (tests, benchmarks) never collide. For `onepipe demo
+/// --runtime udp` and the benchmarks; real deployments run `onepipe up` and [`join`].
+pub struct LocalFabric {
+    threads: Vec<std::thread::JoinHandle<Member>>,
+    stop: Arc<AtomicBool>,
+    counters: Vec<Arc<UdpCounters>>,
+}
+
+/// Sums of every node's [`UdpCounters`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UdpTotals {
+    pub datagrams_out: u64,
+    pub frames_out: u64,
+    pub lost_datagrams: u64,
+    pub reordered_datagrams: u64,
+    pub dropped_frames: u64,
+}
+
+impl LocalFabric {
+    pub fn start(
+        wiring: &Wiring,
+        config: &SystemConfig,
+        udp: &UdpConfig,
+        apps: Vec<App>,
+        clock_offsets_ns: &[i64],
+        clock: Clock,
+    ) -> Result<LocalFabric, UdpSystemError> {
+        let plan = AddressPlan::new(wiring)?;
+        let nodes = crate::system::build(wiring, config, apps, clock_offsets_ns, clock.now())?;
+        let mut drivers = Vec::with_capacity(nodes.len());
+        let mut bound = Vec::with_capacity(nodes.len());
+        for n in 0..nodes.len() {
+            let local = SocketAddr::new(plan.node(n).ip(), 0);
+            let d = UdpDriver::bind_addr(local, udp)?;
+            bound.push(d.local_addr().map_err(UdpError::Io)?);
+            drivers.push(d);
+        }
+        let mut ports: Vec<Vec<Option<SocketAddr>>> = vec![Vec::new(); nodes.len()];
+        for l in wiring.directed_links(Duration::ZERO) {
+            let (from, port) = (l.from.0, l.from.1 as usize);
+            if ports[from].len() <= port {
+                ports[from].resize(port + 1, None);
+            }
+            ports[from][port] = Some(bound[l.to.0]);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::with_capacity(nodes.len());
+        let mut counters = Vec::with_capacity(nodes.len());
+        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(ports) {
+            driver.set_ports(&ports);
+            let c = Arc::new(UdpCounters::default());
+            counters.push(c.clone());
+            let stop = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name("onepipe-udp-node".into())
+                .spawn(move || {
+                    driver.run(&mut node, &clock, &stop, &c);
+                    node
+                })
+                .map_err(UdpError::Io)?;
+            threads.push(thread);
+        }
+        Ok(LocalFabric {
+            threads,
+            stop,
+            counters,
+        })
+    }
+
+    pub fn totals(&self) -> UdpTotals {
+        let mut t = UdpTotals::default();
+        for c in &self.counters {
+            let l = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            t.datagrams_out += l(&c.datagrams_out);
+            t.frames_out += l(&c.frames_out);
+            t.lost_datagrams += l(&c.lost);
+            t.reordered_datagrams += l(&c.reordered);
+            t.dropped_frames += l(&c.send_dropped_frames);
+        }
+        t
+    }
+
+    /// Stops every node and hands them back, switches first.
+    pub fn stop(self) -> Vec<Member> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads
+            .into_iter()
+            .map(|t| t.join().expect("a node thread panicked"))
+            .collect()
+    }
 }

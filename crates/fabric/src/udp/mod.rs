@@ -29,6 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Frames a node may originate on one port per pass, so inputs are not starved.
 const OUTPUT_BUDGET_FRAMES: usize = 256;
 const RECV_BUF_BYTES: usize = 65_536;
+/// The largest UDP payload over IPv4.
+pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 /// Longest a parked node sleeps before it looks at the clock again.
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
@@ -95,6 +97,8 @@ pub enum UdpError {
     Bind { addr: SocketAddr, source: io::Error },
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
+    #[error("datagrams of {0} bytes: UDP over IPv4 carries at most {DATAGRAM_BYTES_LIMIT}")]
+    DatagramTooLarge(usize),
 }
 
 /// A node's neighbours: the address behind each of its ports.
@@ -158,39 +162,30 @@ fn canonical(addr: SocketAddr) -> SocketAddr {
 }
 
 impl UdpDriver {
+    /// Binds `links.local` and connects each port to its neighbour.
     pub fn bind(links: &Links, config: &UdpConfig) -> Result<UdpDriver, UdpError> {
-        let socket = UdpSocket::bind(links.local).map_err(|source| UdpError::Bind {
-            addr: links.local,
-            source,
-        })?;
+        let mut d = UdpDriver::bind_addr(links.local, config)?;
+        d.set_ports(&links.ports);
+        Ok(d)
+    }
+
+    /// Binds `local` (port 0: any free port) with no ports connected yet.
+    pub fn bind_addr(local: SocketAddr, config: &UdpConfig) -> Result<UdpDriver, UdpError> {
+        if config.datagram_bytes_max > DATAGRAM_BYTES_LIMIT {
+            return Err(UdpError::DatagramTooLarge(config.datagram_bytes_max));
+        }
+        let socket = UdpSocket::bind(local).map_err(|source| UdpError::Bind { addr: local, source })?;
         let sock = socket2::SockRef::from(&socket);
         // Best effort: the kernel caps these at net.core.{r,w}mem_max.
         let _ = sock.set_recv_buffer_size(config.socket_buffer_bytes);
         let _ = sock.set_send_buffer_size(config.socket_buffer_bytes);
         let state = quinn_udp::UdpSocketState::new((&socket).into())?;
-        let mut by_addr = HashMap::new();
-        let ports = links
-            .ports
-            .iter()
-            .enumerate()
-            .map(|(i, peer)| {
-                if let Some(a) = peer {
-                    by_addr.insert(canonical(*a), i as PortId);
-                }
-                Port {
-                    peer: *peer,
-                    packer: Packer::new(config.datagram_bytes_max),
-                    next_seq_out: 0,
-                    next_seq_in: None,
-                }
-            })
-            .collect();
         let batch = quinn_udp::BATCH_SIZE.max(1);
         Ok(UdpDriver {
             socket,
             state,
-            ports,
-            by_addr,
+            ports: Vec::new(),
+            by_addr: HashMap::new(),
             config: config.clone(),
             // 64 KiB: the largest UDP datagram, and the most that receive offload (GRO)
             // coalesces into one buffer.
@@ -198,6 +193,26 @@ impl UdpDriver {
             recv_meta: vec![quinn_udp::RecvMeta::default(); batch],
             scratch: vec![0u8; FRAME_MAX],
         })
+    }
+
+    /// Connects port `i` to `ports[i]` (`None`: no link on that port).
+    pub fn set_ports(&mut self, ports: &[Option<SocketAddr>]) {
+        self.by_addr.clear();
+        self.ports = ports
+            .iter()
+            .enumerate()
+            .map(|(i, peer)| {
+                if let Some(a) = peer {
+                    self.by_addr.insert(canonical(*a), i as PortId);
+                }
+                Port {
+                    peer: *peer,
+                    packer: Packer::new(self.config.datagram_bytes_max),
+                    next_seq_out: 0,
+                    next_seq_in: None,
+                }
+            })
+            .collect();
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
