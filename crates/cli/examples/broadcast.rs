@@ -2,9 +2,9 @@
 //! messages to every process, itself included, then reports what it delivered.
 //!
 //! ```text
-//! onepipe up two.toml &
-//! cargo run --release --example print -- --topology two.toml --process 1 &
-//! cargo run --release --example broadcast -- --topology two.toml --process 0 --count 1000
+//! onepipe up topologies/two-racks.toml &
+//! cargo run --release --example print -- --topology topologies/two-racks.toml --process 1 &
+//! cargo run --release --example broadcast -- --topology topologies/two-racks.toml --process 0 --count 1000
 //! ```
 //! Every process of the topology should join: one that never does holds best-effort delivery
 //! back until its switch declares it dead (`--dead-after-beacons` intervals).
@@ -78,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     // Give the last messages a moment to come back around.
+    let sending = start.elapsed();
     // Longer than a departed process holds its ToR back (the default --dead-after-beacons).
     let wait = std::time::Duration::from_secs(2);
     while let Some(_d) = if args.reliable {
@@ -91,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "process {} sent {} broadcasts in {:.2} s and delivered {delivered} messages",
         args.process,
         args.count,
-        start.elapsed().as_secs_f64()
+        sending.as_secs_f64()
     );
     Ok(())
 }

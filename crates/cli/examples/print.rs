@@ -2,7 +2,7 @@
 //! total order, until Ctrl-C: `timestamp_ns source message_id payload`.
 //!
 //! ```text
-//! cargo run --release --example print -- --topology two.toml --process 1
+//! cargo run --release --example print -- --topology topologies/two-racks.toml --process 1
 //! ```
 
 #![allow(clippy::disallowed_methods)] // an application: it waits on real time
