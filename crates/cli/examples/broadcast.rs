@@ -11,18 +11,15 @@
 
 #![allow(clippy::disallowed_methods)] // an application: it paces on real time
 
+mod common;
+
 use clap::Parser;
 use onepipe::SendError;
-use onepipe::udp::{UdpOptions, join};
-use onepipe_fabric::Topology;
-use onepipe_wire::Duration;
 
 #[derive(Parser)]
 struct Args {
-    #[arg(long)]
-    topology: std::path::PathBuf,
-    #[arg(long)]
-    process: u32,
+    #[command(flatten)]
+    join: common::JoinArgs,
     #[arg(long, default_value_t = 1000)]
     count: u64,
     /// Broadcasts per second (0: as fast as the send buffer takes them)
@@ -31,25 +28,17 @@ struct Args {
     /// Use reliable 1Pipe
     #[arg(long)]
     reliable: bool,
-    /// Must match the switches' (`onepipe up --beacon-interval-us`)
-    #[arg(long, default_value_t = 500)]
-    beacon_interval_us: u64,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mut options = UdpOptions::new(Topology::from_file(&args.topology)?);
-    options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
-    options.processes_per_host = args.processes_per_host;
-    let (mut me, _counters) = join(&options, args.process)?;
+    let mut me = common::join_fabric(&args.join)?;
     let everyone: Vec<u32> = (0..me.process_count()).collect();
     let gap = (args.rate > 0).then(|| std::time::Duration::from_secs_f64(1.0 / args.rate as f64));
     let start = std::time::Instant::now();
     let mut delivered = 0u64;
     for i in 0..args.count {
-        let text = format!("{} says {i}", args.process);
+        let text = format!("{} says {i}", args.join.process);
         let scatter: Vec<(u32, &[u8])> = everyone.iter().map(|&d| (d, text.as_bytes())).collect();
         loop {
             let sent = if args.reliable {
@@ -90,7 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "process {} sent {} broadcasts in {:.2} s and delivered {delivered} messages",
-        args.process,
+        args.join.process,
         args.count,
         sending.as_secs_f64()
     );

@@ -7,36 +7,25 @@
 
 #![allow(clippy::disallowed_methods)] // an application: it waits on real time
 
+mod common;
+
 use clap::Parser;
-use onepipe::udp::{UdpOptions, join};
-use onepipe_fabric::Topology;
-use onepipe_wire::Duration;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
 struct Args {
-    #[arg(long)]
-    topology: std::path::PathBuf,
-    #[arg(long)]
-    process: u32,
+    #[command(flatten)]
+    join: common::JoinArgs,
     /// Deliver reliable messages instead of best-effort ones
     #[arg(long)]
     reliable: bool,
-    /// Must match the switches' (`onepipe up --beacon-interval-us`)
-    #[arg(long, default_value_t = 500)]
-    beacon_interval_us: u64,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let mut options = UdpOptions::new(Topology::from_file(&args.topology)?);
-    options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
-    options.processes_per_host = args.processes_per_host;
-    let (mut me, _counters) = join(&options, args.process)?;
+    let mut me = common::join_fabric(&args.join)?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))?;

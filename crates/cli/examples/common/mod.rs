@@ -1,0 +1,30 @@
+//! What both examples need to join a running udp fabric.
+
+use clap::Args;
+use onepipe::api::Process;
+use onepipe::udp::{UdpOptions, join};
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+
+#[derive(Args)]
+pub struct JoinArgs {
+    /// The topology file the switches run (`onepipe up FILE`)
+    #[arg(long)]
+    pub topology: std::path::PathBuf,
+    /// This process's id, 0 up to the topology's process count
+    #[arg(long)]
+    pub process: u32,
+    /// Must match the switches' (`onepipe up --beacon-interval-us`)
+    #[arg(long, default_value_t = 500)]
+    pub beacon_interval_us: u64,
+    #[arg(long, default_value_t = 1)]
+    pub processes_per_host: u32,
+}
+
+/// Joins the fabric as `args.process`; the handle leaves when dropped.
+pub fn join_fabric(args: &JoinArgs) -> Result<Process, Box<dyn std::error::Error>> {
+    let mut options = UdpOptions::new(Topology::from_file(&args.topology)?);
+    options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
+    options.processes_per_host = args.processes_per_host;
+    Ok(join(&options, args.process)?.0)
+}
