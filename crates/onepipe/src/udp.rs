@@ -19,7 +19,7 @@ use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
-use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
+use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError, port_peers};
 use onepipe_fabric::{RoutingError, Topology, Wiring, WiringError, routing};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
@@ -213,36 +213,33 @@ impl LocalFabric {
             bound.push(d.local_addr().map_err(UdpError::Io)?);
             drivers.push(d);
         }
-        let mut ports: Vec<Vec<Option<SocketAddr>>> = vec![Vec::new(); nodes.len()];
-        for l in wiring.directed_links(Duration::ZERO) {
-            let (from, port) = (l.from.0, l.from.1 as usize);
-            if ports[from].len() <= port {
-                ports[from].resize(port + 1, None);
-            }
-            ports[from][port] = Some(bound[l.to.0]);
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::with_capacity(nodes.len());
-        let mut counters = Vec::with_capacity(nodes.len());
-        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(ports) {
+        let peers = port_peers(wiring, |n| bound[n]);
+        let mut fabric = LocalFabric {
+            threads: Vec::with_capacity(nodes.len()),
+            stop: Arc::new(AtomicBool::new(false)),
+            counters: Vec::with_capacity(nodes.len()),
+        };
+        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(peers) {
             driver.set_ports(&ports);
             let c = Arc::new(UdpCounters::default());
-            counters.push(c.clone());
-            let stop = stop.clone();
-            let thread = std::thread::Builder::new()
+            fabric.counters.push(c.clone());
+            let stop = fabric.stop.clone();
+            let spawned = std::thread::Builder::new()
                 .name("onepipe-udp-node".into())
                 .spawn(move || {
                     driver.run(&mut node, &clock, &stop, &c);
                     node
-                })
-                .map_err(UdpError::Io)?;
-            threads.push(thread);
+                });
+            match spawned {
+                Ok(thread) => fabric.threads.push(thread),
+                Err(e) => {
+                    // The nodes already running stop with the half-built fabric.
+                    fabric.stop();
+                    return Err(UdpError::Io(e).into());
+                }
+            }
         }
-        Ok(LocalFabric {
-            threads,
-            stop,
-            counters,
-        })
+        Ok(fabric)
     }
 
     pub fn totals(&self) -> UdpTotals {

@@ -111,22 +111,25 @@ pub struct Links {
 impl Links {
     /// The links of runtime node `node` (switches first, then processes) in `wiring`.
     pub fn of(wiring: &Wiring, plan: &AddressPlan, node: usize) -> Links {
-        let mut ports = Vec::new();
-        for l in wiring.directed_links(onepipe_wire::Duration::ZERO) {
-            if l.from.0 != node {
-                continue;
-            }
-            let port = l.from.1 as usize;
-            if ports.len() <= port {
-                ports.resize(port + 1, None);
-            }
-            ports[port] = Some(plan.node(l.to.0));
-        }
         Links {
             local: plan.node(node),
-            ports,
+            ports: port_peers(wiring, |n| plan.node(n)).swap_remove(node),
         }
     }
+}
+
+/// For every runtime node, the address behind each of its ports, `addr(n)` being where node
+/// `n` listens.
+pub fn port_peers(wiring: &Wiring, addr: impl Fn(usize) -> SocketAddr) -> Vec<Vec<Option<SocketAddr>>> {
+    let mut peers = vec![Vec::new(); wiring.switch_count() + wiring.process_count()];
+    for l in wiring.directed_links(onepipe_wire::Duration::ZERO) {
+        let (from, port) = (l.from.0, l.from.1 as usize);
+        if peers[from].len() <= port {
+            peers[from].resize(port + 1, None);
+        }
+        peers[from][port] = Some(addr(l.to.0));
+    }
+    peers
 }
 
 /// One link's state at this end.
@@ -248,10 +251,9 @@ impl UdpDriver {
     fn receive<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> bool {
         let meta = &mut self.recv_meta;
         let mut slices: Vec<IoSliceMut<'_>> = self.recv_bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-        let n = match self.state.recv((&self.socket).into(), &mut slices, meta) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-            Err(_) => return false,
+        // Nothing waiting (WouldBlock) or a transient socket error: try again next pass.
+        let Ok(n) = self.state.recv((&self.socket).into(), &mut slices, meta) else {
+            return false;
         };
         drop(slices);
         let now = clock.now();
