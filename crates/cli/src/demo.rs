@@ -144,7 +144,7 @@ struct Summary {
     ecn_marked: u64,
     /// Over the udp runtime: datagrams and frames the sockets carried and lost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    udp: Option<onepipe::udp::UdpTotals>,
+    udp: Option<onepipe_fabric::udp::local::UdpTotals>,
     checks: AllChecks,
 }
 

@@ -34,8 +34,22 @@ fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-/// Processes whose command line names `needle` (the topology file).
-fn processes_naming(needle: &str) -> Vec<u32> {
+/// Stops `onepipe up` (and so its switches) if the test fails before `onepipe down`.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = std::process::Command::new("kill")
+                .arg(self.0.id().to_string())
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Processes whose command line names `needle` (the topology file), with their command lines.
+fn processes_naming(needle: &str) -> Vec<(u32, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -44,8 +58,9 @@ fn processes_naming(needle: &str) -> Vec<u32> {
         let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
             continue;
         };
-        if String::from_utf8_lossy(&cmdline).contains(needle) && pid != std::process::id() {
-            found.push(pid);
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && pid != std::process::id() {
+            found.push((pid, cmdline));
         }
     }
     found
@@ -63,25 +78,30 @@ fn up_join_verify_down() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = write_topology(&dir);
     let beacon = ["--beacon-interval-us", "200"];
-    let mut up = common::onepipe()
-        .arg("up")
-        .arg(&file)
-        .args(beacon)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(up.stderr.take().unwrap());
+    let mut up = KillOnDrop(
+        common::onepipe()
+            .arg("up")
+            .arg(&file)
+            .args(beacon)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(up.0.stderr.take().unwrap());
     let mut banner = String::new();
     while !banner.contains("stops them") {
         let mut line = String::new();
         assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {banner}");
         banner += &line;
     }
-    assert_eq!(
-        processes_naming(file.to_str().unwrap()).len(),
-        4,
-        "up and three switches"
-    );
+    // The switches may still be starting (a forked child names the file before it execs).
+    let started = std::time::Instant::now();
+    let mut running = processes_naming(file.to_str().unwrap());
+    while running.len() != 4 && started.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        running = processes_naming(file.to_str().unwrap());
+    }
+    assert_eq!(running.len(), 4, "up and three switches: {running:?}");
 
     let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());
     opts.beacon_interval = Duration::from_micros(200);
@@ -115,7 +135,7 @@ fn up_join_verify_down() {
 
     let down = common::onepipe().arg("down").arg(&file).output().unwrap();
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
-    let status = up.wait().unwrap();
+    let status = up.0.wait().unwrap();
     assert!(status.success(), "up exited with {status}");
     assert!(
         processes_naming(file.to_str().unwrap()).is_empty(),

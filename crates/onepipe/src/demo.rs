@@ -9,7 +9,7 @@ use crate::hash::SplitMix;
 use crate::host::App;
 use crate::switch::{SwitchConfig, SwitchCounters};
 use crate::system::{self, SystemConfig, SystemError};
-use crate::udp::LocalFabric;
+use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
@@ -135,7 +135,7 @@ pub struct PhaseResult {
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
     /// The sockets' own counts, over the udp runtime.
-    pub udp: Option<crate::udp::UdpTotals>,
+    pub udp: Option<onepipe_fabric::udp::local::UdpTotals>,
 }
 
 impl PhaseResult {
@@ -276,14 +276,7 @@ pub fn run_phase(
         .collect();
     let runtime = match &config.udp {
         None => PhaseRuntime::Inproc(system::start(&wiring, &system_config, apps, &offsets, clock)?),
-        Some(udp) => PhaseRuntime::Udp(LocalFabric::start(
-            &wiring,
-            &system_config,
-            udp,
-            apps,
-            &offsets,
-            clock,
-        )?),
+        Some(udp) => PhaseRuntime::Udp(start_local(&wiring, &system_config, udp, apps, &offsets, clock)?),
     };
     let total = config.duration.as_nanos() as f64;
     while clock.now() < send_until {

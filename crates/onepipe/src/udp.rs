@@ -18,12 +18,12 @@ use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
+use onepipe_fabric::udp::local::LocalError;
 use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
-use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError, port_peers};
+use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
 use onepipe_fabric::{RoutingError, Topology, Wiring, WiringError, routing};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -174,93 +174,22 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     Ok((handle, counters))
 }
 
-/// A whole topology over UDP inside this OS process: a thread and a socket per node, each
-/// node on its own loopback address of the default plan but on a port the kernel picks, so
-/// that fabrics started side by side (tests, benchmarks) never collide. For `onepipe demo
-/// --runtime udp` and the benchmarks; real deployments run `onepipe up` and [`join`].
-pub struct LocalFabric {
-    threads: Vec<std::thread::JoinHandle<Member>>,
-    stop: Arc<AtomicBool>,
-    counters: Vec<Arc<UdpCounters>>,
-}
+/// A whole topology over UDP inside this OS process (see [`onepipe_fabric::udp::local`]).
+pub type LocalFabric = onepipe_fabric::udp::local::LocalFabric<Member>;
 
-/// Sums of every node's [`UdpCounters`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct UdpTotals {
-    pub datagrams_out: u64,
-    pub frames_out: u64,
-    pub lost_datagrams: u64,
-    pub reordered_datagrams: u64,
-    pub dropped_frames: u64,
-}
-
-impl LocalFabric {
-    pub fn start(
-        wiring: &Wiring,
-        config: &SystemConfig,
-        udp: &UdpConfig,
-        apps: Vec<App>,
-        clock_offsets_ns: &[i64],
-        clock: Clock,
-    ) -> Result<LocalFabric, UdpSystemError> {
-        let plan = AddressPlan::new(wiring)?;
-        let nodes = crate::system::build(wiring, config, apps, clock_offsets_ns, clock.now())?;
-        let mut drivers = Vec::with_capacity(nodes.len());
-        let mut bound = Vec::with_capacity(nodes.len());
-        for n in 0..nodes.len() {
-            let local = SocketAddr::new(plan.node(n).ip(), 0);
-            let d = UdpDriver::bind_addr(local, udp)?;
-            bound.push(d.local_addr().map_err(UdpError::Io)?);
-            drivers.push(d);
-        }
-        let peers = port_peers(wiring, |n| bound[n]);
-        let mut fabric = LocalFabric {
-            threads: Vec::with_capacity(nodes.len()),
-            stop: Arc::new(AtomicBool::new(false)),
-            counters: Vec::with_capacity(nodes.len()),
-        };
-        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(peers) {
-            driver.set_ports(&ports);
-            let c = Arc::new(UdpCounters::default());
-            fabric.counters.push(c.clone());
-            let stop = fabric.stop.clone();
-            let spawned = std::thread::Builder::new()
-                .name("onepipe-udp-node".into())
-                .spawn(move || {
-                    driver.run(&mut node, &clock, &stop, &c);
-                    node
-                });
-            match spawned {
-                Ok(thread) => fabric.threads.push(thread),
-                Err(e) => {
-                    // The nodes already running stop with the half-built fabric.
-                    fabric.stop();
-                    return Err(UdpError::Io(e).into());
-                }
-            }
-        }
-        Ok(fabric)
-    }
-
-    pub fn totals(&self) -> UdpTotals {
-        let mut t = UdpTotals::default();
-        for c in &self.counters {
-            let l = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-            t.datagrams_out += l(&c.datagrams_out);
-            t.frames_out += l(&c.frames_out);
-            t.lost_datagrams += l(&c.lost);
-            t.reordered_datagrams += l(&c.reordered);
-            t.dropped_frames += l(&c.send_dropped_frames);
-        }
-        t
-    }
-
-    /// Stops every node and hands them back, switches first.
-    pub fn stop(self) -> Vec<Member> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        self.threads
-            .into_iter()
-            .map(|t| t.join().expect("a node thread panicked"))
-            .collect()
-    }
+/// Starts 1Pipe's switches and endpoints (running `apps`) as a [`LocalFabric`].
+pub fn start_local(
+    wiring: &Wiring,
+    config: &SystemConfig,
+    udp: &UdpConfig,
+    apps: Vec<App>,
+    clock_offsets_ns: &[i64],
+    clock: Clock,
+) -> Result<LocalFabric, UdpSystemError> {
+    let nodes = crate::system::build(wiring, config, apps, clock_offsets_ns, clock.now())?;
+    LocalFabric::start(wiring, nodes, udp, clock).map_err(|e| match e {
+        LocalError::Plan(e) => UdpSystemError::Plan(e),
+        LocalError::Udp(e) => UdpSystemError::Udp(e),
+        e @ LocalError::NodeCount { .. } => unreachable!("system::build makes one node per wiring node: {e}"),
+    })
 }

@@ -7,18 +7,23 @@
 //! pass of the loop, so a busy link carries many frames per syscall; receives are batched
 //! (`recvmmsg` through quinn-udp). Links stay FIFO: reordered datagrams are dropped.
 //!
-//! Unlike the inproc runtime this fabric is lossy (a full socket buffer drops), like a real
-//! network without PFC: best effort loses messages, reliable 1Pipe repairs them.
+//! Links are lossless on one machine: a sender waits for credit from the next hop
+//! ([`link`]), as PFC makes the paper's RoCE fabric lossless. Across machines the network can
+//! still lose datagrams; best effort then loses messages and reliable 1Pipe repairs them.
 
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
 pub mod datagram;
+pub mod link;
+pub mod local;
 pub mod plan;
 
+use crate::hash::mix64;
 use crate::inproc::Clock;
 use crate::node::{FRAME_MAX, Node, PortId, Route};
 use crate::wiring::Wiring;
-use datagram::{Packer, for_each_frame, parse_header, seq_before};
+use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
+use link::{Arrival, Parked, ReceiveWindow, SendWindow};
 use onepipe_wire::Instant;
 use plan::AddressPlan;
 use std::collections::HashMap;
@@ -33,6 +38,9 @@ const RECV_BUF_BYTES: usize = 65_536;
 pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 /// Longest a parked node sleeps before it looks at the clock again.
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+/// Bounds on each link's credit window, in datagrams.
+const WINDOW_MIN_DATAGRAMS: usize = 2;
+const WINDOW_MAX_DATAGRAMS: usize = 64;
 
 /// What a node does when a pass found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +89,18 @@ pub struct UdpCounters {
     pub lost: AtomicU64,
     /// Frames dropped because the socket would not take their datagram.
     pub send_dropped_frames: AtomicU64,
+    /// Datagrams dropped because their link's inbox was full: the peer sent past its credit
+    /// (or restarted while we held its datagrams).
+    pub overrun: AtomicU64,
+    /// Peers seen to restart (their datagram numbering started over).
+    pub resyncs: AtomicU64,
+    /// Times a frame had to wait because its output link had no credit (backpressure).
+    pub blocked_frames: AtomicU64,
+    /// Credit datagrams sent and received (credits riding on data are not counted).
+    pub credits_out: AtomicU64,
+    pub credits_in: AtomicU64,
+    /// Datagrams sent past the limit because no credit came for a while (lost credit).
+    pub probes: AtomicU64,
     /// Frames a node forwarded or originated on a port with no neighbour.
     pub no_link_frames: AtomicU64,
 }
@@ -136,9 +156,25 @@ pub fn port_peers(wiring: &Wiring, addr: impl Fn(usize) -> SocketAddr) -> Vec<Ve
 struct Port {
     peer: Option<SocketAddr>,
     packer: Packer,
-    next_seq_out: u32,
-    /// Next sequence number expected in; `None` before the first datagram.
-    next_seq_in: Option<u32>,
+    send: SendWindow,
+    recv: ReceiveWindow,
+}
+
+impl Port {
+    /// Whether a frame of `len` bytes can be queued on this port now: it fits the datagram
+    /// being packed, or that datagram may leave to make room. Ports without a link, and frames
+    /// too large for any datagram, are always taken (and counted as dropped).
+    fn has_room(&self, len: usize) -> bool {
+        self.peer.is_none() || !self.packer.fits_alone(len) || self.packer.fits(len) || self.send.is_open()
+    }
+}
+
+/// Whether a datagram's frames were all handed on.
+enum Handed {
+    All,
+    /// The frame at this offset waits for room on its output port.
+    Blocked(usize),
+    Malformed,
 }
 
 /// Drives one node over one UDP socket.
@@ -201,6 +237,12 @@ impl UdpDriver {
     /// Connects port `i` to `ports[i]` (`None`: no link on that port).
     pub fn set_ports(&mut self, ports: &[Option<SocketAddr>]) {
         self.by_addr.clear();
+        let window = self.receive_window(ports.iter().flatten().count());
+        // A random first sequence number per start, so that a peer can tell a restart.
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let local = self.socket.local_addr().map_or(0, |a| a.port() as u64);
         self.ports = ports
             .iter()
             .enumerate()
@@ -208,14 +250,25 @@ impl UdpDriver {
                 if let Some(a) = peer {
                     self.by_addr.insert(canonical(*a), i as PortId);
                 }
+                let initial_seq = mix64(nonce ^ (local << 16) ^ i as u64) as u32;
                 Port {
                     peer: *peer,
                     packer: Packer::new(self.config.datagram_bytes_max),
-                    next_seq_out: 0,
-                    next_seq_in: None,
+                    send: SendWindow::new(initial_seq),
+                    recv: ReceiveWindow::new(window),
                 }
             })
             .collect();
+    }
+
+    /// Datagrams each link may have in flight to us: the socket's receive buffer shared by the
+    /// links, allowing the kernel twice a datagram's size for each (its own overhead).
+    fn receive_window(&self, links: usize) -> u32 {
+        let buffer = socket2::SockRef::from(&self.socket)
+            .recv_buffer_size()
+            .unwrap_or(self.config.socket_buffer_bytes);
+        let per_link = buffer / (links.max(1) * 2 * self.config.datagram_bytes_max);
+        per_link.clamp(WINDOW_MIN_DATAGRAMS, WINDOW_MAX_DATAGRAMS) as u32
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -228,12 +281,13 @@ impl UdpDriver {
         while !stop.load(Ordering::Relaxed) {
             let mut worked = self.receive(node, clock, counters);
             let now = clock.now();
+            worked |= self.drain_inboxes(node, now, counters);
             if node.poll_timeout().is_some_and(|t| t <= now) {
                 node.handle_timeout(now);
                 worked = true;
             }
             worked |= self.originate(node, now, counters);
-            self.flush(counters);
+            worked |= self.flush(now, counters);
             if worked {
                 idle_passes = 0;
                 continue;
@@ -247,7 +301,8 @@ impl UdpDriver {
         }
     }
 
-    /// Takes one batch of datagrams and hands their frames to the node.
+    /// Takes one batch of datagrams: credits are applied, frames handed to the node (or parked
+    /// behind earlier ones that wait for room).
     fn receive<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> bool {
         let meta = &mut self.recv_meta;
         let mut slices: Vec<IoSliceMut<'_>> = self.recv_bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
@@ -257,54 +312,147 @@ impl UdpDriver {
         };
         drop(slices);
         let now = clock.now();
-        for (m, buf) in meta.iter().zip(&self.recv_bufs).take(n) {
+        // Taken out so that handing frames on may use the rest of the driver.
+        let (bufs, meta) = (
+            std::mem::take(&mut self.recv_bufs),
+            std::mem::take(&mut self.recv_meta),
+        );
+        for (m, buf) in meta.iter().zip(&bufs).take(n) {
             let Some(&port) = self.by_addr.get(&canonical(m.addr)) else {
                 UdpCounters::add(&counters.unknown_source, 1);
                 continue;
             };
             let stride = if m.stride == 0 { m.len } else { m.stride };
             for datagram in buf[..m.len].chunks(stride) {
-                UdpCounters::add(&counters.datagrams_in, 1);
-                let Ok(seq) = parse_header(datagram) else {
-                    UdpCounters::add(&counters.malformed, 1);
-                    continue;
-                };
-                let p = &mut self.ports[port as usize];
-                if let Some(expected) = p.next_seq_in {
-                    if seq_before(seq, expected) {
-                        UdpCounters::add(&counters.reordered, 1);
-                        continue;
-                    }
-                    UdpCounters::add(&counters.lost, seq.wrapping_sub(expected) as u64);
-                }
-                p.next_seq_in = Some(seq.wrapping_add(1));
-                let (ports, scratch) = (&mut self.ports, &mut self.scratch);
-                let result = for_each_frame(datagram, |frame| {
-                    UdpCounters::add(&counters.frames_in, 1);
-                    let f = &mut scratch[..frame.len()];
-                    f.copy_from_slice(frame);
-                    let route = node.classify(now, port, f);
-                    node.handle_frame(now, port, f, route);
-                    if let Route::Forward(out) = route {
-                        enqueue(ports, out, f, &self.socket, &self.state, counters);
-                    }
-                });
-                if result.is_err() {
-                    UdpCounters::add(&counters.malformed, 1);
-                }
+                self.take_datagram(node, now, port, datagram, counters);
             }
         }
+        (self.recv_bufs, self.recv_meta) = (bufs, meta);
         n > 0
     }
 
-    /// Lets the node originate frames on every port.
+    fn take_datagram<N: Node>(
+        &mut self,
+        node: &mut N,
+        now: Instant,
+        port: PortId,
+        datagram: &[u8],
+        counters: &UdpCounters,
+    ) {
+        UdpCounters::add(&counters.datagrams_in, 1);
+        let Ok(header) = parse_header(datagram) else {
+            UdpCounters::add(&counters.malformed, 1);
+            return;
+        };
+        let p = &mut self.ports[port as usize];
+        if let Some(limit) = header.limit {
+            p.send.on_limit(limit, now);
+        }
+        let Some(seq) = header.seq else {
+            UdpCounters::add(&counters.credits_in, 1);
+            return;
+        };
+        match p.recv.arrive(seq) {
+            Arrival::Take { lost } => UdpCounters::add(&counters.lost, lost as u64),
+            Arrival::Reordered => return UdpCounters::add(&counters.reordered, 1),
+            Arrival::Overrun => return UdpCounters::add(&counters.overrun, 1),
+            Arrival::Resync { dropped } => {
+                UdpCounters::add(&counters.resyncs, 1);
+                UdpCounters::add(&counters.overrun, dropped as u64);
+            }
+        }
+        if !p.recv.inbox.is_empty() {
+            // Earlier datagrams of this link are waiting: this one waits behind them.
+            p.recv.inbox.push_back(Parked {
+                seq,
+                datagram: datagram.to_vec(),
+                at: HEADER_LEN,
+            });
+            return;
+        }
+        if let Handed::Blocked(at) = self.hand_on(node, now, port, datagram, HEADER_LEN, counters) {
+            self.ports[port as usize].recv.inbox.push_back(Parked {
+                seq,
+                datagram: datagram.to_vec(),
+                at,
+            });
+        }
+    }
+
+    /// Hands the frames of `datagram` from offset `at` to the node, until one must wait for
+    /// room on its output port.
+    fn hand_on<N: Node>(
+        &mut self,
+        node: &mut N,
+        now: Instant,
+        port: PortId,
+        datagram: &[u8],
+        mut at: usize,
+        counters: &UdpCounters,
+    ) -> Handed {
+        loop {
+            let (range, next) = match frame_at(datagram, at) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Handed::All,
+                Err(_) => {
+                    UdpCounters::add(&counters.malformed, 1);
+                    return Handed::Malformed;
+                }
+            };
+            let f = &mut self.scratch[..range.len()];
+            f.copy_from_slice(&datagram[range]);
+            let route = node.classify(now, port, f);
+            if let Route::Forward(out) = route
+                && !self.ports.get(out as usize).is_none_or(|o| o.has_room(f.len()))
+            {
+                node.handle_stalled(now, port, f);
+                UdpCounters::add(&counters.blocked_frames, 1);
+                return Handed::Blocked(at);
+            }
+            UdpCounters::add(&counters.frames_in, 1);
+            node.handle_frame(now, port, f, route);
+            if let Route::Forward(out) = route {
+                enqueue(&mut self.ports, out, f, &self.socket, &self.state, now, counters);
+            }
+            at = next;
+        }
+    }
+
+    /// Retries the frames waiting in each link's inbox, oldest first.
+    fn drain_inboxes<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
+        let mut worked = false;
+        for port in 0..self.ports.len() {
+            while let Some(front) = self.ports[port].recv.inbox.front_mut() {
+                // Borrowed out so that the node can queue onto any port meanwhile; the entry
+                // stays, so the link's limit still counts it unfinished.
+                let (datagram, at) = (std::mem::take(&mut front.datagram), front.at);
+                let handed = self.hand_on(node, now, port as PortId, &datagram, at, counters);
+                let inbox = &mut self.ports[port].recv.inbox;
+                if let Handed::Blocked(stuck) = handed {
+                    let front = inbox.front_mut().expect("the entry stayed");
+                    worked |= stuck != at;
+                    (front.datagram, front.at) = (datagram, stuck);
+                    break;
+                }
+                inbox.pop_front();
+                worked = true;
+            }
+        }
+        worked
+    }
+
+    /// Lets the node originate frames on every port that has room for a frame.
     fn originate<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
         if !node.wants_transmit() {
             return false;
         }
+        let frame_max = self.config.datagram_bytes_max - HEADER_LEN - 2;
         let mut worked = false;
         for port in 0..self.ports.len() {
             for _ in 0..OUTPUT_BUDGET_FRAMES {
+                if !self.ports[port].has_room(frame_max) {
+                    break;
+                }
                 let Some(len) = node.poll_transmit(now, port as PortId, &mut self.scratch) else {
                     break;
                 };
@@ -316,6 +464,7 @@ impl UdpDriver {
                     frame,
                     &self.socket,
                     &self.state,
+                    now,
                     counters,
                 );
             }
@@ -323,10 +472,27 @@ impl UdpDriver {
         worked
     }
 
-    fn flush(&mut self, counters: &UdpCounters) {
+    /// Sends each port's datagram if its window allows (or a probe is due), then the credits
+    /// that did not ride on one.
+    fn flush(&mut self, now: Instant, counters: &UdpCounters) -> bool {
+        let mut worked = false;
         for p in &mut self.ports {
-            send(p, &self.socket, &self.state, counters);
+            if p.send.is_open() || p.send.should_probe(now) {
+                worked |= send(p, &self.socket, &self.state, now, counters);
+            }
+            if let (Some(peer), true) = (p.peer, p.recv.credit_due()) {
+                let limit = p
+                    .recv
+                    .report()
+                    .expect("a credit is due only once the limit is known");
+                let contents = datagram::credit(limit);
+                if try_send(&self.socket, &self.state, peer, &contents).is_ok() {
+                    UdpCounters::add(&counters.credits_out, 1);
+                }
+                worked = true;
+            }
         }
+        worked
     }
 
     /// Blocks until a datagram is waiting or the node's next timeout, whichever comes first.
@@ -347,13 +513,15 @@ impl UdpDriver {
     }
 }
 
-/// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit.
+/// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit
+/// (the caller checked [`Port::has_room`]).
 fn enqueue(
     ports: &mut [Port],
     port: PortId,
     frame: &[u8],
     socket: &UdpSocket,
     state: &quinn_udp::UdpSocketState,
+    now: Instant,
     counters: &UdpCounters,
 ) {
     let Some(p) = ports.get_mut(port as usize).filter(|p| p.peer.is_some()) else {
@@ -365,33 +533,61 @@ fn enqueue(
         return;
     }
     if !p.packer.fits(frame.len()) {
-        send(p, socket, state, counters);
+        send(p, socket, state, now, counters);
+    }
+    if !p.packer.fits(frame.len()) {
+        // The socket would not take the full datagram: this frame cannot wait anywhere.
+        UdpCounters::add(&counters.send_dropped_frames, 1);
+        return;
     }
     p.packer.push(frame);
 }
 
-/// Sends a port's datagram, if it holds frames. A socket that will not take it drops it (the
-/// fabric is lossy; the sequence number tells the receiver).
-fn send(p: &mut Port, socket: &UdpSocket, state: &quinn_udp::UdpSocketState, counters: &UdpCounters) {
-    let (Some(peer), false) = (p.peer, p.packer.is_empty()) else {
-        return;
-    };
-    let frames = p.packer.frames() as u64;
-    let seq = p.next_seq_out;
-    p.next_seq_out = seq.wrapping_add(1);
+fn try_send(
+    socket: &UdpSocket,
+    state: &quinn_udp::UdpSocketState,
+    destination: SocketAddr,
+    contents: &[u8],
+) -> io::Result<()> {
     let transmit = quinn_udp::Transmit {
-        destination: peer,
+        destination,
         ecn: None,
-        contents: p.packer.seal(seq),
+        contents,
         segment_size: None,
         src_ip: None,
     };
-    match state.try_send(socket.into(), &transmit) {
+    state.try_send(socket.into(), &transmit)
+}
+
+/// Sends a port's datagram, if it holds frames, with the link's credit for the other way.
+/// A full socket keeps the datagram for the next pass; any other error drops it (counted).
+fn send(
+    p: &mut Port,
+    socket: &UdpSocket,
+    state: &quinn_udp::UdpSocketState,
+    now: Instant,
+    counters: &UdpCounters,
+) -> bool {
+    let (Some(peer), false) = (p.peer, p.packer.is_empty()) else {
+        return false;
+    };
+    let frames = p.packer.frames() as u64;
+    if !p.send.is_open() {
+        UdpCounters::add(&counters.probes, 1);
+    }
+    let seq = p.send.take_seq(now);
+    let limit = p.recv.report();
+    match try_send(socket, state, peer, p.packer.seal(seq, limit)) {
         Ok(()) => {
             UdpCounters::add(&counters.datagrams_out, 1);
             UdpCounters::add(&counters.frames_out, frames);
         }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+            p.send.untake_seq();
+            return false;
+        }
         Err(_) => UdpCounters::add(&counters.send_dropped_frames, frames),
     }
     p.packer.clear();
+    true
 }

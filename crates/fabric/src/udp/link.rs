@@ -1,0 +1,325 @@
+//! Hop-by-hop credit flow control for one udp link: what PFC is to the paper's RoCE testbed.
+//! Without it a saturated fabric loses most datagrams in full socket buffers; with it a sender
+//! waits until the next hop has room, so the fabric is lossless on one machine and the baselines
+//! (which never retransmit) can run over it.
+//!
+//! Credits count datagrams. The receiver of a link grants up to `limit`, the first sequence
+//! number its sender may not send yet: the first datagram it has not finished handing to its
+//! node, plus its window. A datagram is finished when every frame in it has been handled; frames
+//! whose output port is full wait in the link's inbox, so a blocked switch stops granting and
+//! its upstream stops sending, hop by hop back to the hosts. The limit rides on every datagram
+//! of the reverse link, or in a credit datagram of its own when the reverse link is quiet.
+//!
+//! Credits themselves are never flow-controlled, and the receiver keeps reading its socket while
+//! blocked (it must see credits to unblock). Routing is up-down, so buffer waits cannot form a
+//! cycle (the classic PFC deadlock).
+//!
+//! Loss (across machines, or a peer that restarts) can leave a sender waiting for credit that
+//! will not come: after [`PROBE_AFTER`] without a new limit it sends one datagram anyway, whose
+//! arrival tells the receiver where the sender is. A receiver accepts at most
+//! `2 * window` datagrams into the inbox; more (a peer that ignores credits) are dropped and
+//! counted as overrun.
+
+use super::datagram::seq_before;
+use onepipe_wire::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// Datagrams a sender may have outstanding before its peer has told it anything.
+pub const INITIAL_WINDOW: u32 = 4;
+/// A blocked sender that has heard no new limit for this long sends one datagram anyway.
+pub const PROBE_AFTER: Duration = Duration::from_millis(20);
+/// A sequence number this far from the expected one means the peer restarted.
+const RESYNC_DISTANCE: u32 = 1 << 24;
+
+/// The sending half of a link.
+#[derive(Clone, Debug)]
+pub struct SendWindow {
+    next_seq: u32,
+    limit: u32,
+    /// When the limit last moved, or a probe went; `None` before the first datagram.
+    limit_moved_at: Option<Instant>,
+}
+
+impl SendWindow {
+    /// Starts numbering at `initial_seq` (random per start, so a restart is recognised).
+    pub fn new(initial_seq: u32) -> SendWindow {
+        SendWindow {
+            next_seq: initial_seq,
+            limit: initial_seq.wrapping_add(INITIAL_WINDOW),
+            limit_moved_at: None,
+        }
+    }
+
+    /// Whether the next datagram may go now.
+    pub fn is_open(&self) -> bool {
+        seq_before(self.next_seq, self.limit)
+    }
+
+    /// Whether a blocked link should send one datagram past its limit (credit lost).
+    pub fn should_probe(&self, now: Instant) -> bool {
+        !self.is_open()
+            && self
+                .limit_moved_at
+                .is_some_and(|t| now.saturating_since(t) >= PROBE_AFTER)
+    }
+
+    /// Takes the sequence number of a datagram about to leave.
+    pub fn take_seq(&mut self, now: Instant) -> u32 {
+        if !self.is_open() || self.limit_moved_at.is_none() {
+            // A probe waits a full period before the next one; the first datagram starts the
+            // clock for a peer that never answers.
+            self.limit_moved_at = Some(now);
+        }
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        seq
+    }
+
+    /// Gives back a sequence number taken for a datagram the socket would not take.
+    pub fn untake_seq(&mut self) {
+        self.next_seq = self.next_seq.wrapping_sub(1);
+    }
+
+    /// The peer's latest limit. Limits only grow: an old one overtaken by a newer is ignored,
+    /// and so is one far from this sender's numbering (granted to an earlier run of it).
+    pub fn on_limit(&mut self, limit: u32, now: Instant) {
+        let near = limit.wrapping_sub(self.next_seq) <= RESYNC_DISTANCE;
+        if near && seq_before(self.limit, limit) {
+            self.limit = limit;
+            self.limit_moved_at = Some(now);
+        }
+    }
+}
+
+/// How an arriving datagram fits its link's sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// In order; `lost` datagrams before it never came.
+    Take { lost: u32 },
+    /// Older than one already taken: dropped to keep the link FIFO.
+    Reordered,
+    /// The inbox is full: the peer sent past its credit.
+    Overrun,
+    /// So far from the expected number that the peer must have restarted: taken, and the
+    /// link's sequence starts over from it (the inbox was emptied).
+    Resync { dropped: usize },
+}
+
+/// What is left of a datagram whose frames could not all be handed on yet.
+#[derive(Debug)]
+pub struct Parked {
+    pub seq: u32,
+    pub datagram: Vec<u8>,
+    /// Offset of the first frame not yet handled.
+    pub at: usize,
+}
+
+/// The receiving half of a link.
+#[derive(Debug)]
+pub struct ReceiveWindow {
+    /// The next sequence number expected; `None` before the first datagram.
+    expected: Option<u32>,
+    window: u32,
+    /// Datagrams taken but not finished, oldest first.
+    pub inbox: VecDeque<Parked>,
+    /// The last limit the peer was told.
+    reported: Option<u32>,
+}
+
+impl ReceiveWindow {
+    pub fn new(window: u32) -> ReceiveWindow {
+        ReceiveWindow {
+            expected: None,
+            window: window.max(1),
+            inbox: VecDeque::new(),
+            reported: None,
+        }
+    }
+
+    pub fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// Sorts an arriving datagram; the caller hands its frames on (or parks them) if taken.
+    pub fn arrive(&mut self, seq: u32) -> Arrival {
+        let Some(expected) = self.expected else {
+            self.expected = Some(seq.wrapping_add(1));
+            return Arrival::Take { lost: 0 };
+        };
+        let ahead = seq.wrapping_sub(expected);
+        let behind = expected.wrapping_sub(seq);
+        if ahead > RESYNC_DISTANCE && behind > RESYNC_DISTANCE {
+            let dropped = self.inbox.len();
+            self.inbox.clear();
+            self.expected = Some(seq.wrapping_add(1));
+            self.reported = None;
+            return Arrival::Resync { dropped };
+        }
+        if seq_before(seq, expected) {
+            return Arrival::Reordered;
+        }
+        if self.inbox.len() >= 2 * self.window as usize {
+            return Arrival::Overrun;
+        }
+        self.expected = Some(seq.wrapping_add(1));
+        Arrival::Take { lost: ahead }
+    }
+
+    /// The credit to grant: the first unfinished datagram plus the window (`None` before the
+    /// first datagram, when the peer's numbering is unknown).
+    pub fn limit(&self) -> Option<u32> {
+        let first_unfinished = self.inbox.front().map(|p| p.seq).or(self.expected)?;
+        Some(first_unfinished.wrapping_add(self.window))
+    }
+
+    /// Whether a credit datagram should go now: a quarter window has been freed since the last
+    /// report, or the peer has used all it was given (it is waiting) and anything was freed.
+    pub fn credit_due(&self) -> bool {
+        let (Some(limit), Some(expected)) = (self.limit(), self.expected) else {
+            return false;
+        };
+        let Some(reported) = self.reported else {
+            return true;
+        };
+        let freed = limit.wrapping_sub(reported);
+        if freed == 0 || seq_before(limit, reported) {
+            return false;
+        }
+        freed >= (self.window / 4).max(1) || !seq_before(expected, reported)
+    }
+
+    /// The limit to send now; records it as told.
+    pub fn report(&mut self) -> Option<u32> {
+        let limit = self.limit()?;
+        self.reported = Some(limit);
+        Some(limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn a_sender_stops_at_its_limit_and_goes_on_when_credit_comes() {
+        let mut s = SendWindow::new(u32::MAX - 1);
+        for _ in 0..INITIAL_WINDOW {
+            assert!(s.is_open());
+            s.take_seq(t(0));
+        }
+        assert!(!s.is_open());
+        assert!(!s.should_probe(t(1)));
+        s.on_limit((u32::MAX - 1).wrapping_add(INITIAL_WINDOW + 2), t(1)); // wraps past zero
+        assert!(s.is_open());
+        // An older limit arriving late changes nothing.
+        s.on_limit(u32::MAX, t(2));
+        s.take_seq(t(2));
+        s.take_seq(t(2));
+        assert!(!s.is_open());
+    }
+
+    #[test]
+    fn a_sender_without_credit_probes_once_per_period() {
+        let mut s = SendWindow::new(0);
+        for _ in 0..INITIAL_WINDOW {
+            s.take_seq(t(0));
+        }
+        let period = PROBE_AFTER.as_nanos() / 1_000_000;
+        assert!(!s.should_probe(t(period - 1)));
+        assert!(s.should_probe(t(period)));
+        s.take_seq(t(period));
+        assert!(!s.should_probe(t(period + 1)));
+        assert!(s.should_probe(t(2 * period)));
+    }
+
+    #[test]
+    fn the_limit_follows_the_first_unfinished_datagram() {
+        let mut r = ReceiveWindow::new(8);
+        assert_eq!(r.limit(), None);
+        assert!(!r.credit_due());
+        assert_eq!(r.arrive(100), Arrival::Take { lost: 0 });
+        assert_eq!(r.limit(), Some(109));
+        assert!(r.credit_due(), "the first limit is always news");
+        assert_eq!(r.report(), Some(109));
+        // 101 parks (its output is full); 102 and 103 queue behind it.
+        for seq in 101..104 {
+            assert_eq!(r.arrive(seq), Arrival::Take { lost: 0 });
+            r.inbox.push_back(Parked {
+                seq,
+                datagram: Vec::new(),
+                at: 0,
+            });
+        }
+        assert_eq!(r.limit(), Some(109), "nothing finished past 100");
+        assert!(!r.credit_due());
+        r.inbox.pop_front();
+        r.inbox.pop_front();
+        assert_eq!(r.limit(), Some(111));
+        assert!(r.credit_due(), "a quarter window freed");
+        r.report();
+        r.inbox.pop_front();
+        assert_eq!(r.limit(), Some(112));
+        assert!(!r.credit_due(), "one datagram is less than a quarter window");
+    }
+
+    #[test]
+    fn a_sender_that_used_all_its_credit_hears_of_any_freed() {
+        let mut r = ReceiveWindow::new(8);
+        r.arrive(0);
+        r.report(); // limit 9
+        for seq in 1..9 {
+            r.arrive(seq);
+        }
+        // All eight finished at once would be a quarter anyway; park the last seven.
+        let mut r2 = ReceiveWindow::new(8);
+        r2.arrive(0);
+        r2.report();
+        for seq in 1..9 {
+            r2.arrive(seq);
+            r2.inbox.push_back(Parked {
+                seq,
+                datagram: Vec::new(),
+                at: 0,
+            });
+        }
+        assert!(!r2.credit_due());
+        r2.inbox.pop_front(); // one freed, and the peer is at its limit
+        assert!(r2.credit_due());
+        assert!(r.credit_due());
+    }
+
+    #[test]
+    fn gaps_reordering_overrun_and_restarts() {
+        let mut r = ReceiveWindow::new(2);
+        r.arrive(10);
+        assert_eq!(r.arrive(13), Arrival::Take { lost: 2 });
+        assert_eq!(r.arrive(12), Arrival::Reordered);
+        for seq in 14..18 {
+            assert_eq!(r.arrive(seq), Arrival::Take { lost: 0 });
+            r.inbox.push_back(Parked {
+                seq,
+                datagram: Vec::new(),
+                at: 0,
+            });
+        }
+        assert_eq!(r.arrive(18), Arrival::Overrun);
+        assert_eq!(r.limit(), Some(16));
+        // The peer restarted with a new random first number.
+        assert_eq!(r.arrive(0x8000_0000), Arrival::Resync { dropped: 4 });
+        assert_eq!(r.limit(), Some(0x8000_0003));
+        assert!(r.credit_due());
+    }
+
+    #[test]
+    fn limits_granted_to_an_earlier_run_are_ignored() {
+        let mut s = SendWindow::new(5);
+        s.on_limit(0x9000_0000, t(1));
+        assert_eq!(s.limit, 5 + INITIAL_WINDOW);
+        s.on_limit(5 + 100, t(1));
+        assert_eq!(s.limit, 105);
+    }
+}

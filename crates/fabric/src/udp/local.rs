@@ -1,0 +1,125 @@
+//! A whole topology over UDP inside one OS process: a thread and a socket per node, for
+//! `onepipe demo --runtime udp` and the benchmarks (real deployments run `onepipe up`).
+//!
+//! Each node gets the loopback address of the default plan but a port the kernel picks, so
+//! fabrics started side by side (tests, benchmarks) never collide. Any [`Node`] runs here:
+//! 1Pipe's switches and endpoints, or the baselines.
+
+#![allow(clippy::disallowed_methods)] // threads live here
+
+use super::plan::{AddressPlan, PlanError};
+use super::{UdpConfig, UdpCounters, UdpDriver, UdpError, port_peers};
+use crate::inproc::Clock;
+use crate::node::Node;
+use crate::wiring::Wiring;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Udp(#[from] UdpError),
+    #[error("{nodes} nodes for a wiring of {expected}")]
+    NodeCount { nodes: usize, expected: usize },
+}
+
+pub struct LocalFabric<N> {
+    threads: Vec<std::thread::JoinHandle<N>>,
+    stop: Arc<AtomicBool>,
+    counters: Vec<Arc<UdpCounters>>,
+}
+
+/// Sums of every node's [`UdpCounters`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UdpTotals {
+    pub datagrams_out: u64,
+    pub frames_out: u64,
+    pub lost_datagrams: u64,
+    pub reordered_datagrams: u64,
+    /// Frames dropped at a sender (a socket that refused, or no link).
+    pub dropped_frames: u64,
+    /// Datagrams dropped at a receiver whose inbox was full.
+    pub overrun_datagrams: u64,
+    /// Times a frame waited for credit on its output link.
+    pub blocked_frames: u64,
+    pub credit_datagrams: u64,
+    pub probes: u64,
+}
+
+impl<N: Node + 'static> LocalFabric<N> {
+    /// Starts `nodes` (one per runtime node of `wiring`: switches first, then processes).
+    pub fn start(wiring: &Wiring, nodes: Vec<N>, udp: &UdpConfig, clock: Clock) -> Result<Self, LocalError> {
+        let expected = wiring.switch_count() + wiring.process_count();
+        if nodes.len() != expected {
+            return Err(LocalError::NodeCount {
+                nodes: nodes.len(),
+                expected,
+            });
+        }
+        let plan = AddressPlan::new(wiring)?;
+        let mut drivers = Vec::with_capacity(nodes.len());
+        let mut bound = Vec::with_capacity(nodes.len());
+        for n in 0..nodes.len() {
+            let local = SocketAddr::new(plan.node(n).ip(), 0);
+            let d = UdpDriver::bind_addr(local, udp)?;
+            bound.push(d.local_addr().map_err(UdpError::Io)?);
+            drivers.push(d);
+        }
+        let peers = port_peers(wiring, |n| bound[n]);
+        let mut fabric = LocalFabric {
+            threads: Vec::with_capacity(nodes.len()),
+            stop: Arc::new(AtomicBool::new(false)),
+            counters: Vec::with_capacity(nodes.len()),
+        };
+        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(peers) {
+            driver.set_ports(&ports);
+            let c = Arc::new(UdpCounters::default());
+            fabric.counters.push(c.clone());
+            let stop = fabric.stop.clone();
+            let spawned = std::thread::Builder::new()
+                .name("onepipe-udp-node".into())
+                .spawn(move || {
+                    driver.run(&mut node, &clock, &stop, &c);
+                    node
+                });
+            match spawned {
+                Ok(thread) => fabric.threads.push(thread),
+                Err(e) => {
+                    // The nodes already running stop with the half-built fabric.
+                    fabric.stop();
+                    return Err(UdpError::Io(e).into());
+                }
+            }
+        }
+        Ok(fabric)
+    }
+
+    pub fn totals(&self) -> UdpTotals {
+        let mut t = UdpTotals::default();
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        for c in &self.counters {
+            t.datagrams_out += l(&c.datagrams_out);
+            t.frames_out += l(&c.frames_out);
+            t.lost_datagrams += l(&c.lost);
+            t.reordered_datagrams += l(&c.reordered);
+            t.dropped_frames += l(&c.send_dropped_frames) + l(&c.no_link_frames);
+            t.overrun_datagrams += l(&c.overrun);
+            t.blocked_frames += l(&c.blocked_frames);
+            t.credit_datagrams += l(&c.credits_out);
+            t.probes += l(&c.probes);
+        }
+        t
+    }
+
+    /// Stops every node and hands them back, in the order they were given.
+    pub fn stop(self) -> Vec<N> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .into_iter()
+            .map(|t| t.join().expect("a node thread panicked"))
+            .collect()
+    }
+}
