@@ -14,6 +14,11 @@ pub enum BenchCommand {
     /// Best-effort, reliable and unordered side by side on the paper testbed, saturated; then
     /// latency against link loss (paper Fig. 9b) at a light paced load.
     Modes(ModesArgs),
+    /// Paper Fig. 8 on a real runtime: all-to-all broadcast, 1Pipe next to unordered delivery and
+    /// the total-order baselines (host and switch sequencer, token, Lamport), in one run
+    Fig8(crate::bench_fig8::Fig8Args),
+    /// The raw loopback UDP datagram rate of this machine: the udp runtime's physical limit
+    UdpLimit(crate::udp_limit::UdpLimitArgs),
 }
 
 #[derive(Args, Debug)]
@@ -98,6 +103,8 @@ struct ModesReport {
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
     match cmd {
         BenchCommand::Modes(args) => modes(args),
+        BenchCommand::Fig8(args) => crate::bench_fig8::run(args),
+        BenchCommand::UdpLimit(args) => crate::udp_limit::run(args),
     }
 }
 

@@ -239,17 +239,22 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
         }
-        c.udp = Some(onepipe_fabric::udp::UdpConfig {
-            datagram_bytes_max: args.datagram_bytes,
-            // Dozens of node threads share the cores: park soon.
-            idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
-            ..Default::default()
-        });
+        c.udp = Some(udp_config(args.datagram_bytes));
     }
     if let Some(before) = args.start_before_wrap_ns {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
     }
     Ok(c)
+}
+
+/// The udp runtime as the demo and the benchmarks run it: every node a thread of this process.
+pub fn udp_config(datagram_bytes: usize) -> onepipe_fabric::udp::UdpConfig {
+    onepipe_fabric::udp::UdpConfig {
+        datagram_bytes_max: datagram_bytes,
+        // Dozens of node threads share the cores: park soon.
+        idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
+        ..Default::default()
+    }
 }
 
 fn progress_bar(quiet: bool, label: &'static str) -> ProgressBar {

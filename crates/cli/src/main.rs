@@ -1,10 +1,12 @@
 //! `onepipe`: run 1Pipe in software.
 
 mod bench;
+mod bench_fig8;
 mod demo;
 mod fabric;
 mod plot;
 mod sim;
+mod udp_limit;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

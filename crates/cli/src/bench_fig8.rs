@@ -1,0 +1,432 @@
+//! `onepipe bench fig8`: paper Fig. 8 on a real runtime. All-to-all broadcast of 64-byte
+//! messages, saturated, for 1Pipe (best effort, reliable), unordered delivery and the four
+//! total-order baselines (host sequencer, switch sequencer, token, Lamport), all over the same
+//! runtime, topology and machine in one run.
+//!
+//! The topology is one switch with every process on its own port (a rack). Every row of
+//! the total-order systems is checked (`checks_ok`) on the events of its first
+//! [`RECORD_WINDOW`].
+
+#![allow(clippy::disallowed_methods)] // the runtimes run in real time: the bench sleeps meanwhile
+
+use crate::demo::{RuntimeKind, udp_config};
+use crate::udp_limit::{self, LimitReport};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use onepipe::demo::{DemoConfig, run_phase};
+use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, collect_logs, totals};
+use onepipe_check::check_all;
+use onepipe_fabric::inproc::{Clock, InprocConfig, Runtime};
+use onepipe_fabric::udp::local::LocalFabric;
+use onepipe_fabric::{Topology, Wiring};
+use onepipe_sim::figures::{Plot, Series};
+use onepipe_wire::{Duration, Instant};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const SYSTEMS: [&str; 7] = [
+    "1pipe-be",
+    "1pipe-r",
+    "unordered",
+    "host-seq",
+    "switch-seq",
+    "token",
+    "lamport",
+];
+/// Events recorded for the checker: the first part of each run (bounds memory).
+const RECORD_WINDOW: Duration = Duration::from_millis(100);
+/// Time for messages in flight after sending stops; the windows bound them.
+const DRAIN: std::time::Duration = std::time::Duration::from_millis(300);
+/// Workers and nodes start before sending does, so start-up is not measured.
+const WARMUP: Duration = Duration::from_millis(20);
+const MESSAGE_BYTES: usize = 64;
+
+#[derive(Args, Debug)]
+pub struct Fig8Args {
+    /// inproc: links are rings in memory on a worker pool; udp: every node on a thread and a
+    /// UDP socket of its own, on loopback
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
+    runtime: RuntimeKind,
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
+    processes: Vec<usize>,
+    /// Systems to run (default all): 1pipe-be, 1pipe-r, unordered, host-seq, switch-seq, token,
+    /// lamport
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
+    /// Length of each run
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Baselines: own broadcasts a process may have undelivered back to itself
+    #[arg(long, default_value_t = 16)]
+    window: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// udp runtime: largest datagram, header included
+    #[arg(long, default_value_t = 8_972)]
+    datagram_bytes: usize,
+    /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
+    #[arg(long, default_value_t = 1.0)]
+    limit_seconds: f64,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    json: bool,
+    /// Also draw throughput per process and p50 latency against processes into this PNG
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Percentiles {
+    p50: f64,
+    p99: f64,
+}
+
+#[derive(Serialize)]
+struct Row {
+    system: &'static str,
+    processes: usize,
+    throughput_msgs_per_s: f64,
+    latency_us: Percentiles,
+    /// The checker passed on the recorded events (total order, FIFO, causality, no
+    /// duplicates, no creation); `None` for unordered delivery, which promises no order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checks_ok: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Flatness {
+    system: &'static str,
+    /// Throughput per process at the most processes over that at the fewest.
+    per_process_ratio: f64,
+    from_processes: usize,
+    to_processes: usize,
+}
+
+#[derive(Serialize)]
+struct Fig8Report {
+    runtime: &'static str,
+    topology: &'static str,
+    message_bytes: usize,
+    seconds: f64,
+    rows: Vec<Row>,
+    flatness: Vec<Flatness>,
+    /// udp runtime: the machine's raw datagram rate measured in this run, and ratios to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_limit: Option<LimitReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_ratios: Option<UdpRatios>,
+}
+
+#[derive(Serialize)]
+struct UdpRatios {
+    /// At the largest process count run with both: unordered messages/s over the raw rate of
+    /// one-message datagrams (targets >= 0.7).
+    unordered_to_raw_datagrams: f64,
+    /// ... and over what the raw path carries packed (full datagrams of 64-byte messages).
+    unordered_to_raw_packed: f64,
+    /// 1Pipe best effort over unordered (target >= 0.9).
+    ordered_to_unordered: f64,
+    processes: usize,
+}
+
+fn systems(args: &Fig8Args) -> Result<Vec<&'static str>, String> {
+    if args.systems.is_empty() {
+        return Ok(SYSTEMS.to_vec());
+    }
+    args.systems
+        .iter()
+        .map(|s| {
+            SYSTEMS
+                .iter()
+                .find(|k| **k == s.as_str())
+                .copied()
+                .ok_or_else(|| format!("unknown system `{s}`: expected one of {}", SYSTEMS.join(", ")))
+        })
+        .collect()
+}
+
+fn kind_of(system: &str) -> Option<Kind> {
+    Kind::ALL.into_iter().find(|k| k.name() == system)
+}
+
+pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err("--seconds must be positive".into());
+    }
+    if let Some(p) = args.processes.iter().find(|p| **p < 2) {
+        return Err(format!("{p} processes: a broadcast needs at least 2"));
+    }
+    if args.window == 0 {
+        return Err("--window must be at least 1".into());
+    }
+    if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
+        return Err("--datagram-bytes must be between 64 and 65507".into());
+    }
+    let systems = systems(&args)?;
+    let udp = args.runtime == RuntimeKind::Udp;
+    let with_limit = udp && args.limit_seconds > 0.0;
+    let runs = (systems.len() * args.processes.len()) as u64 + with_limit as u64;
+    let bar = if args.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(runs)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} {elapsed} {msg}").expect("valid template"),
+    );
+    let udp_limit = if with_limit {
+        bar.set_message("raw udp datagram rate");
+        let limit = udp_limit::measure(
+            std::time::Duration::from_secs_f64(args.limit_seconds),
+            MESSAGE_BYTES,
+            args.datagram_bytes,
+        )
+        .map_err(|e| format!("measuring the raw udp rate: {e}"))?;
+        bar.inc(1);
+        Some(limit)
+    } else {
+        None
+    };
+    let mut rows = Vec::new();
+    for &p in &args.processes {
+        for &system in &systems {
+            bar.set_message(format!("{system} at {p} processes"));
+            rows.push(run_row(&args, system, p)?);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    let flatness = flatness(&rows, &systems);
+    let udp_ratios = udp_limit.as_ref().and_then(|l| udp_ratios(&rows, l));
+    let report = Fig8Report {
+        runtime: if udp { "udp" } else { "inproc" },
+        topology: "single switch, one port per process",
+        message_bytes: MESSAGE_BYTES,
+        seconds: args.seconds,
+        rows,
+        flatness,
+        udp_limit,
+        udp_ratios,
+    };
+    if let Some(path) = &args.plot {
+        crate::plot::write_png(&plots(&report, &systems), path)?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
+    } else {
+        print_report(&report);
+    }
+    let sound = report.rows.iter().all(|r| r.checks_ok != Some(false));
+    Ok(if sound {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run_row(args: &Fig8Args, system: &'static str, processes: usize) -> Result<Row, String> {
+    let topology = Topology::single_switch(processes).map_err(|e| e.to_string())?;
+    match kind_of(system) {
+        Some(kind) => baseline_row(args, kind, topology, processes),
+        None => onepipe_row(args, system, topology, processes),
+    }
+}
+
+fn onepipe_row(
+    args: &Fig8Args,
+    system: &'static str,
+    topology: Topology,
+    processes: usize,
+) -> Result<Row, String> {
+    let config = DemoConfig {
+        topology,
+        message_bytes: MESSAGE_BYTES,
+        seed: args.seed,
+        duration: Duration::from_nanos((args.seconds * 1e9) as u64),
+        reliable: system == "1pipe-r",
+        record_window: RECORD_WINDOW,
+        udp: (args.runtime == RuntimeKind::Udp).then(|| udp_config(args.datagram_bytes)),
+        ..DemoConfig::default()
+    };
+    let ordering = system != "unordered";
+    let r = run_phase(&config, ordering, &mut |_, _| {}).map_err(|e| e.to_string())?;
+    Ok(Row {
+        system,
+        processes,
+        throughput_msgs_per_s: r.throughput_msgs_per_s(),
+        latency_us: Percentiles {
+            p50: r.latency_us(0.5),
+            p99: r.latency_us(0.99),
+        },
+        checks_ok: ordering.then(|| check_all(&r.logs).ok()),
+    })
+}
+
+fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usize) -> Result<Row, String> {
+    let wiring = Wiring::new(topology, 1).map_err(|e| e.to_string())?;
+    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+    let start = clock.now();
+    let send_from = start + WARMUP;
+    let send_until = send_from + Duration::from_nanos((args.seconds * 1e9) as u64);
+    let mut schedule = Schedule::saturated(send_from, send_until);
+    schedule.record_until = send_from + RECORD_WINDOW;
+    schedule.seed = args.seed;
+    let mut config = BaselineConfig::new(kind, schedule);
+    config.message_bytes = MESSAGE_BYTES;
+    config.window = args.window;
+    // 1Pipe's beacon interval in these runtimes (DemoConfig's default).
+    config.exchange_interval = DemoConfig::default().beacon_interval;
+    let nodes = onepipe_baselines::build(&wiring, &config, start).map_err(|e| e.to_string())?;
+    let wait = |clock: &Clock| {
+        while clock.now() < send_until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(DRAIN);
+    };
+    let nodes: Vec<BaselineNode> = match args.runtime {
+        RuntimeKind::Inproc => {
+            let inproc = InprocConfig {
+                link_capacity_bytes: DemoConfig::default().link_capacity_bytes,
+                frame_max_bytes: config.frame_bytes().max(64),
+                ..InprocConfig::default()
+            };
+            let links = wiring.directed_links(Duration::ZERO);
+            let rt = Runtime::start(nodes, &links, &[], &inproc, clock).map_err(|e| e.to_string())?;
+            wait(&clock);
+            rt.stop()
+        }
+        RuntimeKind::Udp => {
+            let fabric = LocalFabric::start(&wiring, nodes, &udp_config(args.datagram_bytes), clock)
+                .map_err(|e| e.to_string())?;
+            wait(&clock);
+            fabric.stop()
+        }
+    };
+    let t = totals(&nodes);
+    let seconds = send_until.saturating_since(send_from).as_nanos() as f64 / 1e9;
+    let q = |quantile: f64| t.latency_ns.value_at_quantile(quantile) as f64 / 1_000.0;
+    Ok(Row {
+        system: kind.name(),
+        processes,
+        throughput_msgs_per_s: t.delivered_in_window as f64 / seconds,
+        latency_us: Percentiles {
+            p50: q(0.5),
+            p99: q(0.99),
+        },
+        checks_ok: Some(check_all(&collect_logs(&nodes)).ok() && t.dropped == 0),
+    })
+}
+
+fn per_process(r: &Row) -> f64 {
+    r.throughput_msgs_per_s / r.processes as f64
+}
+
+fn flatness(rows: &[Row], systems: &[&'static str]) -> Vec<Flatness> {
+    systems
+        .iter()
+        .filter_map(|&system| {
+            let of: Vec<&Row> = rows.iter().filter(|r| r.system == system).collect();
+            let first = of.iter().min_by_key(|r| r.processes)?;
+            let last = of.iter().max_by_key(|r| r.processes)?;
+            (last.processes > first.processes).then(|| Flatness {
+                system,
+                per_process_ratio: per_process(last) / per_process(first).max(1e-9),
+                from_processes: first.processes,
+                to_processes: last.processes,
+            })
+        })
+        .collect()
+}
+
+fn udp_ratios(rows: &[Row], limit: &LimitReport) -> Option<UdpRatios> {
+    let at = |system: &str, p: usize| rows.iter().find(|r| r.system == system && r.processes == p);
+    let (unordered, ordered) = rows
+        .iter()
+        .filter(|r| r.system == "unordered")
+        .filter_map(|u| Some((u, at("1pipe-be", u.processes)?)))
+        .max_by_key(|(u, _)| u.processes)?;
+    Some(UdpRatios {
+        unordered_to_raw_datagrams: unordered.throughput_msgs_per_s / limit.datagrams_per_s.max(1.0),
+        unordered_to_raw_packed: unordered.throughput_msgs_per_s / limit.packed_msgs_per_s.max(1.0),
+        ordered_to_unordered: ordered.throughput_msgs_per_s / unordered.throughput_msgs_per_s.max(1.0),
+        processes: unordered.processes,
+    })
+}
+
+fn plots(report: &Fig8Report, systems: &[&'static str]) -> Vec<Plot> {
+    let series = |value: &dyn Fn(&Row) -> f64| -> Vec<Series> {
+        systems
+            .iter()
+            .map(|&s| Series {
+                label: s.to_string(),
+                points: report
+                    .rows
+                    .iter()
+                    .filter(|r| r.system == s)
+                    .map(|r| (r.processes as f64, value(r)))
+                    .collect(),
+            })
+            .collect()
+    };
+    vec![
+        Plot {
+            title: format!("Fig. 8a over {}: throughput per process", report.runtime),
+            x_label: "processes".into(),
+            y_label: "M msg/s per process".into(),
+            x_log: true,
+            y_log: true,
+            series: series(&|r| per_process(r) / 1e6),
+        },
+        Plot {
+            title: format!("Fig. 8b over {}: latency (p50)", report.runtime),
+            x_label: "processes".into(),
+            y_label: "latency (us)".into(),
+            x_log: true,
+            y_log: true,
+            series: series(&|r| r.latency_us.p50.max(0.001)),
+        },
+    ]
+}
+
+fn print_report(r: &Fig8Report) {
+    println!(
+        "{}-byte all-to-all broadcast over {}, {}, {} s per run",
+        r.message_bytes, r.runtime, r.topology, r.seconds
+    );
+    println!(
+        "  {:<10} {:>9} {:>12} {:>14} {:>10} {:>10} {:>7}",
+        "system", "processes", "M msg/s", "K msg/s/proc", "p50 us", "p99 us", "checks"
+    );
+    for row in &r.rows {
+        println!(
+            "  {:<10} {:>9} {:>12.3} {:>14.1} {:>10.1} {:>10.1} {:>7}",
+            row.system,
+            row.processes,
+            row.throughput_msgs_per_s / 1e6,
+            per_process(row) / 1e3,
+            row.latency_us.p50,
+            row.latency_us.p99,
+            match row.checks_ok {
+                Some(true) => "ok",
+                Some(false) => "FAILED",
+                None => "-",
+            }
+        );
+    }
+    for f in &r.flatness {
+        println!(
+            "  {:<10} per-process throughput at {} over at {}: x{:.2}",
+            f.system, f.to_processes, f.from_processes, f.per_process_ratio
+        );
+    }
+    if let Some(l) = &r.udp_limit {
+        udp_limit::print(l);
+    }
+    if let Some(u) = &r.udp_ratios {
+        println!(
+            "  at {} processes: unordered / raw datagrams x{:.2}, unordered / raw packed x{:.2}, 1pipe-be / unordered x{:.2}",
+            u.processes, u.unordered_to_raw_datagrams, u.unordered_to_raw_packed, u.ordered_to_unordered
+        );
+    }
+}

@@ -1,0 +1,91 @@
+//! `onepipe bench fig8` and `bench udp-limit`: every system's row, checked, over both runtimes.
+
+mod common;
+
+use common::run_json;
+
+fn rows_are_sound(report: &serde_json::Value, processes: &[u64]) {
+    let rows = report["rows"].as_array().unwrap();
+    let systems = [
+        "1pipe-be",
+        "1pipe-r",
+        "unordered",
+        "host-seq",
+        "switch-seq",
+        "token",
+        "lamport",
+    ];
+    assert_eq!(rows.len(), systems.len() * processes.len(), "{report}");
+    for &p in processes {
+        for s in systems {
+            let row = rows
+                .iter()
+                .find(|r| r["system"] == s && r["processes"] == p)
+                .unwrap_or_else(|| panic!("no row for {s} at {p}: {report}"));
+            assert!(row["throughput_msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(row["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{row}");
+            let checked = row.get("checks_ok").and_then(|c| c.as_bool());
+            assert_eq!(checked, (s != "unordered").then_some(true), "{row}");
+        }
+    }
+}
+
+#[test]
+fn fig8_over_inproc_has_every_row_and_the_flatness_ratios() {
+    let args = [
+        "bench",
+        "fig8",
+        "--processes",
+        "2,4",
+        "--seconds",
+        "0.2",
+        "--json",
+    ];
+    let report = run_json(&args, None);
+    rows_are_sound(&report, &[2, 4]);
+    assert_eq!(report["runtime"], "inproc");
+    assert_eq!(report["flatness"].as_array().unwrap().len(), 7, "{report}");
+    assert!(report.get("udp_limit").is_none());
+}
+
+#[test]
+fn fig8_over_udp_compares_with_the_raw_datagram_rate() {
+    let args = [
+        "bench",
+        "fig8",
+        "--runtime",
+        "udp",
+        "--processes",
+        "3",
+        "--seconds",
+        "0.2",
+        "--limit-seconds",
+        "0.2",
+        "--json",
+    ];
+    let report = run_json(&args, None);
+    rows_are_sound(&report, &[3]);
+    assert!(
+        report["udp_limit"]["datagrams_per_s"].as_f64().unwrap() > 0.0,
+        "{report}"
+    );
+    let ratios = &report["udp_ratios"];
+    assert_eq!(ratios["processes"], 3);
+    assert!(ratios["ordered_to_unordered"].as_f64().unwrap() > 0.0, "{report}");
+}
+
+#[test]
+fn udp_limit_alone_and_bad_arguments() {
+    let report = run_json(&["bench", "udp-limit", "--seconds", "0.1", "--json"], None);
+    assert!(report["packed_msgs_per_s"].as_f64().unwrap() > report["datagrams_per_s"].as_f64().unwrap());
+    for bad in [
+        &["bench", "fig8", "--processes", "1"][..],
+        &["bench", "fig8", "--systems", "paxos"],
+        &["bench", "fig8", "--seconds", "0"],
+        &["bench", "udp-limit", "--datagram-bytes", "70000"],
+    ] {
+        let out = common::onepipe().args(bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("error"), "{bad:?}");
+    }
+}
