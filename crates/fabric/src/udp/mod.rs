@@ -40,7 +40,7 @@ pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// Bounds on each link's credit window, in datagrams.
 const WINDOW_MIN_DATAGRAMS: usize = 2;
-const WINDOW_MAX_DATAGRAMS: usize = 64;
+const WINDOW_MAX_DATAGRAMS: usize = 16;
 
 /// What a node does when a pass found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
