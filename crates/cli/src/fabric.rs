@@ -4,7 +4,7 @@
 #![allow(clippy::disallowed_methods)] // supervision waits on real time
 
 use clap::Args;
-use onepipe::udp::{UdpOptions, run_switch};
+use onepipe::udp::{SwitchStatus, UdpOptions, run_switch_reporting};
 use onepipe_fabric::Topology;
 use onepipe_fabric::udp::plan::AddressPlan;
 use onepipe_fabric::udp::{IdlePolicy, UdpCounters};
@@ -85,6 +85,10 @@ pub struct SwitchArgs {
     /// Exit when the process that started this one goes (used by `onepipe up`)
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    /// Write the switch's status (per-link barrier lag, counters) here as JSON every 200 ms,
+    /// for `onepipe inspect` (`onepipe up` sets it)
+    #[arg(long, value_name = "FILE")]
+    status_file: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -133,7 +137,22 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         });
     }
     let counters = UdpCounters::default();
-    let switch = run_switch(&options, &args.node, &stop, &counters)?;
+    let mut warned = false;
+    let mut report = |status: &SwitchStatus| {
+        let Some(path) = &args.status_file else {
+            return;
+        };
+        // Written aside and renamed, so a reader never sees half a report.
+        let aside = path.with_extension("json.part");
+        let json = serde_json::to_vec(status).expect("a status serializes");
+        let written = std::fs::write(&aside, json).and_then(|_| std::fs::rename(&aside, path));
+        if let Err(e) = written
+            && !std::mem::replace(&mut warned, true)
+        {
+            eprintln!("switch {}: cannot write {}: {e}", args.node, path.display());
+        }
+    };
+    let switch = run_switch_reporting(&options, &args.node, &stop, &counters, &mut report)?;
     let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     eprintln!(
         "switch {}: forwarded {} frames, {} beacons sent; datagrams in {} out {}; lost {}, reordered {}, malformed {}, from strangers {}",
@@ -161,6 +180,11 @@ fn state_path(topology: &Path) -> Res<PathBuf> {
             .fold(0u64, |h, b| h.rotate_left(8) ^ b as u64),
     );
     Ok(std::env::temp_dir().join(format!("onepipe-up-{key:016x}.pids")))
+}
+
+/// Where the switches that `onepipe up FILE` started write their status.
+pub fn status_dir(topology: &Path) -> Res<PathBuf> {
+    Ok(state_path(topology)?.with_extension("status"))
 }
 
 fn signal(pid: u32, sig: nix::sys::signal::Signal) -> bool {
@@ -218,6 +242,9 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     }
     let stop = stop_on_signal()?;
     let exe = std::env::current_exe()?;
+    let status = status_dir(&args.topology)?;
+    let _ = std::fs::remove_dir_all(&status);
+    std::fs::create_dir_all(&status)?;
     let mut children: Vec<(String, Child)> = Vec::new();
     for s in &topology.switches {
         let child = Command::new(&exe)
@@ -228,6 +255,8 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
             .arg(&s.name)
             .args(args.fabric.to_cli())
             .arg("--exit-with-parent")
+            .arg("--status-file")
+            .arg(status.join(format!("{}.json", s.name)))
             .spawn();
         match child {
             Ok(c) => children.push((s.name.clone(), c)),
@@ -252,7 +281,7 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         eprintln!("  {:<12} {}", s.name, plan.switches[i]);
     }
     eprintln!(
-        "Ctrl-C here, or `onepipe down {}`, stops them.",
+        "`onepipe inspect {0}` shows them; Ctrl-C here, or `onepipe down {0}`, stops them.",
         args.topology.display()
     );
     let mut failed = None;
@@ -266,6 +295,7 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     }
     stop_children(&mut children, std::time::Duration::from_secs(3));
     let _ = std::fs::remove_file(&state);
+    let _ = std::fs::remove_dir_all(&status);
     match failed {
         Some(why) => Err(why.into()),
         None => {

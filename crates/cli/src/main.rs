@@ -4,6 +4,7 @@ mod bench;
 mod bench_fig8;
 mod demo;
 mod fabric;
+mod inspect;
 mod plot;
 mod sim;
 mod udp_limit;
@@ -37,6 +38,9 @@ enum Command {
     Up(fabric::UpArgs),
     /// Stop what `onepipe up FILE` started
     Down(fabric::DownArgs),
+    /// What the switches of `onepipe up FILE` report: per-link barrier lag and counters, and
+    /// the link that holds delivery back
+    Inspect(inspect::InspectArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +52,7 @@ fn main() -> ExitCode {
         Command::Switch(args) => fabric::switch(args),
         Command::Up(args) => fabric::up(args),
         Command::Down(args) => fabric::down(args),
+        Command::Inspect(args) => inspect::run(args),
     };
     match result {
         Ok(code) => code,

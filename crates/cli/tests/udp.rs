@@ -131,6 +131,44 @@ fn up_join_verify_down() {
         sent += 1;
         std::thread::sleep(std::time::Duration::from_micros(300));
     }
+    // While the processes run, every switch reports and no barrier is stalled. Reports come
+    // every 200 ms: wait for one made after the traffic.
+    let inspect = || {
+        let out = common::onepipe()
+            .args(["inspect", "--json", "--stall-ms", "1000"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let reported_traffic = |i: &serde_json::Value| {
+        let s = i["switches"].as_array().unwrap();
+        s.len() == 3 && s.iter().all(|s| s["forwarded"].as_u64().unwrap() > 0)
+    };
+    let mut inspection = inspect();
+    let waited = std::time::Instant::now();
+    while !reported_traffic(&inspection) && waited.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        inspection = inspect();
+    }
+    let switches = inspection["switches"].as_array().unwrap();
+    assert_eq!(switches.len(), 3, "{inspection}");
+    assert!(inspection["not_reporting"].as_array().unwrap().is_empty());
+    assert!(inspection["holding_back"].is_null(), "{inspection}");
+    let tor0 = switches.iter().find(|s| s["node"] == "tor0").unwrap();
+    let process_links: Vec<_> = tor0["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["peer"].as_str().unwrap().starts_with("process"))
+        .collect();
+    assert_eq!(process_links.len(), 2, "{tor0}");
+    assert!(
+        process_links
+            .iter()
+            .all(|l| l["state"] == "live" && l["barrier_lag_us"].is_f64())
+    );
     drop(procs);
 
     let down = common::onepipe().arg("down").arg(&file).output().unwrap();

@@ -14,6 +14,7 @@ pub use onepipe_fabric::hash;
 pub mod host;
 pub mod reliable;
 pub mod reorder;
+pub mod status;
 pub mod switch;
 pub mod system;
 #[cfg(test)]

@@ -15,13 +15,14 @@
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
+pub use crate::status::{LinkStatus, SwitchStatus};
 use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::udp::local::LocalError;
 use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
 use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
-use onepipe_fabric::{RoutingError, Topology, Wiring, WiringError, routing};
+use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
 use std::sync::Arc;
@@ -107,6 +108,20 @@ pub fn run_switch(
     stop: &AtomicBool,
     counters: &UdpCounters,
 ) -> Result<SwitchCounters, UdpSystemError> {
+    run_switch_reporting(options, name, stop, counters, &mut |_| {})
+}
+
+/// How often a running switch reports its [`SwitchStatus`].
+pub const STATUS_PERIOD: Duration = Duration::from_millis(200);
+
+/// [`run_switch`], handing `report` the switch's status every [`STATUS_PERIOD`].
+pub fn run_switch_reporting(
+    options: &UdpOptions,
+    name: &str,
+    stop: &AtomicBool,
+    counters: &UdpCounters,
+    report: &mut dyn FnMut(&SwitchStatus),
+) -> Result<SwitchCounters, UdpSystemError> {
     let (wiring, plan) = wiring_and_plan(options)?;
     let index = wiring
         .topology
@@ -119,8 +134,21 @@ pub fn run_switch(
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
     let clock = Clock::from_system_time();
     let mut switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
-    driver.run(&mut switch, &clock, stop, counters);
+    let peers = peer_names(&wiring, index);
+    let mut observe = |s: &Switch, now| report(&SwitchStatus::of(s, name, &peers, counters, now));
+    driver.run_observed(&mut switch, &clock, stop, counters, STATUS_PERIOD, &mut observe);
     Ok(switch.counters().clone())
+}
+
+/// What is behind each port of switch `index`: `process P` or the neighbour switch's name.
+fn peer_names(wiring: &Wiring, index: usize) -> Vec<String> {
+    wiring.switch_ports[index]
+        .iter()
+        .map(|p| match p.peer {
+            Peer::Process(p) => format!("process {p}"),
+            Peer::Switch { switch, .. } => wiring.topology.switches[switch].name.clone(),
+        })
+        .collect()
 }
 
 /// Joins a running udp fabric as process `process`: binds its address, starts its endpoint on

@@ -24,7 +24,7 @@ use crate::node::{FRAME_MAX, Node, PortId, Route};
 use crate::wiring::Wiring;
 use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
 use link::{Arrival, Parked, ReceiveWindow, SendWindow};
-use onepipe_wire::Instant;
+use onepipe_wire::{Duration, Instant};
 use plan::AddressPlan;
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut};
@@ -277,10 +277,29 @@ impl UdpDriver {
 
     /// Runs `node` until `stop` is set.
     pub fn run<N: Node>(&mut self, node: &mut N, clock: &Clock, stop: &AtomicBool, counters: &UdpCounters) {
+        self.run_observed(node, clock, stop, counters, Duration::MAX, &mut |_, _| {});
+    }
+
+    /// Runs `node` until `stop` is set, showing it to `observe` about every `period` (for
+    /// status reports; the node cannot be reached otherwise while it runs).
+    pub fn run_observed<N: Node>(
+        &mut self,
+        node: &mut N,
+        clock: &Clock,
+        stop: &AtomicBool,
+        counters: &UdpCounters,
+        period: Duration,
+        observe: &mut dyn FnMut(&N, Instant),
+    ) {
         let mut idle_passes = 0u32;
+        let mut observe_at = clock.now();
         while !stop.load(Ordering::Relaxed) {
             let mut worked = self.receive(node, clock, counters);
             let now = clock.now();
+            if now >= observe_at {
+                observe(node, now);
+                observe_at = now + period;
+            }
             worked |= self.drain_inboxes(node, now, counters);
             if node.poll_timeout().is_some_and(|t| t <= now) {
                 node.handle_timeout(now);

@@ -1,0 +1,164 @@
+//! `onepipe inspect FILE`: what the switches of a running `onepipe up FILE` report, per input
+//! link (barrier lag, silence, state) and per socket (loss, overrun, backpressure), and which
+//! link holds delivery back when barriers stop.
+
+#![allow(clippy::disallowed_methods)] // compares report times with the system clock
+
+use crate::fabric::status_dir;
+use clap::Args;
+use onepipe::status::{Stall, SwitchStatus, holding_back};
+use onepipe_fabric::Topology;
+use onepipe_wire::Duration;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A report older than this means the switch is not running (it reports every 200 ms).
+const STALE_AFTER_MS: f64 = 2_000.0;
+
+#[derive(Args, Debug)]
+pub struct InspectArgs {
+    /// The topology file given to `onepipe up`
+    topology: PathBuf,
+    /// A barrier lagging its switch's clock by more than this counts as stalled
+    #[arg(long, default_value_t = 100.0)]
+    stall_ms: f64,
+    /// Print one JSON object instead of tables
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Inspection {
+    switches: Vec<SwitchStatus>,
+    /// Switches of the topology with no fresh report (not running, or just starting).
+    not_reporting: Vec<String>,
+    /// The link holding best-effort delivery back, if any barrier lags more than `stall_ms`.
+    holding_back: Option<Stall>,
+}
+
+pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
+    if !(args.stall_ms.is_finite() && args.stall_ms > 0.0) {
+        return Err("--stall-ms must be positive".into());
+    }
+    let topology = Topology::from_file(&args.topology).map_err(|e| e.to_string())?;
+    let dir = status_dir(&args.topology).map_err(|e| e.to_string())?;
+    if !dir.is_dir() {
+        return Err(format!(
+            "{} is not up (no status in {}); start it with `onepipe up {}`",
+            args.topology.display(),
+            dir.display(),
+            args.topology.display()
+        ));
+    }
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut switches = Vec::new();
+    let mut not_reporting = Vec::new();
+    for s in &topology.switches {
+        let path = dir.join(format!("{}.json", s.name));
+        let status = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<SwitchStatus>(&bytes).ok())
+            .filter(|st| (now_ns.saturating_sub(st.at_ns) as f64 / 1e6) < STALE_AFTER_MS);
+        match status {
+            Some(st) => switches.push(st),
+            None => not_reporting.push(s.name.clone()),
+        }
+    }
+    let threshold = Duration::from_nanos((args.stall_ms * 1e6) as u64);
+    let inspection = Inspection {
+        holding_back: holding_back(&switches, threshold),
+        switches,
+        not_reporting,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&inspection).expect("serializable")
+        );
+    } else {
+        print(&inspection, args.stall_ms);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lag(v: Option<f64>) -> String {
+    v.map_or("never".into(), |us| format!("{:.1}", us / 1e3))
+}
+
+fn print(i: &Inspection, stall_ms: f64) {
+    for s in &i.switches {
+        let k = &s.socket;
+        println!(
+            "{}: forwarded {}, beacons sent {} received {}, links removed {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}",
+            s.node,
+            s.forwarded,
+            s.beacons_sent,
+            s.beacons_received,
+            s.links_removed,
+            k.datagrams_in,
+            k.datagrams_out,
+            k.lost,
+            k.reordered,
+            k.overrun,
+            k.blocked_frames,
+            k.unknown_source,
+            k.malformed + s.malformed
+        );
+        println!(
+            "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10}",
+            "port", "peer", "state", "barrier lag ms", "commit lag ms", "silent ms"
+        );
+        for l in &s.inputs {
+            println!(
+                "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10.1}{}",
+                l.port,
+                l.peer,
+                l.state,
+                lag(l.barrier_lag_us),
+                lag(l.commit_lag_us),
+                l.silent_us / 1e3,
+                if s.lagging_port == Some(l.port) {
+                    "  <- lowest"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    if !i.not_reporting.is_empty() {
+        println!("not reporting: {}", i.not_reporting.join(", "));
+    }
+    let removed: Vec<String> = i
+        .switches
+        .iter()
+        .flat_map(|s| {
+            s.inputs
+                .iter()
+                .filter(|l| l.state == "dead")
+                .map(move |l| format!("{} -> {}", l.peer, s.node))
+        })
+        .collect();
+    if !removed.is_empty() {
+        println!(
+            "removed from the barrier (silent too long): {}",
+            removed.join(", ")
+        );
+    }
+    match &i.holding_back {
+        Some(st) if st.circular => println!(
+            "delivery is held back: every switch waits for another (around {} -> {}); no live process feeds them",
+            st.peer, st.switch
+        ),
+        Some(st) => println!(
+            "delivery is held back by {} -> {} (port {}): barrier lag {} ms",
+            st.peer,
+            st.switch,
+            st.port,
+            lag(st.barrier_lag_us)
+        ),
+        None => println!("barriers flow: no barrier lags more than {stall_ms} ms"),
+    }
+}

@@ -1,0 +1,253 @@
+//! What a running switch reports about itself (`onepipe switch` writes it, `onepipe inspect`
+//! reads it): per input link, how far its barrier lags the switch's clock and how long it has
+//! been silent; the switch's and its socket's counters. [`holding_back`] reads a fabric's
+//! reports and names the link that holds delivery back.
+
+use crate::switch::{InputState, Switch};
+use onepipe_fabric::udp::UdpCounters;
+use onepipe_wire::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkStatus {
+    pub port: u16,
+    /// `process P`, or the neighbour switch's name.
+    pub peer: String,
+    /// `live`, `dead` (removed from the best-effort barrier) or `joining`.
+    pub state: String,
+    /// The switch's clock minus the input's best-effort barrier; `None` if never heard.
+    pub barrier_lag_us: Option<f64>,
+    pub commit_lag_us: Option<f64>,
+    /// Since anything was last heard on the link.
+    pub silent_us: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketStatus {
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub overrun: u64,
+    pub blocked_frames: u64,
+    pub probes: u64,
+    pub unknown_source: u64,
+    pub malformed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchStatus {
+    pub node: String,
+    /// When the report was made, on the switch's clock (ns since the Unix epoch).
+    pub at_ns: u64,
+    pub forwarded: u64,
+    pub beacons_sent: u64,
+    pub beacons_received: u64,
+    pub malformed: u64,
+    pub links_removed: u64,
+    pub socket: SocketStatus,
+    pub inputs: Vec<LinkStatus>,
+    /// The live input with the lowest barrier: the one holding this switch back.
+    pub lagging_port: Option<u16>,
+}
+
+fn lag_us(now: Instant, barrier: Instant) -> Option<f64> {
+    (barrier != Instant::ZERO).then(|| now.saturating_since(barrier).as_nanos() as f64 / 1e3)
+}
+
+impl SwitchStatus {
+    /// The status of `switch` (named `node`, with `peers[port]` behind each port) at `now`.
+    pub fn of(
+        switch: &Switch,
+        node: &str,
+        peers: &[String],
+        socket: &UdpCounters,
+        now: Instant,
+    ) -> SwitchStatus {
+        let c = switch.counters();
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        SwitchStatus {
+            node: node.to_string(),
+            at_ns: now.as_nanos(),
+            forwarded: c.forwarded,
+            beacons_sent: c.beacons_sent,
+            beacons_received: c.beacons_received,
+            malformed: c.malformed,
+            links_removed: c.links_removed,
+            socket: SocketStatus {
+                datagrams_in: l(&socket.datagrams_in),
+                datagrams_out: l(&socket.datagrams_out),
+                lost: l(&socket.lost),
+                reordered: l(&socket.reordered),
+                overrun: l(&socket.overrun),
+                blocked_frames: l(&socket.blocked_frames),
+                probes: l(&socket.probes),
+                unknown_source: l(&socket.unknown_source),
+                malformed: l(&socket.malformed),
+            },
+            inputs: switch
+                .inputs()
+                .map(|r| LinkStatus {
+                    port: r.port,
+                    peer: peers.get(r.port as usize).cloned().unwrap_or_default(),
+                    state: match r.state {
+                        InputState::Live => "live",
+                        InputState::Dead => "dead",
+                        InputState::Joining => "joining",
+                    }
+                    .into(),
+                    barrier_lag_us: lag_us(now, r.barrier),
+                    commit_lag_us: lag_us(now, r.commit_barrier),
+                    silent_us: now.saturating_since(r.last_heard).as_nanos() as f64 / 1e3,
+                })
+                .collect(),
+            lagging_port: switch.lagging_input().map(|r| r.port),
+        }
+    }
+
+    fn lagging(&self) -> Option<&LinkStatus> {
+        let port = self.lagging_port?;
+        self.inputs.iter().find(|l| l.port == port)
+    }
+}
+
+/// The link that holds delivery back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stall {
+    pub switch: String,
+    pub port: u16,
+    pub peer: String,
+    /// `None`: nothing was ever heard on it.
+    pub barrier_lag_us: Option<f64>,
+    /// The chase upstream came back to a switch it had passed: every switch on the way waits
+    /// for another, so no live process feeds them (all process links removed, or none joined).
+    pub circular: bool,
+}
+
+fn stalled(link: &LinkStatus, threshold_us: f64) -> bool {
+    link.barrier_lag_us.is_none_or(|lag| lag > threshold_us)
+}
+
+/// Which link holds best-effort delivery back, if any barrier lags more than `threshold`.
+///
+/// A stalled link stalls every switch downstream of it, so the worst lag is followed upstream:
+/// from a switch's lagging input to the neighbour behind it, as long as that neighbour's own
+/// lagging input is stalled too. The link where the chase ends (a process, or a switch whose
+/// inputs all flow) is the cause.
+pub fn holding_back(statuses: &[SwitchStatus], threshold: Duration) -> Option<Stall> {
+    let threshold_us = threshold.as_nanos() as f64 / 1e3;
+    let worst = |l: &LinkStatus| l.barrier_lag_us.unwrap_or(f64::INFINITY);
+    let mut at = statuses
+        .iter()
+        .filter_map(|s| Some((s, s.lagging()?)))
+        .filter(|(_, l)| stalled(l, threshold_us))
+        .max_by(|a, b| worst(a.1).total_cmp(&worst(b.1)))?;
+    let mut seen = HashSet::new();
+    seen.insert(at.0.node.as_str());
+    let mut circular = false;
+    while let Some(upstream) = statuses.iter().find(|s| s.node == at.1.peer)
+        && let Some(link) = upstream.lagging().filter(|l| stalled(l, threshold_us))
+    {
+        if !seen.insert(upstream.node.as_str()) {
+            circular = true;
+            break;
+        }
+        at = (upstream, link);
+    }
+    Some(Stall {
+        switch: at.0.node.clone(),
+        port: at.1.port,
+        peer: at.1.peer.clone(),
+        barrier_lag_us: at.1.barrier_lag_us,
+        circular,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(port: u16, peer: &str, lag: Option<f64>) -> LinkStatus {
+        LinkStatus {
+            port,
+            peer: peer.into(),
+            state: "live".into(),
+            barrier_lag_us: lag,
+            commit_lag_us: lag,
+            silent_us: 0.0,
+        }
+    }
+
+    fn switch(node: &str, inputs: Vec<LinkStatus>) -> SwitchStatus {
+        let lagging_port = inputs
+            .iter()
+            .max_by(|a, b| {
+                let w = |l: &LinkStatus| l.barrier_lag_us.unwrap_or(f64::INFINITY);
+                w(a).total_cmp(&w(b))
+            })
+            .map(|l| l.port);
+        SwitchStatus {
+            node: node.into(),
+            at_ns: 0,
+            forwarded: 0,
+            beacons_sent: 0,
+            beacons_received: 0,
+            malformed: 0,
+            links_removed: 0,
+            socket: SocketStatus::default(),
+            inputs,
+            lagging_port,
+        }
+    }
+
+    #[test]
+    fn the_stall_is_traced_to_the_link_it_starts_on() {
+        // Process 1 went quiet: tor0 lags on it, the spine lags on tor0 (a little more, as it
+        // reported later), tor1 lags on the spine.
+        let fabric = [
+            switch(
+                "tor0",
+                vec![
+                    link(0, "process 0", Some(80.0)),
+                    link(1, "process 1", Some(90_000.0)),
+                    link(2, "spine", Some(70.0)),
+                ],
+            ),
+            switch(
+                "tor1",
+                vec![link(0, "process 2", Some(60.0)), link(1, "spine", Some(95_000.0))],
+            ),
+            switch(
+                "spine",
+                vec![link(0, "tor0", Some(95_500.0)), link(1, "tor1", Some(50.0))],
+            ),
+        ];
+        let stall = holding_back(&fabric, Duration::from_millis(10)).unwrap();
+        assert_eq!(
+            (stall.switch.as_str(), stall.peer.as_str()),
+            ("tor0", "process 1")
+        );
+        assert!(!stall.circular);
+        // Below the threshold nothing is named.
+        assert_eq!(holding_back(&fabric, Duration::from_millis(100)), None);
+    }
+
+    #[test]
+    fn a_link_never_heard_is_the_worst_and_cycles_end_the_chase() {
+        let fabric = [
+            switch("a", vec![link(0, "b", Some(50_000.0))]),
+            switch("b", vec![link(0, "a", Some(50_000.0))]),
+        ];
+        let stall = holding_back(&fabric, Duration::from_millis(1)).unwrap();
+        assert!(["a", "b"].contains(&stall.switch.as_str()));
+        assert!(stall.circular);
+        let fabric = [switch(
+            "tor",
+            vec![link(0, "process 0", Some(10.0)), link(1, "process 1", None)],
+        )];
+        let stall = holding_back(&fabric, Duration::from_millis(1)).unwrap();
+        assert_eq!((stall.port, stall.barrier_lag_us), (1, None));
+    }
+}
