@@ -157,17 +157,6 @@ pub fn frame_at(
     Ok(Some((start..start + len, start + len)))
 }
 
-/// Calls `f` with each frame of a datagram whose header [`parse_header`] accepted. Frames
-/// before a malformed one are handed out; the error says the rest was dropped.
-pub fn for_each_frame(datagram: &[u8], mut f: impl FnMut(&[u8])) -> Result<(), DatagramError> {
-    let mut at = HEADER_LEN;
-    while let Some((range, next)) = frame_at(datagram, at)? {
-        f(&datagram[range]);
-        at = next;
-    }
-    Ok(())
-}
-
 /// Whether sequence number `a` comes before `b` (wrapping).
 pub fn seq_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
@@ -176,6 +165,16 @@ pub fn seq_before(a: u32, b: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Calls `f` with each frame, as the driver walks them with [`frame_at`].
+    fn for_each_frame(datagram: &[u8], mut f: impl FnMut(&[u8])) -> Result<(), DatagramError> {
+        let mut at = HEADER_LEN;
+        while let Some((range, next)) = frame_at(datagram, at)? {
+            f(&datagram[range]);
+            at = next;
+        }
+        Ok(())
+    }
 
     #[test]
     fn frames_round_trip_and_damage_is_detected() {
