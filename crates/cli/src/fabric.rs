@@ -153,18 +153,18 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         }
     };
     let switch = run_switch_reporting(&options, &args.node, &stop, &counters, &mut report)?;
-    let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let c = counters.snapshot();
     eprintln!(
         "switch {}: forwarded {} frames, {} beacons sent; datagrams in {} out {}; lost {}, reordered {}, malformed {}, from strangers {}",
         args.node,
         switch.forwarded,
         switch.beacons_sent,
-        c(&counters.datagrams_in),
-        c(&counters.datagrams_out),
-        c(&counters.lost),
-        c(&counters.reordered),
-        c(&counters.malformed),
-        c(&counters.unknown_source),
+        c.datagrams_in,
+        c.datagrams_out,
+        c.lost,
+        c.reordered,
+        c.malformed,
+        c.unknown_source,
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -4,11 +4,10 @@
 //! reports and names the link that holds delivery back.
 
 use crate::switch::{InputState, Switch};
-use onepipe_fabric::udp::UdpCounters;
+use onepipe_fabric::udp::{UdpCounters, UdpSnapshot};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LinkStatus {
@@ -24,19 +23,6 @@ pub struct LinkStatus {
     pub silent_us: f64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketStatus {
-    pub datagrams_in: u64,
-    pub datagrams_out: u64,
-    pub lost: u64,
-    pub reordered: u64,
-    pub overrun: u64,
-    pub blocked_frames: u64,
-    pub probes: u64,
-    pub unknown_source: u64,
-    pub malformed: u64,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SwitchStatus {
     pub node: String,
@@ -47,7 +33,7 @@ pub struct SwitchStatus {
     pub beacons_received: u64,
     pub malformed: u64,
     pub links_removed: u64,
-    pub socket: SocketStatus,
+    pub socket: UdpSnapshot,
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
     pub lagging_port: Option<u16>,
@@ -67,7 +53,6 @@ impl SwitchStatus {
         now: Instant,
     ) -> SwitchStatus {
         let c = switch.counters();
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         SwitchStatus {
             node: node.to_string(),
             at_ns: now.as_nanos(),
@@ -76,17 +61,7 @@ impl SwitchStatus {
             beacons_received: c.beacons_received,
             malformed: c.malformed,
             links_removed: c.links_removed,
-            socket: SocketStatus {
-                datagrams_in: l(&socket.datagrams_in),
-                datagrams_out: l(&socket.datagrams_out),
-                lost: l(&socket.lost),
-                reordered: l(&socket.reordered),
-                overrun: l(&socket.overrun),
-                blocked_frames: l(&socket.blocked_frames),
-                probes: l(&socket.probes),
-                unknown_source: l(&socket.unknown_source),
-                malformed: l(&socket.malformed),
-            },
+            socket: socket.snapshot(),
             inputs: switch
                 .inputs()
                 .map(|r| LinkStatus {
@@ -196,7 +171,7 @@ mod tests {
             beacons_received: 0,
             malformed: 0,
             links_removed: 0,
-            socket: SocketStatus::default(),
+            socket: UdpSnapshot::default(),
             inputs,
             lagging_port,
         }

@@ -14,7 +14,7 @@ use crate::node::Node;
 use crate::wiring::Wiring;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
@@ -99,17 +99,16 @@ impl<N: Node + 'static> LocalFabric<N> {
 
     pub fn totals(&self) -> UdpTotals {
         let mut t = UdpTotals::default();
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        for c in &self.counters {
-            t.datagrams_out += l(&c.datagrams_out);
-            t.frames_out += l(&c.frames_out);
-            t.lost_datagrams += l(&c.lost);
-            t.reordered_datagrams += l(&c.reordered);
-            t.dropped_frames += l(&c.send_dropped_frames) + l(&c.no_link_frames);
-            t.overrun_datagrams += l(&c.overrun);
-            t.blocked_frames += l(&c.blocked_frames);
-            t.credit_datagrams += l(&c.credits_out);
-            t.probes += l(&c.probes);
+        for c in self.counters.iter().map(|c| c.snapshot()) {
+            t.datagrams_out += c.datagrams_out;
+            t.frames_out += c.frames_out;
+            t.lost_datagrams += c.lost;
+            t.reordered_datagrams += c.reordered;
+            t.dropped_frames += c.send_dropped_frames + c.no_link_frames;
+            t.overrun_datagrams += c.overrun;
+            t.blocked_frames += c.blocked_frames;
+            t.credit_datagrams += c.credits_out;
+            t.probes += c.probes;
         }
         t
     }

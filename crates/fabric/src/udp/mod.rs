@@ -109,6 +109,50 @@ impl UdpCounters {
     fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// The counters' values now, as plain numbers.
+    pub fn snapshot(&self) -> UdpSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        UdpSnapshot {
+            datagrams_in: l(&self.datagrams_in),
+            datagrams_out: l(&self.datagrams_out),
+            frames_in: l(&self.frames_in),
+            frames_out: l(&self.frames_out),
+            unknown_source: l(&self.unknown_source),
+            malformed: l(&self.malformed),
+            reordered: l(&self.reordered),
+            lost: l(&self.lost),
+            send_dropped_frames: l(&self.send_dropped_frames),
+            no_link_frames: l(&self.no_link_frames),
+            overrun: l(&self.overrun),
+            resyncs: l(&self.resyncs),
+            blocked_frames: l(&self.blocked_frames),
+            credits_out: l(&self.credits_out),
+            credits_in: l(&self.credits_in),
+            probes: l(&self.probes),
+        }
+    }
+}
+
+/// [`UdpCounters`] read at one moment (field by field; each is exact, together nearly so).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UdpSnapshot {
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub unknown_source: u64,
+    pub malformed: u64,
+    pub reordered: u64,
+    pub lost: u64,
+    pub send_dropped_frames: u64,
+    pub no_link_frames: u64,
+    pub overrun: u64,
+    pub resyncs: u64,
+    pub blocked_frames: u64,
+    pub credits_out: u64,
+    pub credits_in: u64,
+    pub probes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
