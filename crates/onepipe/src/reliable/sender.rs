@@ -208,7 +208,12 @@ pub struct ReliableSender {
 impl ReliableSender {
     pub fn new(config: ReliableConfig, process_count: u32, fragment_bytes: usize) -> ReliableSender {
         ReliableSender {
-            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            rtt: RttEstimator::new(
+                config.rto_initial,
+                config.rto_min,
+                config.rto_max,
+                config.ack_delay_max,
+            ),
             config,
             fragment_bytes,
             slots: Vec::new(),
@@ -514,10 +519,11 @@ impl ReliableSender {
             progressed = true;
         }
         let mut highest_sacked = None;
-        for bit in 0..64u32 {
-            if ack.sack & (1 << bit) == 0 {
-                continue;
-            }
+        // Only the set bits: in FIFO fabrics the map is almost always empty.
+        let mut bits = ack.sack;
+        while bits != 0 {
+            let bit = bits.trailing_zeros();
+            bits &= bits - 1;
             let psn = cumulative.wrapping_add(1 + bit);
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &mut self.counters);

@@ -23,6 +23,8 @@ fn config(window: u32) -> ReliableConfig {
         retries_max: 3,
         give_up_after: Duration::from_micros(300),
         send_buffer_packets_max: 64,
+        // Receivers here ACK at once; the RTOs below are SRTT + 4 RTTVAR.
+        ack_delay_max: Duration::ZERO,
         ..ReliableConfig::default()
     }
 }
@@ -352,6 +354,30 @@ fn sack_bits_follow_the_cumulative_point_around_the_ring() {
     // 121 -> bit 0, 124 -> bit 3, 130 -> bit 9, 183 (the window's last PSN) -> bit 62; the
     // ring of 128 wrapped at 128.
     assert_eq!(ack.sack, 1 | 1 << 3 | 1 << 9 | 1 << 62);
+}
+
+/// PSNs wrap at 2^32, and the seen ring must not jump there. A ring of 320 bits (window 256)
+/// did: 2^32 is not a multiple of 320, so the PSNs after the wrap were looked for in the wrong
+/// bits and the SACK missed them.
+#[test]
+fn seen_ring_is_continuous_where_psns_wrap() {
+    let mut r = ReliableReceiver::new(256, 3);
+    let cumulative = u32::MAX - 3;
+    r.open_at(1, cumulative);
+    // MAX-1 and 1 arrive; MAX-3, MAX-2, MAX and 0 do not (yet).
+    assert_eq!(r.on_prepare(t(0), 1, u32::MAX - 1, false), Admit::Store);
+    assert_eq!(r.on_prepare(t(0), 1, 1, false), Admit::Store);
+    let (_, cum, ack) = r.poll_ack(t(0), IDLE).unwrap();
+    assert_eq!(cum, cumulative);
+    // Bit i is cumulative + 1 + i: MAX-1 is bit 1, 1 is bit 4.
+    assert_eq!(ack.sack, 1 << 1 | 1 << 4);
+    // The gaps fill across the wrap and the cumulative point passes it.
+    for psn in [u32::MAX - 3, u32::MAX - 2, u32::MAX, 0] {
+        assert_eq!(r.on_prepare(t(0), 1, psn, false), Admit::Store);
+    }
+    let (_, cum, ack) = r.poll_ack(t(0), IDLE).unwrap();
+    assert_eq!((cum, ack.sack), (2, 0));
+    assert_eq!(r.on_prepare(t(0), 1, 1, false), Admit::Duplicate);
 }
 
 /// Retransmission scans visit connections in peer order whatever order they were opened in
