@@ -175,6 +175,12 @@ pub struct Transmit<'a> {
     pub payload: &'a [u8],
 }
 
+/// Acknowledged scatterings stay in memory until every older one is acknowledged too (the
+/// commit barrier is the oldest open one's timestamp). Counting them against the buffer, as
+/// before, let one packet being repaired stop a host: at 1% loss per link it sent nothing for
+/// whole RTOs. They may take this many buffers' worth instead, which bounds memory.
+pub const RETAINED_BUFFERS: usize = 4;
+
 /// Waiting scatterings (oldest first) that one release pass offers credits to.
 const RELEASE_LOOKAHEAD: usize = 256;
 
@@ -190,7 +196,12 @@ pub struct ReliableSender {
     connections: super::Connections<Connection>,
     /// (destination, PSN) to transmit, first transmissions and retransmissions alike.
     transmit: VecDeque<(u32, u32)>,
-    buffered_packets: usize,
+    /// Packets not yet acknowledged (nor given up): what `send_buffer_packets_max` bounds.
+    unacked_packets: usize,
+    /// Packets of scatterings not yet retired, acknowledged or not: what the buffer holds in
+    /// memory. A scattering is retired only once it and every older one are done, as the
+    /// commit barrier needs; see [`RETAINED_BUFFERS`].
+    retained_packets: usize,
     /// (message id, timestamp) of scatterings released since the last look.
     newly_released: VecDeque<(u64, Instant)>,
     failures: VecDeque<SendFailure>,
@@ -222,7 +233,8 @@ impl ReliableSender {
             released: VecDeque::new(),
             connections: super::Connections::new(process_count),
             transmit: VecDeque::new(),
-            buffered_packets: 0,
+            unacked_packets: 0,
+            retained_packets: 0,
             newly_released: VecDeque::new(),
             failures: VecDeque::new(),
             rto_deadline: None,
@@ -235,14 +247,23 @@ impl ReliableSender {
         &self.counters
     }
 
+    /// Packets not yet acknowledged.
     pub fn buffered_packets(&self) -> usize {
-        self.buffered_packets
+        self.unacked_packets
     }
 
+    /// Packets of scatterings kept until they retire (acknowledged ones included).
+    pub fn retained_packets(&self) -> usize {
+        self.retained_packets
+    }
+
+    /// Room for new packets: the unacknowledged ones are bounded by the buffer, and what
+    /// acknowledged scatterings still retain, by [`RETAINED_BUFFERS`] buffers.
     pub fn room_packets(&self) -> usize {
-        self.config
-            .send_buffer_packets_max
-            .saturating_sub(self.buffered_packets)
+        let max = self.config.send_buffer_packets_max;
+        let unacked_room = max.saturating_sub(self.unacked_packets);
+        let retained_room = (RETAINED_BUFFERS * max).saturating_sub(self.retained_packets);
+        unacked_room.min(retained_room)
     }
 
     /// Scatterings waiting for window credits.
@@ -292,7 +313,8 @@ impl ReliableSender {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.buffered_packets += packets;
+        self.unacked_packets += packets;
+        self.retained_packets += packets;
         self.waiting.push_back(slot);
         self.credits_changed = true;
     }
@@ -363,6 +385,7 @@ impl ReliableSender {
         for (index, m) in s.messages.iter_mut().enumerate() {
             let c = self.connections.get_mut(m.dst).expect("acquire opened it");
             if c.broken {
+                self.unacked_packets -= m.unacked as usize;
                 m.unacked = 0;
                 s.open_messages -= 1;
                 self.counters.messages_failed += 1;
@@ -424,7 +447,7 @@ impl ReliableSender {
             }
             self.released.pop_front();
             let s = self.slots[slot as usize].take().expect("checked");
-            self.buffered_packets -= s.packets;
+            self.retained_packets -= s.packets;
             self.free_slots.push(slot);
         }
     }
@@ -474,11 +497,12 @@ impl ReliableSender {
     }
 
     /// Marks one in-flight packet acknowledged and closes its message when it was the last.
-    fn ack_entry(slots: &mut [Option<Scattering>], e: &mut InFlight) {
+    fn ack_entry(slots: &mut [Option<Scattering>], unacked_packets: &mut usize, e: &mut InFlight) {
         if e.acked {
             return;
         }
         e.acked = true;
+        *unacked_packets -= 1;
         let s = slots[e.slot as usize].as_mut().expect("in-flight slot is live");
         let m = &mut s.messages[e.message as usize];
         m.unacked -= 1;
@@ -513,7 +537,7 @@ impl ReliableSender {
                     self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
-                Self::ack_entry(&mut self.slots, &mut e);
+                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut e);
             }
             c.una = c.una.wrapping_add(1);
             progressed = true;
@@ -528,7 +552,7 @@ impl ReliableSender {
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
-                Self::ack_entry(&mut self.slots, e);
+                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, e);
                 highest_sacked = Some(psn);
             }
         }
@@ -644,7 +668,7 @@ impl ReliableSender {
                 if !failed_slots.contains(&(e.slot, e.message)) {
                     failed_slots.push((e.slot, e.message));
                 }
-                Self::ack_entry(&mut self.slots, e);
+                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, e);
             }
         }
         for (slot, _) in failed_slots {
@@ -660,7 +684,7 @@ impl ReliableSender {
 
     /// Whether nothing is buffered (all acknowledged or failed).
     pub fn is_idle(&self) -> bool {
-        self.buffered_packets == 0
+        self.retained_packets == 0
     }
 
     /// Whether this sender has so much unacknowledged that it will send again soon, as ACKs
@@ -668,7 +692,7 @@ impl ReliableSender {
     /// peers' held lone ACKs, one per peer, cannot be all it waits for; see
     /// [`super::receiver::AckRelease::Idle`]).
     pub fn is_loaded(&self) -> bool {
-        self.buffered_packets * 2 > self.config.send_buffer_packets_max
-            && self.buffered_packets > self.connections.peer_count()
+        self.unacked_packets * 2 > self.config.send_buffer_packets_max
+            && self.unacked_packets > self.connections.peer_count()
     }
 }

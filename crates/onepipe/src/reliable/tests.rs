@@ -254,6 +254,46 @@ fn commit_barrier_is_the_oldest_unacknowledged_timestamp() {
     assert_eq!(s.commit_barrier(clock), clock, "nothing open: the clock");
 }
 
+/// An acknowledged scattering frees its room in the buffer even while an older one is still
+/// open (one packet under repair must not stop the host); what acknowledged scatterings keep
+/// in memory is bounded separately, by `RETAINED_BUFFERS` buffers.
+#[test]
+fn acknowledged_packets_free_room_behind_an_open_one() {
+    use super::sender::RETAINED_BUFFERS;
+    let max = config(8).send_buffer_packets_max;
+    let mut s = sender(64);
+    s.submit(0, &[(1, b"held")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    // The packet to process 1 is never acknowledged; everything to process 2 is, one
+    // buffer's worth at a time, until only the retained bound holds the sender back.
+    let mut psn = 0;
+    let mut submitted = 1;
+    while s.room_packets() > 0 {
+        let room = s.room_packets();
+        for _ in 0..room {
+            s.submit(submitted, &[(2, b"x")]);
+            submitted += 1;
+        }
+        release(&mut s);
+        drain(&mut s, t(1));
+        psn += room as u32;
+        s.on_ack(t(2), 2, psn, &ack(1 << 20));
+        assert_eq!(s.buffered_packets(), 1, "only the packet to 1 is unacknowledged");
+    }
+    assert_eq!(s.retained_packets(), RETAINED_BUFFERS * max);
+    assert!(submitted as usize > max, "acknowledged packets freed room");
+    assert_eq!(
+        s.commit_barrier(t(3)),
+        Instant::from_nanos(1),
+        "the first is still open"
+    );
+    // Its ACK retires everything at once.
+    s.on_ack(t(4), 1, 1, &ack(8));
+    assert!(s.is_idle());
+    assert_eq!(s.room_packets(), max);
+}
+
 #[test]
 fn receiver_suppresses_duplicates_and_bounds_each_sender() {
     let mut r = ReliableReceiver::new(4, 3);
