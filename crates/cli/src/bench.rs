@@ -66,6 +66,19 @@ struct ModeRow {
     /// Reliable rows: every message delivered exactly once.
     #[serde(skip_serializing_if = "Option::is_none")]
     no_loss: Option<bool>,
+    /// Reliable rows: the most any process held (its buffers are bounded by configuration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_peak: Option<ReliableMemory>,
+}
+
+#[derive(Serialize)]
+struct ReliableMemory {
+    /// Packets sent and not yet acknowledged (bounded by the send buffer).
+    send_unacked_packets: usize,
+    /// Packets kept, acknowledged or not, until every older scattering is acknowledged.
+    send_retained_packets: usize,
+    /// Prepared messages waiting for the commit barrier at a receiver.
+    receive_prepared_bytes: usize,
 }
 
 /// Links on the testbed's longest path (host, ToR, spine, core, spine, ToR, host).
@@ -148,6 +161,11 @@ fn row(system: &'static str, loss: f64, r: &PhaseResult, reliable: bool) -> Mode
         acks_piggybacked: r.acks_piggybacked,
         send_failures: r.send_failures,
         no_loss: reliable.then(|| check_no_loss(&r.logs).is_empty()),
+        memory_peak: reliable.then_some(ReliableMemory {
+            send_unacked_packets: r.reliable_unacked_packets_peak,
+            send_retained_packets: r.reliable_retained_packets_peak,
+            receive_prepared_bytes: r.reliable_prepared_bytes_peak,
+        }),
     }
 }
 
@@ -279,6 +297,18 @@ fn print_report(r: &ModesReport) {
         "  reliable / best effort throughput x{:.2}; reliable at 1% loss x{:.2} of loss-free",
         r.reliable_to_best_effort_throughput, r.reliable_throughput_at_1pct_loss_ratio
     );
+    for m in &r.modes {
+        if let Some(p) = &m.memory_peak {
+            println!(
+                "  {} at loss {}: peak per process {} packets unacknowledged, {} retained, {:.1} KiB prepared",
+                m.system,
+                m.loss,
+                p.send_unacked_packets,
+                p.send_retained_packets,
+                p.receive_prepared_bytes as f64 / 1024.0
+            );
+        }
+    }
     println!("median latency (us) against end-to-end packet loss, paced (paper Fig. 9b):");
     println!(
         "  {:>8} {:>12} {:>12} {:>12} {:>8} {:>10}",

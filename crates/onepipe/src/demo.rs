@@ -134,6 +134,11 @@ pub struct PhaseResult {
     pub ecn_marked: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
+    /// Reliable service, largest of any process: packets unacknowledged and retained in its
+    /// send buffer, and bytes of prepared messages waiting for the commit barrier.
+    pub reliable_unacked_packets_peak: usize,
+    pub reliable_retained_packets_peak: usize,
+    pub reliable_prepared_bytes_peak: usize,
     /// The sockets' own counts, over the udp runtime.
     pub udp: Option<onepipe_fabric::udp::local::UdpTotals>,
 }
@@ -329,6 +334,9 @@ pub fn run_phase(
         ecn_marked,
         reorder_bytes_peak: 0,
         reorder_messages_peak: 0,
+        reliable_unacked_packets_peak: 0,
+        reliable_retained_packets_peak: 0,
+        reliable_prepared_bytes_peak: 0,
         udp: udp_totals,
     };
     for node in nodes {
@@ -343,6 +351,12 @@ pub fn run_phase(
                 result.acks_piggybacked += r.acks_piggybacked;
                 result.reorder_bytes_peak = result.reorder_bytes_peak.max(ep.reorder().bytes_peak());
                 result.reorder_messages_peak = result.reorder_messages_peak.max(ep.reorder().messages_peak());
+                let (unacked, retained) = ep.reliable_sender().packets_peak();
+                result.reliable_unacked_packets_peak = result.reliable_unacked_packets_peak.max(unacked);
+                result.reliable_retained_packets_peak = result.reliable_retained_packets_peak.max(retained);
+                result.reliable_prepared_bytes_peak = result
+                    .reliable_prepared_bytes_peak
+                    .max(ep.prepared().bytes_peak());
                 if let App::Workload(w) = h.app {
                     let w = *w;
                     result.delivered += w.delivered;

@@ -202,6 +202,9 @@ pub struct ReliableSender {
     /// memory. A scattering is retired only once it and every older one are done, as the
     /// commit barrier needs; see [`RETAINED_BUFFERS`].
     retained_packets: usize,
+    /// Highest `unacked_packets` and `retained_packets` seen (memory use, for reports).
+    unacked_packets_peak: usize,
+    retained_packets_peak: usize,
     /// (message id, timestamp) of scatterings released since the last look.
     newly_released: VecDeque<(u64, Instant)>,
     failures: VecDeque<SendFailure>,
@@ -219,12 +222,7 @@ pub struct ReliableSender {
 impl ReliableSender {
     pub fn new(config: ReliableConfig, process_count: u32, fragment_bytes: usize) -> ReliableSender {
         ReliableSender {
-            rtt: RttEstimator::new(
-                config.rto_initial,
-                config.rto_min,
-                config.rto_max,
-                config.ack_delay_max,
-            ),
+            rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
             config,
             fragment_bytes,
             slots: Vec::new(),
@@ -235,6 +233,8 @@ impl ReliableSender {
             transmit: VecDeque::new(),
             unacked_packets: 0,
             retained_packets: 0,
+            unacked_packets_peak: 0,
+            retained_packets_peak: 0,
             newly_released: VecDeque::new(),
             failures: VecDeque::new(),
             rto_deadline: None,
@@ -255,6 +255,11 @@ impl ReliableSender {
     /// Packets of scatterings kept until they retire (acknowledged ones included).
     pub fn retained_packets(&self) -> usize {
         self.retained_packets
+    }
+
+    /// The most packets ever unacknowledged, and ever retained, at once.
+    pub fn packets_peak(&self) -> (usize, usize) {
+        (self.unacked_packets_peak, self.retained_packets_peak)
     }
 
     /// Room for new packets: the unacknowledged ones are bounded by the buffer, and what
@@ -315,6 +320,8 @@ impl ReliableSender {
         };
         self.unacked_packets += packets;
         self.retained_packets += packets;
+        self.unacked_packets_peak = self.unacked_packets_peak.max(self.unacked_packets);
+        self.retained_packets_peak = self.retained_packets_peak.max(self.retained_packets);
         self.waiting.push_back(slot);
         self.credits_changed = true;
     }

@@ -23,8 +23,6 @@ fn config(window: u32) -> ReliableConfig {
         retries_max: 3,
         give_up_after: Duration::from_micros(300),
         send_buffer_packets_max: 64,
-        // Receivers here ACK at once; the RTOs below are SRTT + 4 RTTVAR.
-        ack_delay_max: Duration::ZERO,
         ..ReliableConfig::default()
     }
 }
