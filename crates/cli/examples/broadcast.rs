@@ -48,7 +48,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             match sent {
                 Ok(_) => break,
-                Err(SendError::BufferFull { .. }) => std::thread::yield_now(),
+                // A full buffer drains as the fabric carries it away; unless the fabric is gone.
+                Err(SendError::BufferFull { .. }) => {
+                    me.check_fabric()?;
+                    std::thread::yield_now()
+                }
                 Err(e) => return Err(e.into()),
             }
         }

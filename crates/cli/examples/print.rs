@@ -31,7 +31,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))?;
     let mut out = std::io::stdout().lock();
     let wait = std::time::Duration::from_millis(100);
+    let mut lost = false;
     while !stop.load(Ordering::Relaxed) {
+        // Say when the fabric goes silent, and when it comes back, rather than wait quietly.
+        let fabric = me.check_fabric();
+        match (&fabric, lost) {
+            (Err(e), false) => eprintln!("print: {e}"),
+            (Ok(()), true) => eprintln!("print: the fabric answers again"),
+            _ => {}
+        }
+        lost = fabric.is_err();
         let d = if args.reliable {
             me.recv_reliable_timeout(wait)
         } else {

@@ -116,6 +116,9 @@ impl OnePipe {
                 message_bytes_max: options.message_bytes_max,
                 packets_max: endpoint.send_buffer_packets_max,
                 fragment_bytes: options.mtu_bytes - HEADER_LEN,
+                silent_max: Duration::from_nanos(
+                    options.beacon_interval.as_nanos() * options.dead_after_intervals.max(1) as u64,
+                ),
             };
             let (app, process) = link(p, count, &limits, clock, offsets[p as usize]);
             apps.push(app);
@@ -173,6 +176,9 @@ pub(crate) struct HandleLimits {
     /// Packets of the endpoint's send buffer: no scattering may need more.
     pub packets_max: usize,
     pub fragment_bytes: usize,
+    /// Silence from the fabric past this means it is lost (`dead_after_intervals` beacon
+    /// intervals: the rule switches apply to their links).
+    pub silent_max: Duration,
 }
 
 /// The two ends of process `id`'s link between its application and its endpoint.
@@ -187,12 +193,15 @@ pub(crate) fn link(
     let (del_tx, del_rx) = RingBuffer::new(limits.recv_queue_max);
     let (rel_tx, rel_rx) = RingBuffer::new(limits.recv_queue_max);
     let delivered_ts = Arc::new(AtomicU64::new(0));
+    // Silence counts from now: a fabric that never answers is lost as one that stops.
+    let heard_ns = Arc::new(AtomicU64::new(clock.now().as_nanos()));
     let app = App::Link(Box::new(AppLink {
         commands: cmd_rx,
         deliveries: del_tx,
         reliable_deliveries: rel_tx,
         on_failure: None,
         delivered_ts: delivered_ts.clone(),
+        heard_ns: heard_ns.clone(),
         refused: 0,
     }));
     let process = Process {
@@ -204,6 +213,8 @@ pub(crate) fn link(
         clock,
         offset_ns,
         delivered_ts,
+        heard_ns,
+        silent_max: limits.silent_max,
         next_msg_id: 0,
         message_bytes_max: limits.message_bytes_max,
         packets_max: limits.packets_max,
@@ -238,6 +249,8 @@ pub struct Process {
     clock: Clock,
     offset_ns: i64,
     delivered_ts: Arc<AtomicU64>,
+    heard_ns: Arc<AtomicU64>,
+    silent_max: Duration,
     next_msg_id: u64,
     message_bytes_max: usize,
     packets_max: usize,
@@ -338,12 +351,46 @@ impl Process {
         }
     }
 
+    /// How long since this process last heard from the fabric: any valid frame from its
+    /// switch (data, ACK or beacon). Switches beacon every interval, so on a live fabric this
+    /// stays below a few intervals even when nobody sends.
+    pub fn fabric_silence(&self) -> std::time::Duration {
+        let heard = self.heard_ns.load(Ordering::Relaxed);
+        std::time::Duration::from_nanos(self.clock.now().as_nanos().saturating_sub(heard))
+    }
+
+    /// `Err` once the fabric has been silent for longer than the switches wait before they
+    /// declare a link dead (`dead_after_intervals` beacon intervals): this process's switch,
+    /// or the link to it, is down, and nothing will be delivered until it returns. A process
+    /// waiting for messages should check this rather than wait on in silence.
+    pub fn check_fabric(&self) -> Result<(), FabricLost> {
+        let silent = self.fabric_silence();
+        let limit = std::time::Duration::from_nanos(self.silent_max.as_nanos());
+        if silent > limit {
+            return Err(FabricLost { silent, limit });
+        }
+        Ok(())
+    }
+
     /// The host clock now: above every timestamp this process has delivered.
     pub fn timestamp(&self) -> Instant {
         let ns = self.clock.now().as_nanos() as i128 + self.offset_ns as i128;
         let host = Instant::from_nanos(ns.max(0) as u64);
         host.max(Instant::from_nanos(self.delivered_ts.load(Ordering::Relaxed) + 1))
     }
+}
+
+/// A process has heard nothing from its switch for longer than a live one stays silent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "nothing heard from the fabric for {} ms (a live switch beacons far more often; the limit is {} ms): \
+     this process's switch or its link is down",
+    silent.as_millis(),
+    limit.as_millis()
+)]
+pub struct FabricLost {
+    pub silent: std::time::Duration,
+    pub limit: std::time::Duration,
 }
 
 /// Pops from `ring`, waiting up to `timeout`: spins briefly, then sleeps in short steps.

@@ -25,6 +25,9 @@ pub struct AppLink {
     pub on_failure: Option<Box<dyn FnMut(SendFailure) + Send>>,
     /// Largest delivered timestamp, published for `Process::timestamp`.
     pub delivered_ts: Arc<AtomicU64>,
+    /// When the endpoint last took a valid frame from its switch (shared-clock ns), published
+    /// for `Process::fabric_silence`.
+    pub heard_ns: Arc<AtomicU64>,
     /// Sends the endpoint refused after the handle accepted them (should stay zero).
     pub refused: u64,
 }
@@ -146,7 +149,10 @@ impl Node for HostNode {
 
     fn handle_frame(&mut self, now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
         // Malformed frames are counted by the endpoint and dropped.
-        let _ = self.endpoint.handle_frame(now, frame);
+        let valid = self.endpoint.handle_frame(now, frame).is_ok();
+        if let (true, App::Link(link)) = (valid, &self.app) {
+            link.heard_ns.store(now.as_nanos(), Ordering::Relaxed);
+        }
         self.drain(now);
     }
 

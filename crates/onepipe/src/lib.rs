@@ -22,5 +22,6 @@ mod test_packets;
 pub mod udp;
 pub mod workload;
 
+pub use api::FabricLost;
 pub use endpoint::{Delivery, SendError, SendFailure};
 pub use onepipe_wire::{Duration, Instant};

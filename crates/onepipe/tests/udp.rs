@@ -117,3 +117,33 @@ fn strangers_are_dropped_and_counted_and_unknown_names_are_errors() {
         "nothing of the stranger's was taken"
     );
 }
+
+/// A joined process whose switch goes away says so (`check_fabric`) instead of waiting on in
+/// silence; while the switch runs, its beacons keep the process's fabric live even with no
+/// traffic at all.
+#[test]
+fn a_process_whose_switch_stops_reports_the_fabric_lost() {
+    let mut opts = options(topology(2, 2));
+    // 500 x 200 us = 100 ms: threads of a test run on two shared cores can stall for tens of
+    // milliseconds (20 ms was exceeded once while the other tests of this file ran).
+    opts.dead_after_intervals = 500;
+    let stop = Arc::new(AtomicBool::new(false));
+    let switch = {
+        let (opts, stop) = (opts.clone(), stop.clone());
+        std::thread::spawn(move || run_switch(&opts, "tor", &stop, &UdpCounters::default()))
+    };
+    let (me, _) = join(&opts, 0).unwrap();
+    let limit = std::time::Duration::from_millis(100);
+    // Idle, but live: at least half a second of checks that all pass.
+    let live_until = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    while std::time::Instant::now() < live_until {
+        assert_eq!(me.check_fabric(), Ok(()), "silent for {:?}", me.fabric_silence());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    switch.join().unwrap().unwrap();
+    std::thread::sleep(limit * 3);
+    let lost = me.check_fabric().unwrap_err();
+    assert!(lost.silent > limit && lost.limit == limit, "{lost:?}");
+    assert!(lost.to_string().contains("switch or its link is down"), "{lost}");
+}
