@@ -6,7 +6,7 @@
 
 use crate::fabric::status_dir;
 use clap::Args;
-use onepipe::status::{Stall, SwitchStatus, holding_back};
+use onepipe::status::{Skew, Stall, SwitchStatus, holding_back, skew};
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
 use serde::Serialize;
@@ -35,6 +35,8 @@ struct Inspection {
     not_reporting: Vec<String>,
     /// The link holding best-effort delivery back, if any barrier lags more than `stall_ms`.
     holding_back: Option<Stall>,
+    /// The clock skew between processes, as measured by a switch that hears two or more.
+    skew: Option<Skew>,
 }
 
 pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
@@ -70,6 +72,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
     let threshold = Duration::from_nanos((args.stall_ms * 1e6) as u64);
     let inspection = Inspection {
         holding_back: holding_back(&switches, threshold),
+        skew: skew(&switches),
         switches,
         not_reporting,
     };
@@ -108,18 +111,19 @@ fn print(i: &Inspection, stall_ms: f64) {
             k.malformed + s.malformed
         );
         println!(
-            "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10}",
-            "port", "peer", "state", "barrier lag ms", "commit lag ms", "silent ms"
+            "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",
+            "port", "peer", "state", "barrier lag ms", "commit lag ms", "silent ms", "clock ahead us"
         );
         for l in &s.inputs {
             println!(
-                "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10.1}{}",
+                "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10.1} {:>14}{}",
                 l.port,
                 l.peer,
                 l.state,
                 lag(l.barrier_lag_us),
                 lag(l.commit_lag_us),
                 l.silent_us / 1e3,
+                l.clock_ahead_us.map_or("-".into(), |us| format!("{us:.1}")),
                 if s.lagging_port == Some(l.port) {
                     "  <- lowest"
                 } else {
@@ -160,5 +164,12 @@ fn print(i: &Inspection, stall_ms: f64) {
             lag(st.barrier_lag_us)
         ),
         None => println!("barriers flow: no barrier lags more than {stall_ms} ms"),
+    }
+    match &i.skew {
+        Some(k) => println!(
+            "clock skew between processes: {:.1} us at {} ({} furthest behind, {} furthest ahead; differences in one-way delay included)",
+            k.spread_us, k.switch, k.behind, k.ahead
+        ),
+        None => println!("clock skew between processes: not measured (no switch hears two live processes)"),
     }
 }

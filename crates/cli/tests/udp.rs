@@ -105,7 +105,15 @@ fn up_join_verify_down() {
 
     let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());
     opts.beacon_interval = Duration::from_micros(200);
-    let mut procs: Vec<_> = (0..4).map(|p| join(&opts, p).unwrap().0).collect();
+    // Process 1's clock runs 2 ms ahead: skew to measure (1Pipe pays it in latency only).
+    const SKEW_US: f64 = 2_000.0;
+    let mut procs: Vec<_> = (0..4)
+        .map(|p| {
+            let mut o = opts.clone();
+            o.clock_offset_ns = if p == 1 { (SKEW_US * 1e3) as i64 } else { 0 };
+            join(&o, p).unwrap().0
+        })
+        .collect();
     let everyone: Vec<u32> = (0..4).collect();
     let mut steps: Vec<Vec<Step>> = (0..4).map(|_| Vec::new()).collect();
     let mut delivered = vec![0u64; 4];
@@ -169,6 +177,13 @@ fn up_join_verify_down() {
             .iter()
             .all(|l| l["state"] == "live" && l["barrier_lag_us"].is_f64())
     );
+    // tor0 hears processes 0 and 1: the skew it measures is the injected one, give or take
+    // the difference in their least one-way delays (tens of us on this shared machine).
+    let skew = &inspection["skew"];
+    assert_eq!(skew["switch"], "tor0", "{skew}");
+    assert_eq!(skew["ahead"], "process 1", "{skew}");
+    let spread = skew["spread_us"].as_f64().unwrap();
+    assert!((SKEW_US - 500.0..SKEW_US + 500.0).contains(&spread), "{skew}");
     drop(procs);
 
     let down = common::onepipe().arg("down").arg(&file).output().unwrap();

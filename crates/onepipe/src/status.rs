@@ -21,6 +21,10 @@ pub struct LinkStatus {
     pub commit_lag_us: Option<f64>,
     /// Since anything was last heard on the link.
     pub silent_us: f64,
+    /// Process links only: how far the process's clock runs ahead of the switch's, less the
+    /// least one-way delay seen in the last second or two (`InputRegister::clock_ahead_ns`).
+    #[serde(default)]
+    pub clock_ahead_us: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,6 +41,42 @@ pub struct SwitchStatus {
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
     pub lagging_port: Option<u16>,
+}
+
+/// How [`SwitchStatus::of`]'s `peers` name a process behind a port (`process P`).
+pub const PROCESS_PEER: &str = "process ";
+
+/// The clock skew between processes as the switches measure it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skew {
+    /// The largest spread of process clock estimates at any one switch (max - min of
+    /// `clock_ahead_us` over its live process links), and that switch. Processes behind
+    /// different switches are compared only through their own switch: switches' clocks are
+    /// not measured against each other.
+    pub spread_us: f64,
+    pub switch: String,
+    /// The processes with the clock furthest behind and furthest ahead there.
+    pub behind: String,
+    pub ahead: String,
+}
+
+/// The measured skew between processes, if any switch hears two or more of them.
+pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
+    statuses
+        .iter()
+        .filter_map(|s| {
+            let links = s.inputs.iter().filter(|l| l.state == "live");
+            let known: Vec<(&LinkStatus, f64)> = links.filter_map(|l| Some((l, l.clock_ahead_us?))).collect();
+            let min = known.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+            let max = known.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+            (known.len() >= 2).then(|| Skew {
+                spread_us: max.1 - min.1,
+                switch: s.node.clone(),
+                behind: min.0.peer.clone(),
+                ahead: max.0.peer.clone(),
+            })
+        })
+        .max_by(|a, b| a.spread_us.total_cmp(&b.spread_us))
 }
 
 fn lag_us(now: Instant, barrier: Instant) -> Option<f64> {
@@ -63,10 +103,16 @@ impl SwitchStatus {
             links_removed: c.links_removed,
             socket: socket.snapshot(),
             inputs: switch
-                .inputs()
+                .inputs(now)
                 .map(|r| LinkStatus {
                     port: r.port,
                     peer: peers.get(r.port as usize).cloned().unwrap_or_default(),
+                    clock_ahead_us: peers
+                        .get(r.port as usize)
+                        .is_some_and(|p| p.starts_with(PROCESS_PEER))
+                        .then_some(r.clock_ahead_ns)
+                        .flatten()
+                        .map(|ns| ns as f64 / 1e3),
                     state: match r.state {
                         InputState::Live => "live",
                         InputState::Dead => "dead",
@@ -152,6 +198,7 @@ mod tests {
             barrier_lag_us: lag,
             commit_lag_us: lag,
             silent_us: 0.0,
+            clock_ahead_us: None,
         }
     }
 
@@ -207,6 +254,36 @@ mod tests {
         assert!(!stall.circular);
         // Below the threshold nothing is named.
         assert_eq!(holding_back(&fabric, Duration::from_millis(100)), None);
+    }
+
+    #[test]
+    fn skew_is_the_widest_spread_of_process_clocks_at_one_switch() {
+        let clocked = |port, peer: &str, ahead: Option<f64>| LinkStatus {
+            clock_ahead_us: ahead,
+            ..link(port, peer, Some(10.0))
+        };
+        let mut dead = clocked(3, "process 9", Some(900.0));
+        dead.state = "dead".into();
+        let fabric = [
+            switch(
+                "tor0",
+                vec![
+                    clocked(0, "process 0", Some(2.0)),
+                    clocked(1, "process 1", Some(-6.5)),
+                    clocked(2, "spine", None),
+                    dead,
+                ],
+            ),
+            switch("tor1", vec![clocked(0, "process 2", Some(1.0))]),
+        ];
+        let k = skew(&fabric).unwrap();
+        assert_eq!(k.spread_us, 8.5, "the dead link's stale clock is left out");
+        assert_eq!(
+            (k.switch.as_str(), k.behind.as_str(), k.ahead.as_str()),
+            ("tor0", "process 1", "process 0")
+        );
+        // One process per switch: nothing to compare.
+        assert_eq!(skew(&fabric[1..]), None);
     }
 
     #[test]

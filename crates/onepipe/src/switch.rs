@@ -79,6 +79,44 @@ pub struct InputRegister {
     pub commit_barrier: Instant,
     pub last_heard: Instant,
     pub state: InputState,
+    /// The largest best-effort barrier minus arrival time heard on this input lately (between
+    /// one and two `CLOCK_WINDOW`s), in ns; `None` if nothing was heard that long. From a
+    /// process, whose barrier is its clock when nothing waits in its queue, this is how far its
+    /// clock runs ahead of the switch's, less the one-way delay of the least delayed frame
+    /// (NTP's minimum-delay filter): differences between processes are their skew.
+    pub clock_ahead_ns: Option<i64>,
+}
+
+/// How long a clock sample counts towards [`InputRegister::clock_ahead_ns`].
+const CLOCK_WINDOW: Duration = Duration::from_secs(1);
+
+/// A two-bucket windowed maximum of (barrier - arrival) on one input.
+#[derive(Clone, Copy, Debug, Default)]
+struct ClockSamples {
+    current: Option<i64>,
+    previous: Option<i64>,
+    since: Instant,
+}
+
+impl ClockSamples {
+    fn add(&mut self, now: Instant, sample: i64) {
+        if now.saturating_since(self.since) >= CLOCK_WINDOW {
+            let stale = now.saturating_since(self.since) >= CLOCK_WINDOW + CLOCK_WINDOW;
+            self.previous = if stale { None } else { self.current };
+            self.current = None;
+            self.since = now;
+        }
+        self.current = Some(self.current.map_or(sample, |c| c.max(sample)));
+    }
+
+    fn max(&self, now: Instant) -> Option<i64> {
+        let age = now.saturating_since(self.since);
+        let current = (age < CLOCK_WINDOW + CLOCK_WINDOW)
+            .then_some(self.current)
+            .flatten();
+        let previous = (age < CLOCK_WINDOW).then_some(self.previous).flatten();
+        current.max(previous)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -105,6 +143,7 @@ struct Port {
     barrier: [Instant; 2],
     last_heard: Instant,
     state: InputState,
+    clock: ClockSamples,
     last_sent: Instant,
     /// Barriers of the last packet sent here, by lane: an eager beacon goes out only with news.
     last_barrier_sent: [Instant; 2],
@@ -261,6 +300,7 @@ impl Switch {
                     slot,
                     barrier: [Instant::ZERO; 2],
                     last_heard: now,
+                    clock: ClockSamples::default(),
                     state: InputState::Live,
                     last_sent: now,
                     last_barrier_sent: [Instant::ZERO; 2],
@@ -304,8 +344,9 @@ impl Switch {
     }
 
     /// Every input register, for diagnostics.
-    pub fn inputs(&self) -> impl Iterator<Item = InputRegister> + '_ {
-        self.ports.iter().enumerate().map(|(i, p)| InputRegister {
+    /// The inputs' registers; `now` dates the clock samples.
+    pub fn inputs(&self, now: Instant) -> impl Iterator<Item = InputRegister> + '_ {
+        self.ports.iter().enumerate().map(move |(i, p)| InputRegister {
             port: i as PortId,
             half: match p.direction {
                 PortDirection::Down => Half::Up,
@@ -315,12 +356,13 @@ impl Switch {
             commit_barrier: p.barrier[Lane::Commit as usize],
             last_heard: p.last_heard,
             state: p.state,
+            clock_ahead_ns: p.clock.max(now),
         })
     }
 
     /// The live input with the lowest register: the link that holds this switch's barrier back.
     pub fn lagging_input(&self) -> Option<InputRegister> {
-        self.inputs()
+        self.inputs(Instant::ZERO)
             .filter(|r| r.state == InputState::Live)
             .min_by_key(|r| r.barrier)
     }
@@ -330,6 +372,8 @@ impl Switch {
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
+        let ahead = heard[Lane::BestEffort as usize].as_nanos() as i64 - now.as_nanos() as i64;
+        p.clock.add(now, ahead);
         for lane in LANES {
             let (b, register) = (heard[lane as usize], &mut p.barrier[lane as usize]);
             if b < *register {

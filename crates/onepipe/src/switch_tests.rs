@@ -43,7 +43,10 @@ fn forwarded_packet_carries_the_minimum_over_inputs() {
     let (route, out) = pass(&mut s, 20, 0, frame(Opcode::Data, 0, 2, 300, 300));
     assert_eq!(route, Route::Forward(2));
     assert_eq!(barrier_of(&out), 100);
-    assert_eq!(s.inputs().find(|r| r.port == 0).unwrap().barrier, t(300));
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 0).unwrap().barrier,
+        t(300)
+    );
     // The lowest register names the link that holds delivery back.
     assert_eq!(s.lagging_input().unwrap().port, 1);
     // The packet's link id is the port number at the receiving end.
@@ -96,7 +99,10 @@ fn silent_input_is_removed_and_barrier_resumes() {
     let mut s = switch_with_port_2_silent_for_12_intervals();
     // Port 2 never spoke: it held the barrier at zero until removed after 10 intervals.
     assert_eq!(s.counters().links_removed, 1);
-    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Dead);
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
+        InputState::Dead
+    );
     let (_, out) = pass(&mut s, 12_500, 0, frame(Opcode::Data, 0, 1, 12_500, 12_500));
     assert_eq!(barrier_of(&out), 12_000);
 }
@@ -109,7 +115,7 @@ fn joining_link_waits_until_its_barrier_passes_the_output() {
     // Port 2 returns with an old barrier: heard, but not counted.
     pass(&mut s, 12_100, 2, beacon(5_000));
     assert_eq!(
-        s.inputs().find(|r| r.port == 2).unwrap().state,
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
         InputState::Joining
     );
     let (_, out) = pass(&mut s, 12_200, 0, frame(Opcode::Data, 0, 1, 12_200, 12_200));
@@ -119,7 +125,10 @@ fn joining_link_waits_until_its_barrier_passes_the_output() {
         "the old barrier must not pull the output back"
     );
     pass(&mut s, 12_300, 2, beacon(12_300));
-    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Live);
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
+        InputState::Live
+    );
     assert_eq!(s.counters().links_joined, 1);
 }
 
@@ -131,7 +140,7 @@ fn joining_link_freezes_the_output_until_it_catches_up() {
     let mut s = switch_with_port_2_silent_for_12_intervals();
     pass(&mut s, 12_100, 2, beacon(11_500));
     assert_eq!(
-        s.inputs().find(|r| r.port == 2).unwrap().state,
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
         InputState::Joining
     );
     // The live inputs move on; the output does not.
@@ -141,7 +150,10 @@ fn joining_link_freezes_the_output_until_it_catches_up() {
     assert_eq!(barrier_of(&out), 12_000);
     // Still behind the live inputs, but past the frozen output: admitted.
     pass(&mut s, 13_200, 2, beacon(12_600));
-    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Live);
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
+        InputState::Live
+    );
     let (_, out) = pass(&mut s, 13_300, 0, frame(Opcode::Data, 0, 1, 13_300, 13_300));
     assert_eq!(barrier_of(&out), 12_600);
 }
@@ -158,7 +170,10 @@ fn silent_input_holds_the_commit_barrier() {
         pass(&mut s, now, 1, beacon(now));
         s.handle_timeout(t(now));
     }
-    assert_eq!(s.inputs().find(|r| r.port == 2).unwrap().state, InputState::Dead);
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
+        InputState::Dead
+    );
     let (_, out) = pass(&mut s, 12_500, 0, frame(Opcode::Data, 0, 1, 12_500, 12_500));
     let packet = Packet::new_checked(&out[..]).unwrap();
     assert_eq!(packet.barrier().raw(), 12_000);
@@ -329,7 +344,30 @@ fn stalled_frame_updates_its_register() {
     let f = frame(Opcode::Data, 0, 1, 700, 700);
     s.handle_stalled(t(50), 0, &f);
     s.handle_stalled(t(51), 0, &f);
-    let r = s.inputs().find(|r| r.port == 0).unwrap();
+    let r = s.inputs(Instant::ZERO).find(|r| r.port == 0).unwrap();
     assert_eq!((r.barrier, r.last_heard), (t(700), t(51)));
     assert_eq!(s.counters().barrier_regressions, 0);
+}
+
+/// Each input reports how far its sender's barrier runs ahead of the switch's clock, keeping
+/// the least delayed frame of the last window or two: the difference between two hosts is
+/// their clock skew. A host whose queue holds its barrier back (older data) does not drag the
+/// estimate down, and samples older than two windows are dropped.
+#[test]
+fn inputs_estimate_how_far_each_sender_clock_runs_ahead() {
+    let ms = |v: u64| 1_000_000 * v;
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    // Host 1 runs 5 us ahead of the switch and host 2 3 us behind, both with 2 us of delay
+    // on their best frames; host 2's later beacon was held back in its queue.
+    pass(&mut s, ms(10), 1, beacon(ms(10) + 5_000 - 2_000));
+    pass(&mut s, ms(10), 2, beacon(ms(10) - 3_000 - 2_000));
+    pass(&mut s, ms(11), 2, beacon(ms(11) - 3_000 - 40_000));
+    let ahead = |s: &Switch, now: u64, port: PortId| {
+        s.inputs(t(now)).find(|r| r.port == port).unwrap().clock_ahead_ns
+    };
+    assert_eq!(ahead(&s, ms(12), 1), Some(3_000));
+    assert_eq!(ahead(&s, ms(12), 2), Some(-5_000));
+    assert_eq!(ahead(&s, ms(12), 0), None, "nothing heard from host 0");
+    // Three seconds later, with nothing new, the samples have aged out.
+    assert_eq!(ahead(&s, ms(3_012), 1), None);
 }

@@ -15,7 +15,7 @@
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
-pub use crate::status::{LinkStatus, SwitchStatus};
+pub use crate::status::{LinkStatus, PROCESS_PEER, Skew, SwitchStatus, skew};
 use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
@@ -145,7 +145,7 @@ fn peer_names(wiring: &Wiring, index: usize) -> Vec<String> {
     wiring.switch_ports[index]
         .iter()
         .map(|p| match p.peer {
-            Peer::Process(p) => format!("process {p}"),
+            Peer::Process(p) => format!("{PROCESS_PEER}{p}"),
             Peer::Switch { switch, .. } => wiring.topology.switches[switch].name.clone(),
         })
         .collect()

@@ -19,6 +19,10 @@ pub struct JoinArgs {
     pub beacon_interval_us: u64,
     #[arg(long, default_value_t = 1)]
     pub processes_per_host: u32,
+    /// Run this process's clock ahead (or, negative, behind) by this much: skew to test
+    /// with, which `onepipe inspect` measures
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    pub clock_offset_us: i64,
 }
 
 /// Joins the fabric as `args.process`; the handle leaves when dropped.
@@ -26,5 +30,6 @@ pub fn join_fabric(args: &JoinArgs) -> Result<Process, Box<dyn std::error::Error
     let mut options = UdpOptions::new(Topology::from_file(&args.topology)?);
     options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
     options.processes_per_host = args.processes_per_host;
+    options.clock_offset_ns = args.clock_offset_us * 1_000;
     Ok(join(&options, args.process)?.0)
 }
