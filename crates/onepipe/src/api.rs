@@ -107,6 +107,11 @@ impl OnePipe {
             .send_buffer_packets_max
             .max(count as usize * options.message_bytes_max.div_ceil(options.mtu_bytes - HEADER_LEN));
         endpoint.reliable.send_buffer_packets_max = endpoint.send_buffer_packets_max;
+        let switch = SwitchConfig {
+            beacon_interval: options.beacon_interval,
+            dead_after_intervals: options.dead_after_intervals.max(1),
+            ecmp_seed: options.seed,
+        };
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);
         for p in 0..count {
@@ -116,20 +121,14 @@ impl OnePipe {
                 message_bytes_max: options.message_bytes_max,
                 packets_max: endpoint.send_buffer_packets_max,
                 fragment_bytes: options.mtu_bytes - HEADER_LEN,
-                silent_max: Duration::from_nanos(
-                    options.beacon_interval.as_nanos() * options.dead_after_intervals.max(1) as u64,
-                ),
+                silent_max: switch.dead_after(),
             };
             let (app, process) = link(p, count, &limits, clock, offsets[p as usize]);
             apps.push(app);
             handles.push(Some(process));
         }
         let config = SystemConfig {
-            switch: SwitchConfig {
-                beacon_interval: options.beacon_interval,
-                dead_after_intervals: options.dead_after_intervals.max(1),
-                ecmp_seed: options.seed,
-            },
+            switch,
             endpoint,
             inproc: InprocConfig {
                 workers: options.workers.max(1),

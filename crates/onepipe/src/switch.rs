@@ -27,6 +27,15 @@ pub struct SwitchConfig {
     pub ecmp_seed: u64,
 }
 
+impl SwitchConfig {
+    /// How long an input link may stay silent before it is removed. Processes use the same
+    /// rule to tell that their switch is gone (`Process::check_fabric`).
+    pub fn dead_after(&self) -> Duration {
+        self.beacon_interval
+            .saturating_mul(self.dead_after_intervals as u64)
+    }
+}
+
 impl Default for SwitchConfig {
     fn default() -> SwitchConfig {
         SwitchConfig {
@@ -647,8 +656,7 @@ impl Node for Switch {
         // "beacons are sent at synchronized times ... the expected delay overhead is only half
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
-        let dead_before =
-            now.saturating_sub(interval.saturating_mul(self.config.dead_after_intervals as u64));
+        let dead_before = now.saturating_sub(self.config.dead_after());
         for i in 0..self.ports.len() {
             let barriers = self.barriers_for_output(i);
             let p = &mut self.ports[i];

@@ -179,9 +179,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         message_bytes_max: options.message_bytes_max,
         packets_max: ec.send_buffer_packets_max,
         fragment_bytes,
-        silent_max: Duration::from_nanos(
-            options.beacon_interval.as_nanos() * options.dead_after_intervals.max(1) as u64,
-        ),
+        silent_max: options.switch_config().dead_after(),
     };
     let clock = Clock::from_system_time();
     let (app, mut handle) = link(process, count as u32, &limits, clock, options.clock_offset_ns);
