@@ -348,7 +348,7 @@ impl Endpoint {
         }
         if packets > self.sender.room_packets() {
             return Err(SendError::BufferFull {
-                queued: self.sender.buffered_packets(),
+                queued: self.sender.unacked_packets(),
                 max,
             });
         }

@@ -248,7 +248,7 @@ impl ReliableSender {
     }
 
     /// Packets not yet acknowledged.
-    pub fn buffered_packets(&self) -> usize {
+    pub fn unacked_packets(&self) -> usize {
         self.unacked_packets
     }
 

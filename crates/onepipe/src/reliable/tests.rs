@@ -277,7 +277,7 @@ fn acknowledged_packets_free_room_behind_an_open_one() {
         drain(&mut s, t(1));
         psn += room as u32;
         s.on_ack(t(2), 2, psn, &ack(1 << 20));
-        assert_eq!(s.buffered_packets(), 1, "only the packet to 1 is unacknowledged");
+        assert_eq!(s.unacked_packets(), 1, "only the packet to 1 is unacknowledged");
     }
     assert_eq!(s.retained_packets(), RETAINED_BUFFERS * max);
     assert!(submitted as usize > max, "acknowledged packets freed room");
