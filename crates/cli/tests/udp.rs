@@ -105,8 +105,8 @@ fn up_join_verify_down() {
 
     let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());
     opts.beacon_interval = Duration::from_micros(200);
-    // Process 1's clock runs 2 ms ahead: skew to measure (1Pipe pays it in latency only).
-    const SKEW_US: f64 = 2_000.0;
+    // Process 1's clock runs 5 ms ahead: skew to measure (1Pipe pays it in latency only).
+    const SKEW_US: f64 = 5_000.0;
     let mut procs: Vec<_> = (0..4)
         .map(|p| {
             let mut o = opts.clone();
@@ -140,7 +140,16 @@ fn up_join_verify_down() {
         std::thread::sleep(std::time::Duration::from_micros(300));
     }
     // While the processes run, every switch reports and no barrier is stalled. Reports come
-    // every 200 ms: wait for one made after the traffic.
+    // every 200 ms: wait for ones made well after the traffic, so that the switches have heard
+    // beacons from idle processes. A busy process's frames carry the barrier of what waits in
+    // its queue, below its clock: the clock estimates need moments with an empty queue.
+    let unix_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let quiet_from_ns = unix_ns() + 300_000_000;
     let inspect = || {
         let out = common::onepipe()
             .args(["inspect", "--json", "--stall-ms", "1000"])
@@ -152,16 +161,18 @@ fn up_join_verify_down() {
     };
     let reported_traffic = |i: &serde_json::Value| {
         let s = i["switches"].as_array().unwrap();
-        s.len() == 3 && s.iter().all(|s| s["forwarded"].as_u64().unwrap() > 0)
+        s.len() == 3
+            && s.iter()
+                .all(|s| s["forwarded"].as_u64().unwrap() > 0 && s["at_ns"].as_u64().unwrap() > quiet_from_ns)
     };
     let mut inspection = inspect();
     let waited = std::time::Instant::now();
-    while !reported_traffic(&inspection) && waited.elapsed() < std::time::Duration::from_secs(5) {
+    while !reported_traffic(&inspection) && waited.elapsed() < std::time::Duration::from_secs(10) {
         std::thread::sleep(std::time::Duration::from_millis(50));
         inspection = inspect();
     }
     let switches = inspection["switches"].as_array().unwrap();
-    assert_eq!(switches.len(), 3, "{inspection}");
+    assert!(reported_traffic(&inspection), "{inspection}");
     assert!(inspection["not_reporting"].as_array().unwrap().is_empty());
     assert!(inspection["holding_back"].is_null(), "{inspection}");
     let tor0 = switches.iter().find(|s| s["node"] == "tor0").unwrap();
@@ -178,12 +189,16 @@ fn up_join_verify_down() {
             .all(|l| l["state"] == "live" && l["barrier_lag_us"].is_f64())
     );
     // tor0 hears processes 0 and 1: the skew it measures is the injected one, give or take
-    // the difference in their least one-way delays (tens of us on this shared machine).
+    // the difference in their least one-way delays. That is tens of us on an idle machine, but
+    // up to a scheduler time slice (ms) where a debug build's threads outnumber the cores.
     let skew = &inspection["skew"];
     assert_eq!(skew["switch"], "tor0", "{skew}");
     assert_eq!(skew["ahead"], "process 1", "{skew}");
     let spread = skew["spread_us"].as_f64().unwrap();
-    assert!((SKEW_US - 500.0..SKEW_US + 500.0).contains(&spread), "{skew}");
+    assert!(
+        (SKEW_US - 1_500.0..SKEW_US + 1_500.0).contains(&spread),
+        "{skew} {process_links:?}"
+    );
     drop(procs);
 
     let down = common::onepipe().arg("down").arg(&file).output().unwrap();

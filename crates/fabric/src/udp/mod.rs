@@ -66,7 +66,7 @@ impl Default for UdpConfig {
     fn default() -> UdpConfig {
         UdpConfig {
             datagram_bytes_max: 8_972,
-            idle: IdlePolicy::SpinThenPark { spins: 2_000 },
+            idle: IdlePolicy::SpinThenPark { spins: 64 },
             socket_buffer_bytes: 4 << 20,
         }
     }
@@ -567,12 +567,19 @@ impl UdpDriver {
         if wait.is_zero() {
             return;
         }
-        // A blocking peek leaves the datagram for the batched receive that follows.
-        let mut probe = [0u8; 1];
-        let _ = self.socket.set_nonblocking(false);
-        let _ = self.socket.set_read_timeout(Some(wait));
-        let _ = self.socket.peek_from(&mut probe);
-        let _ = self.socket.set_nonblocking(true);
+        // ppoll leaves the datagram for the batched receive that follows, and its timeout is a
+        // high-resolution timer. A socket read timeout (SO_RCVTIMEO) would round up to whole
+        // scheduler ticks: with HZ=250 a 150 us wait took 8 ms, and an idle host beaconed
+        // every 8 ms instead of every interval.
+        let timeout = rustix::event::Timespec {
+            tv_sec: wait.as_secs() as _,
+            tv_nsec: wait.subsec_nanos() as _,
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &self.socket,
+            rustix::event::PollFlags::IN,
+        )];
+        let _ = rustix::event::poll(&mut fds, Some(&timeout));
     }
 }
 
