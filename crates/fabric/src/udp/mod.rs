@@ -338,7 +338,8 @@ impl UdpDriver {
         let mut idle_passes = 0u32;
         let mut observe_at = clock.now();
         while !stop.load(Ordering::Relaxed) {
-            let mut worked = self.receive(node, clock, counters);
+            let received = self.receive(node, clock, counters);
+            let mut worked = received;
             let now = clock.now();
             if now >= observe_at {
                 observe(node, now);
@@ -352,7 +353,12 @@ impl UdpDriver {
             worked |= self.originate(node, now, counters);
             worked |= self.flush(now, counters);
             if worked {
-                idle_passes = 0;
+                // Only traffic from outside earns another spell of spinning: a node woken by
+                // its own timer (a beacon) goes back to sleep after the pass. With dozens of
+                // nodes on two cores, spinning after every beacon took most of the CPU.
+                if received {
+                    idle_passes = 0;
+                }
                 continue;
             }
             idle_passes += 1;
