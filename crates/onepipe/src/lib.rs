@@ -4,10 +4,12 @@
 //! - [`switch`]: the switch barrier pipeline (paper 4.1, 4.2), sans-IO.
 //! - [`endpoint`]: the host endpoint (paper 4.1, 6.1), sans-IO.
 //! - [`api`]: the paper's Table 1 API over the inproc runtime.
+//! - [`controller`]: failure recovery decisions (paper 5.2), sans-IO, and their durable log.
 //! - [`demo`]: the all-to-all broadcast run behind `onepipe demo`.
 
 pub mod api;
 pub mod clock;
+pub mod controller;
 pub mod demo;
 pub mod endpoint;
 pub use onepipe_fabric::hash;

@@ -1,0 +1,502 @@
+//! The controller (paper 5.2, 6.1): restricted failure atomicity for reliable 1Pipe.
+//!
+//! A failed component cannot simply be dropped from barrier aggregation: messages it sent may
+//! be prepared at some receivers and not others. Its neighbours report the input links that
+//! timed out, each with the last commit barrier it carried (Detect). The controller decides
+//! which processes failed, those no longer connected to it in the routing graph, and each
+//! one's *failure timestamp*: the largest commit barrier that crossed the cut of correct nodes
+//! around it (Determine). It tells every correct process (Broadcast); each drops what the
+//! failed process sent above that timestamp (Discard), aborts its scatterings the failed
+//! process had not acknowledged (Recall), runs its callback and answers. Once all have
+//! answered, the switches drop the failed inputs and barriers flow again (Resume).
+//!
+//! [`Controller`] is the decision core, sans-IO: inputs and time come in, outputs are polled.
+//! It is deterministic, so a log of its inputs ([`store`]) is its whole state: a restarted
+//! or standby controller replays the log and finishes any recovery in progress.
+
+pub mod graph;
+pub mod store;
+#[cfg(test)]
+mod tests;
+
+use graph::{End, Graph, NodeId};
+use onepipe_wire::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// A participant that reports to the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Member {
+    Switch(usize),
+    Process(u32),
+}
+
+/// What the controller hears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Input {
+    /// An endpoint starting up (paper 6.1: "when lib1pipe initializes, it registers to the
+    /// controller").
+    Register { process: u32 },
+    /// Detect: the input of `member` at `port` timed out (a process has one port, 0: its
+    /// switch went silent). `last_commit_ns` is the commit barrier it last carried.
+    LinkDown {
+        member: Member,
+        port: u16,
+        last_commit_ns: u64,
+    },
+    /// A correct process finished Discard, Recall and its callback for failure `epoch`.
+    Completed { process: u32, epoch: u64 },
+}
+
+/// A process declared failed, with the timestamp above which its messages are discarded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub process: u32,
+    pub ts: Instant,
+}
+
+/// What the controller asks of the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Broadcast: `failures` happened; answer with [`Input::Completed`] for `epoch`.
+    Announce {
+        to: u32,
+        epoch: u64,
+        failures: Vec<Failure>,
+    },
+    /// Resume: `switch` stops waiting for its inputs at `ports`.
+    RemoveInputs { switch: usize, ports: Vec<u16> },
+    /// `switch` must stop taking frames on its input at `port` and report it down: the far
+    /// end is to be declared failed (it did not answer in time, or only it saw the link fail)
+    /// and its last commit barrier is needed.
+    CutInput { switch: usize, port: u16 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ControllerConfig {
+    /// How long after a first report the controller waits for the others one failure causes
+    /// (neighbours time out at slightly different times) before it decides.
+    pub settle: Duration,
+    /// How long correct processes have to answer an announcement, or a switch to report an
+    /// input it was told to cut, before the controller acts without them.
+    pub answer_timeout: Duration,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> ControllerConfig {
+        ControllerConfig {
+            settle: Duration::from_millis(5),
+            answer_timeout: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Inputs the controller could not use; none of them changes a decision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControllerCounters {
+    pub reports: u64,
+    /// A link already known down, reported again (by the same or the other end).
+    pub duplicate_reports: u64,
+    /// Reports, registrations or completions naming a member or port that does not exist.
+    pub unknown: u64,
+    /// Completions for an epoch that was already resumed, or from a process not asked.
+    pub stale_completions: u64,
+    /// Processes declared failed because they did not answer in time.
+    pub unanswered: u64,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ControllerError {
+    #[error("no process {0} in the routing graph")]
+    UnknownProcess(u32),
+    #[error("no port {port} at {member:?} in the routing graph")]
+    UnknownPort { member: Member, port: u16 },
+}
+
+struct Epoch {
+    failures: Vec<Failure>,
+    awaiting: BTreeSet<u32>,
+    /// Inputs to remove at Resume, by switch.
+    inputs: BTreeMap<usize, Vec<u16>>,
+    deadline: Instant,
+    resumed: bool,
+}
+
+pub struct Controller {
+    graph: Graph,
+    config: ControllerConfig,
+    registered: Vec<bool>,
+    /// Per link and end: the largest commit barrier that end reported hearing from the other.
+    reports: Vec<[Option<Instant>; 2]>,
+    down: Vec<bool>,
+    /// Links down whose inputs no decision has dealt with yet.
+    undecided: BTreeSet<usize>,
+    failed: Vec<Option<Instant>>,
+    /// Cut requests sent and not yet answered by a report, with when they were sent.
+    cuts: BTreeMap<usize, Instant>,
+    epochs: Vec<Epoch>,
+    decide_at: Option<Instant>,
+    outputs: VecDeque<Output>,
+    counters: ControllerCounters,
+}
+
+impl Controller {
+    pub fn new(graph: Graph, config: ControllerConfig) -> Controller {
+        let (links, processes) = (graph.link_count(), graph.process_count());
+        Controller {
+            graph,
+            config,
+            registered: vec![false; processes],
+            reports: vec![[None; 2]; links],
+            down: vec![false; links],
+            undecided: BTreeSet::new(),
+            failed: vec![None; processes],
+            cuts: BTreeMap::new(),
+            epochs: Vec::new(),
+            decide_at: None,
+            outputs: VecDeque::new(),
+            counters: ControllerCounters::default(),
+        }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    pub fn counters(&self) -> &ControllerCounters {
+        &self.counters
+    }
+
+    /// The failure timestamp of `process`, once declared failed.
+    pub fn failure_of(&self, process: u32) -> Option<Instant> {
+        self.failed.get(process as usize).copied().flatten()
+    }
+
+    /// Every process declared failed so far, in process order.
+    pub fn failures(&self) -> Vec<Failure> {
+        (0..self.failed.len() as u32)
+            .filter_map(|p| self.failure_of(p).map(|ts| Failure { process: p, ts }))
+            .collect()
+    }
+
+    /// Whether a recovery waits for answers (barriers are stalled until it is resumed).
+    pub fn recovering(&self) -> bool {
+        self.decide_at.is_some() || self.epochs.iter().any(|e| !e.resumed)
+    }
+
+    /// Whether `input` names processes, members and ports that exist.
+    pub fn check(&self, input: Input) -> Result<(), ControllerError> {
+        match input {
+            Input::Register { process } | Input::Completed { process, .. } => {
+                if (process as usize) < self.graph.process_count() {
+                    Ok(())
+                } else {
+                    Err(ControllerError::UnknownProcess(process))
+                }
+            }
+            Input::LinkDown { member, port, .. } => self.link_of(member, port).map(|_| ()),
+        }
+    }
+
+    /// The link at `port` of `member`, and the member's node.
+    fn link_of(&self, member: Member, port: u16) -> Result<(usize, NodeId), ControllerError> {
+        let node = match member {
+            Member::Switch(s) if s < self.graph.switch_count() => Some(s),
+            Member::Process(p) if (p as usize) < self.graph.process_count() => {
+                Some(self.graph.node_of_process(p))
+            }
+            _ => None,
+        };
+        node.and_then(|n| Some((self.graph.link_at(n, port)?, n)))
+            .ok_or(ControllerError::UnknownPort { member, port })
+    }
+
+    pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ControllerError> {
+        if let Err(e) = self.check(input) {
+            self.counters.unknown += 1;
+            return Err(e);
+        }
+        match input {
+            Input::Register { process } => {
+                self.registered[process as usize] = true;
+                Ok(())
+            }
+            Input::LinkDown {
+                member,
+                port,
+                last_commit_ns,
+            } => self.on_link_down(now, member, port, Instant::from_nanos(last_commit_ns)),
+            Input::Completed { process, epoch } => {
+                let Some(e) = self.epochs.get_mut(epoch as usize) else {
+                    self.counters.stale_completions += 1;
+                    return Ok(());
+                };
+                if e.resumed || !e.awaiting.remove(&process) {
+                    self.counters.stale_completions += 1;
+                    return Ok(());
+                }
+                if e.awaiting.is_empty() {
+                    self.resume(epoch as usize);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn on_link_down(
+        &mut self,
+        now: Instant,
+        member: Member,
+        port: u16,
+        last_commit: Instant,
+    ) -> Result<(), ControllerError> {
+        let (link, node) = self.link_of(member, port)?;
+        self.counters.reports += 1;
+        let end = self
+            .graph
+            .link(link)
+            .ends
+            .iter()
+            .position(|e| e.node == node)
+            .unwrap_or(0);
+        let report = &mut self.reports[link][end];
+        // A late or repeated report may raise what is known, never a decision already made:
+        // failure timestamps are fixed once announced.
+        *report = Some(report.map_or(last_commit, |r| r.max(last_commit)));
+        if self.cuts.remove(&link).is_some() {
+            // A decision was waiting for this report.
+            self.decide_at = Some(self.decide_at.map_or(now, |t| t.min(now)));
+        }
+        if self.down[link] {
+            self.counters.duplicate_reports += 1;
+            return Ok(());
+        }
+        self.down[link] = true;
+        self.undecided.insert(link);
+        self.decide_at.get_or_insert(now + self.config.settle);
+        Ok(())
+    }
+
+    /// When [`Controller::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let epochs = self.epochs.iter().filter(|e| !e.resumed).map(|e| e.deadline);
+        let cuts = self.cuts.values().map(|&at| at + self.config.answer_timeout);
+        epochs.chain(cuts).chain(self.decide_at).min()
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.decide_at.is_some_and(|t| t <= now) {
+            self.decide(now);
+        }
+        for i in 0..self.epochs.len() {
+            let e = &mut self.epochs[i];
+            if e.resumed || e.deadline > now {
+                continue;
+            }
+            // Paper 5.2: "if a process does not respond controller within timeout, it is
+            // considered as failed". Its switch cuts it off and reports its last commit
+            // barrier; that report starts a failure of its own. This one resumes without it.
+            let silent: Vec<u32> = std::mem::take(&mut e.awaiting).into_iter().collect();
+            for p in silent {
+                self.counters.unanswered += 1;
+                self.cut_process(now, p);
+            }
+            self.resume(i);
+        }
+        // A switch told to cut an input that never reported is asked again.
+        let overdue: Vec<usize> = self
+            .cuts
+            .iter()
+            .filter(|&(_, &at)| at + self.config.answer_timeout <= now)
+            .map(|(&l, _)| l)
+            .collect();
+        for link in overdue {
+            self.request_cut(now, link);
+        }
+    }
+
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// Everything a controller taking over must (re)send: the announcements of recoveries
+    /// still waiting for answers, the cuts not yet reported, and every Resume already decided
+    /// (a switch may have missed it when the previous controller stopped; removing an input
+    /// twice changes nothing).
+    pub fn take_over(&mut self, now: Instant) {
+        self.outputs.clear();
+        for (id, e) in self.epochs.iter().enumerate() {
+            if e.resumed {
+                for (&switch, ports) in &e.inputs {
+                    self.outputs.push_back(Output::RemoveInputs {
+                        switch,
+                        ports: ports.clone(),
+                    });
+                }
+            } else {
+                for &to in &e.awaiting {
+                    self.outputs.push_back(Output::Announce {
+                        to,
+                        epoch: id as u64,
+                        failures: e.failures.clone(),
+                    });
+                }
+            }
+        }
+        let cuts: Vec<usize> = self.cuts.keys().copied().collect();
+        for link in cuts {
+            self.request_cut(now, link);
+        }
+    }
+
+    fn cut_process(&mut self, now: Instant, p: u32) {
+        if self.failed[p as usize].is_some() {
+            return;
+        }
+        if let Some(link) = self.graph.link_at(self.graph.node_of_process(p), 0)
+            && !self.down[link]
+        {
+            self.request_cut(now, link);
+        }
+    }
+
+    /// Asks the switch end of `link` to cut it (both ends, for a link between switches).
+    fn request_cut(&mut self, now: Instant, link: usize) {
+        self.cuts.insert(link, now);
+        for end in self.graph.link(link).ends {
+            if end.node < self.graph.switch_count() && self.reports[link][self.end_index(link, end)].is_none()
+            {
+                self.outputs.push_back(Output::CutInput {
+                    switch: end.node,
+                    port: end.port,
+                });
+            }
+        }
+    }
+
+    fn end_index(&self, link: usize, end: End) -> usize {
+        usize::from(self.graph.link(link).ends[1] == end)
+    }
+
+    /// Determine and Broadcast (paper 5.2).
+    fn decide(&mut self, now: Instant) {
+        self.decide_at = None;
+        let component = self.graph.components(|l| !self.down[l]);
+        let failed = &self.failed;
+        let home = self
+            .graph
+            .controller_component(&component, |p| failed[p as usize].is_none());
+        let newly: Vec<u32> = (0..self.graph.process_count() as u32)
+            .filter(|&p| {
+                self.failed[p as usize].is_none() && component[self.graph.node_of_process(p)] != home
+            })
+            .collect();
+        // A failed process's region: what it reaches over every link, up or down, without
+        // entering the controller's side (a failed rack is its ToR and all its hosts, however
+        // the reports came in). The region's timestamp is the largest commit barrier the
+        // correct side of its boundary reports having heard from it. Every message of the
+        // region reached correct receivers through that boundary, so nothing above it was
+        // committed to any of them; and a commit barrier is a minimum over the region's
+        // senders, so each of them had everything at or below it acknowledged.
+        let region = self
+            .graph
+            .components(|l| self.graph.link(l).ends.iter().all(|e| component[e.node] != home));
+        let mut ts_of_region: BTreeMap<usize, Instant> = BTreeMap::new();
+        let mut missing = Vec::new();
+        for &p in &newly {
+            let r = region[self.graph.node_of_process(p)];
+            if ts_of_region.contains_key(&r) {
+                continue;
+            }
+            let mut ts = Instant::ZERO;
+            for link in self.graph.boundary(&region, r) {
+                let ends = self.graph.link(link).ends;
+                let Some(inside) = ends.iter().position(|e| component[e.node] == home) else {
+                    continue;
+                };
+                match self.reports[link][inside] {
+                    Some(c) => ts = ts.max(c),
+                    None => missing.push(link),
+                }
+            }
+            ts_of_region.insert(r, ts);
+        }
+        if !missing.is_empty() {
+            // Only the failed side saw these links fail: the correct side still takes frames
+            // from them. Cut them there and decide once it reports what it last heard.
+            for link in missing {
+                if !self.cuts.contains_key(&link) {
+                    self.request_cut(now, link);
+                }
+            }
+            return;
+        }
+        let failures: Vec<Failure> = newly
+            .iter()
+            .map(|&p| Failure {
+                process: p,
+                ts: ts_of_region[&region[self.graph.node_of_process(p)]],
+            })
+            .collect();
+        for f in &failures {
+            self.failed[f.process as usize] = Some(f.ts);
+        }
+        // The inputs to remove at Resume: the correct switch ends of every link decided now.
+        let mut inputs: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+        for link in std::mem::take(&mut self.undecided) {
+            for end in self.graph.link(link).ends {
+                if end.node < self.graph.switch_count() && component[end.node] == home {
+                    inputs.entry(end.node).or_default().push(end.port);
+                }
+            }
+        }
+        let awaiting: BTreeSet<u32> = (0..self.graph.process_count() as u32)
+            .filter(|&p| self.registered[p as usize] && self.failed[p as usize].is_none())
+            .filter(|&p| !self.cuts.keys().any(|&l| self.process_of_link(l) == Some(p)))
+            .collect();
+        let epoch = self.epochs.len();
+        if !failures.is_empty() {
+            for &to in &awaiting {
+                self.outputs.push_back(Output::Announce {
+                    to,
+                    epoch: epoch as u64,
+                    failures: failures.clone(),
+                });
+            }
+        }
+        let nothing_to_wait_for = failures.is_empty() || awaiting.is_empty();
+        self.epochs.push(Epoch {
+            failures,
+            awaiting: if nothing_to_wait_for {
+                BTreeSet::new()
+            } else {
+                awaiting
+            },
+            inputs,
+            deadline: now + self.config.answer_timeout,
+            resumed: false,
+        });
+        if nothing_to_wait_for {
+            self.resume(epoch);
+        }
+    }
+
+    fn process_of_link(&self, link: usize) -> Option<u32> {
+        self.graph
+            .link(link)
+            .ends
+            .iter()
+            .find_map(|e| self.graph.process_at(e.node as NodeId))
+    }
+
+    fn resume(&mut self, epoch: usize) {
+        let e = &mut self.epochs[epoch];
+        e.resumed = true;
+        for (&switch, ports) in &e.inputs {
+            self.outputs.push_back(Output::RemoveInputs {
+                switch,
+                ports: ports.clone(),
+            });
+        }
+    }
+}

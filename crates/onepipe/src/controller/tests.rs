@@ -1,0 +1,387 @@
+//! The failure procedure's Determine, Broadcast and Resume steps, one scenario per case of
+//! paper 5.2 and its appendix that the controller decides.
+
+use super::graph::Graph;
+use super::store::{FileStore, MemoryStore, Service, Store};
+use super::*;
+use onepipe_fabric::{Peer, Topology, Wiring};
+
+const SETTLE: Duration = Duration::from_millis(5);
+const ANSWER: Duration = Duration::from_millis(100);
+
+/// Two leaves of `hosts` processes each, under `spines` spines: leaves are switches 0 and 1.
+fn wiring(spines: usize, hosts: usize) -> Wiring {
+    Wiring::new(Topology::leaf_spine(2, spines, hosts).unwrap(), 1).unwrap()
+}
+
+fn unregistered(w: &Wiring) -> Controller {
+    let config = ControllerConfig {
+        settle: SETTLE,
+        answer_timeout: ANSWER,
+    };
+    Controller::new(Graph::new(w), config)
+}
+
+fn controller(w: &Wiring) -> Controller {
+    let mut c = unregistered(w);
+    for p in 0..w.process_count() as u32 {
+        c.handle(t(0), Input::Register { process: p }).unwrap();
+    }
+    c
+}
+
+fn t(ms: u64) -> Instant {
+    Instant::from_nanos(1_000_000_000 + ms * 1_000_000)
+}
+
+/// The port of switch `a` that leads to switch `b`.
+fn port_to(w: &Wiring, a: usize, b: usize) -> u16 {
+    w.switch_ports[a]
+        .iter()
+        .position(|p| matches!(p.peer, Peer::Switch { switch, .. } if switch == b))
+        .unwrap() as u16
+}
+
+fn down(member: Member, port: u16, last_commit: Instant) -> Input {
+    Input::LinkDown {
+        member,
+        port,
+        last_commit_ns: last_commit.as_nanos(),
+    }
+}
+
+fn tor_down(w: &Wiring, p: u32, last_commit: Instant) -> Input {
+    let spec = w.processes[p as usize];
+    down(Member::Switch(spec.tor), spec.tor_port, last_commit)
+}
+
+fn outputs(c: &mut Controller) -> Vec<Output> {
+    std::iter::from_fn(|| c.poll_output()).collect()
+}
+
+fn announced(failures: &[(u32, Instant)], to: &[u32], epoch: u64) -> Vec<Output> {
+    let failures: Vec<Failure> = failures
+        .iter()
+        .map(|&(process, ts)| Failure { process, ts })
+        .collect();
+    to.iter()
+        .map(|&to| Output::Announce {
+            to,
+            epoch,
+            failures: failures.clone(),
+        })
+        .collect()
+}
+
+fn complete(c: &mut Controller, now: Instant, epoch: u64, processes: &[u32]) {
+    for &process in processes {
+        c.handle(now, Input::Completed { process, epoch }).unwrap();
+    }
+}
+
+#[test]
+fn a_failed_host_is_announced_with_its_tors_last_commit_and_resumed_after_every_answer() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    // Other reports of the same failure may still come: nothing is decided yet.
+    c.handle_timeout(t(10));
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.poll_timeout(), Some(t(10) + SETTLE));
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[1, 2, 3], 0));
+    assert!(c.recovering());
+    complete(&mut c, t(20), 0, &[1, 3]);
+    assert!(
+        outputs(&mut c).is_empty(),
+        "barriers stay held until everyone answered"
+    );
+    complete(&mut c, t(21), 0, &[2]);
+    let tor = w.processes[0];
+    assert_eq!(
+        outputs(&mut c),
+        vec![Output::RemoveInputs {
+            switch: tor.tor,
+            ports: vec![tor.tor_port]
+        }]
+    );
+    assert!(!c.recovering());
+    assert_eq!(c.failure_of(0), Some(t(7)));
+}
+
+#[test]
+fn a_failed_tor_fails_its_rack_at_the_largest_commit_the_spines_saw() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    // Both spines time out the ToR; process 0 times out the ToR too, but it is on the failed
+    // side: what it heard does not bound what reached the correct receivers.
+    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
+        .unwrap();
+    c.handle(t(11), down(Member::Process(0), 0, t(90))).unwrap();
+    c.handle(t(12), down(Member::Switch(3), port_to(&w, 3, 0), t(25)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(0, t(30)), (1, t(30))], &[2, 3], 0));
+    complete(&mut c, t(20), 0, &[2, 3]);
+    assert_eq!(
+        outputs(&mut c),
+        vec![
+            Output::RemoveInputs {
+                switch: 2,
+                ports: vec![port_to(&w, 2, 0)]
+            },
+            Output::RemoveInputs {
+                switch: 3,
+                ports: vec![port_to(&w, 3, 0)]
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_tor_losing_one_spine_of_two_fails_nobody_and_both_ends_drop_the_link() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(
+        outputs(&mut c),
+        vec![
+            Output::RemoveInputs {
+                switch: 0,
+                ports: vec![port_to(&w, 0, 2)]
+            },
+            Output::RemoveInputs {
+                switch: 2,
+                ports: vec![port_to(&w, 2, 0)]
+            },
+        ]
+    );
+    assert!(c.failures().is_empty());
+    // The other end's own report comes later and changes nothing.
+    c.handle(t(20), down(Member::Switch(0), port_to(&w, 0, 2), t(31)))
+        .unwrap();
+    c.handle_timeout(t(30));
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.counters().duplicate_reports, 1);
+}
+
+#[test]
+fn a_link_only_the_failed_side_reports_is_cut_at_the_switch_before_deciding() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    // Process 1 stops hearing its ToR; the ToR still hears it.
+    c.handle(t(10), down(Member::Process(1), 0, t(50))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    let tor = w.processes[1];
+    assert_eq!(
+        outputs(&mut c),
+        vec![Output::CutInput {
+            switch: tor.tor,
+            port: tor.tor_port
+        }]
+    );
+    assert!(c.failures().is_empty());
+    // The ToR cuts it and reports what it last carried: that is the failure timestamp.
+    c.handle(t(16), tor_down(&w, 1, t(12))).unwrap();
+    c.handle_timeout(t(16));
+    assert_eq!(outputs(&mut c), announced(&[(1, t(12))], &[0, 2, 3], 0));
+}
+
+#[test]
+fn a_switch_that_does_not_report_a_cut_is_asked_again() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), down(Member::Process(1), 0, t(50))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c).len(), 1);
+    assert_eq!(c.poll_timeout(), Some(t(10) + SETTLE + ANSWER));
+    c.handle_timeout(t(10) + SETTLE + ANSWER);
+    let tor = w.processes[1];
+    assert_eq!(
+        outputs(&mut c),
+        vec![Output::CutInput {
+            switch: tor.tor,
+            port: tor.tor_port
+        }]
+    );
+}
+
+#[test]
+fn a_process_that_does_not_answer_is_cut_off_and_fails_in_a_later_epoch() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    outputs(&mut c);
+    complete(&mut c, t(20), 0, &[1, 2]);
+    assert!(outputs(&mut c).is_empty());
+    // Process 3 never answers: at the deadline the recovery resumes without it, and its ToR
+    // is told to cut it.
+    let deadline = t(10) + SETTLE + ANSWER;
+    assert_eq!(c.poll_timeout(), Some(deadline));
+    c.handle_timeout(deadline);
+    let (p0, p3) = (w.processes[0], w.processes[3]);
+    assert_eq!(
+        outputs(&mut c),
+        vec![
+            Output::CutInput {
+                switch: p3.tor,
+                port: p3.tor_port
+            },
+            Output::RemoveInputs {
+                switch: p0.tor,
+                ports: vec![p0.tor_port]
+            },
+        ]
+    );
+    assert_eq!(c.counters().unanswered, 1);
+    c.handle(deadline, tor_down(&w, 3, t(40))).unwrap();
+    c.handle_timeout(deadline);
+    assert_eq!(outputs(&mut c), announced(&[(3, t(40))], &[1, 2], 1));
+    // A late answer to the first epoch is harmless.
+    complete(&mut c, deadline, 0, &[3]);
+    assert_eq!(c.counters().stale_completions, 1);
+}
+
+#[test]
+fn duplicate_late_and_contradictory_reports_do_not_change_a_decision() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle(t(11), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c).len(), 3);
+    c.handle(t(30), tor_down(&w, 0, t(9))).unwrap();
+    c.handle(t(31), down(Member::Process(0), 0, t(99))).unwrap();
+    c.handle_timeout(t(40));
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.failure_of(0), Some(t(7)));
+    assert_eq!(c.counters().duplicate_reports, 3);
+}
+
+#[test]
+fn a_partition_keeps_the_side_with_more_processes() {
+    // One spine: losing leaf 0's uplink splits the fabric in two halves of two processes. The
+    // tie goes to the side with the top-layer switch, where the controller meets the fabric.
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
+        .unwrap();
+    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(0, t(50)), (1, t(50))], &[2, 3], 0));
+
+    // With three processes on leaf 1's side removed from the count, leaf 0's side wins.
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle(t(1), tor_down(&w, 3, t(1))).unwrap();
+    c.handle_timeout(t(1) + SETTLE);
+    outputs(&mut c);
+    complete(&mut c, t(2), 0, &[0, 1, 2]);
+    outputs(&mut c);
+    c.handle(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
+        .unwrap();
+    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(2, t(60))], &[0, 1], 1));
+}
+
+#[test]
+fn inputs_naming_nothing_are_refused_and_counted() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    assert_eq!(
+        c.handle(t(1), Input::Register { process: 4 }),
+        Err(ControllerError::UnknownProcess(4))
+    );
+    assert!(c.handle(t(1), down(Member::Switch(9), 0, t(0))).is_err());
+    assert!(c.handle(t(1), down(Member::Switch(0), 99, t(0))).is_err());
+    assert!(c.handle(t(1), down(Member::Process(0), 1, t(0))).is_err());
+    assert_eq!(c.counters().unknown, 4);
+    assert_eq!(c.poll_timeout(), None);
+    // A completion for an epoch that never was.
+    complete(&mut c, t(1), 7, &[0]);
+    assert_eq!(c.counters().stale_completions, 1);
+}
+
+/// Drives a service through a host failure up to the announcement, so that a replacement
+/// can take over with the recovery in progress.
+fn half_a_recovery<S: Store>(w: &Wiring, store: S) -> Service<S> {
+    let mut s = Service::open(unregistered(w), store, t(0)).unwrap();
+    for p in 0..w.process_count() as u32 {
+        s.handle(t(0), Input::Register { process: p }).unwrap();
+    }
+    s.handle(t(10), tor_down(w, 0, t(7))).unwrap();
+    s.handle_timeout(t(10) + SETTLE).unwrap();
+    s.handle(t(20), Input::Completed { process: 1, epoch: 0 })
+        .unwrap();
+    s
+}
+
+#[test]
+fn a_controller_taking_over_from_the_log_finishes_the_recovery() {
+    let w = wiring(1, 2);
+    let first = half_a_recovery(&w, MemoryStore::default());
+    let log = first.store().clone();
+    // Bad input never reaches the log.
+    let mut first = first;
+    assert!(first.handle(t(21), Input::Register { process: 9 }).is_err());
+    assert_eq!(first.store().records.len(), log.records.len());
+
+    let fresh = unregistered(&w);
+    let mut second = Service::open(fresh, log, t(30)).unwrap();
+    assert_eq!(second.controller().failure_of(0), Some(t(7)));
+    // Process 1 already answered; the others are asked again.
+    let again: Vec<Output> = std::iter::from_fn(|| second.poll_output()).collect();
+    assert_eq!(again, announced(&[(0, t(7))], &[2, 3], 0));
+    for p in [2, 3] {
+        second
+            .handle(t(31), Input::Completed { process: p, epoch: 0 })
+            .unwrap();
+    }
+    let tor = w.processes[0];
+    assert_eq!(
+        second.poll_output(),
+        Some(Output::RemoveInputs {
+            switch: tor.tor,
+            ports: vec![tor.tor_port]
+        })
+    );
+}
+
+#[test]
+fn the_file_log_survives_a_restart_and_a_torn_last_line() {
+    let dir = std::env::temp_dir().join(format!("onepipe-controller-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("log.jsonl");
+    let _ = std::fs::remove_file(&path);
+    let w = wiring(1, 2);
+    drop(half_a_recovery(&w, FileStore::open(&path).unwrap()));
+    // A crash in the middle of an append leaves half a line.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"at_ns":5,"event":{"Inp"#);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let fresh = unregistered(&w);
+    let mut s = Service::open(fresh, FileStore::open(&path).unwrap(), t(30)).unwrap();
+    assert!(s.store().torn_tail);
+    assert_eq!(s.controller().failure_of(0), Some(t(7)));
+    // Appends after the torn line are readable by the next controller.
+    for p in [2, 3] {
+        s.handle(t(31), Input::Completed { process: p, epoch: 0 })
+            .unwrap();
+    }
+    drop(s);
+    let fresh = unregistered(&w);
+    let s = Service::open(fresh, FileStore::open(&path).unwrap(), t(40)).unwrap();
+    assert!(!s.controller().recovering());
+    // Damage anywhere but the last line is refused rather than guessed at.
+    std::fs::write(&path, b"not json\n{}\n").unwrap();
+    let fresh = unregistered(&w);
+    assert!(Service::open(fresh, FileStore::open(&path).unwrap(), t(40)).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
