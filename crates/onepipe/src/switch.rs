@@ -54,14 +54,37 @@ pub enum InputState {
     /// Silent too long: left out of the best-effort minimum so that barrier resumes. The
     /// commit barrier keeps counting it: taking a component out of reliable delivery needs
     /// the controller's failure procedure (paper 5.2: Discard and Recall before Resume), or
-    /// prepared messages it still carries would arrive below the commit barrier. Until the
-    /// controller exists, reliable delivery stalls while a link is down and resumes when it
-    /// heals (found by the simulator: crates/sim/tests/faults.rs).
+    /// prepared messages it still carries would arrive below the commit barrier. The switch
+    /// reports the link ([`Switch::poll_report`]); reliable delivery stalls until the
+    /// controller removes it ([`Switch::remove_input`]) or it heals (found by the simulator:
+    /// crates/sim/tests/faults.rs).
     Dead,
     /// Heard from again after being dead: admitted once its barrier passes the half's output
     /// barrier, so that the output barrier never goes back.
     Joining,
 }
+
+/// An input's place in the commit lane, which only the controller takes it out of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitInput {
+    Counted,
+    /// Removed by the controller (paper 5.2, Resume).
+    Removed,
+    /// Heard from again after removal: admitted like a joining best-effort link.
+    Joining,
+}
+
+/// Detect (paper 5.2): an input link timed out, or was cut on the controller's order, with the
+/// last commit barrier it carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputReport {
+    pub port: PortId,
+    pub last_commit: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the switch has no port {0}")]
+pub struct NoSuchPort(pub PortId);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Half {
@@ -139,6 +162,12 @@ pub struct SwitchCounters {
     pub barrier_regressions: u64,
     pub links_removed: u64,
     pub links_joined: u64,
+    /// Inputs the controller took out of the commit lane.
+    pub commit_inputs_removed: u64,
+    /// Frames dropped because their input was cut on the controller's order.
+    pub cut_frames: u64,
+    /// Link-down reports dropped because nobody took the earlier ones.
+    pub reports_dropped: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -152,6 +181,11 @@ struct Port {
     barrier: [Instant; 2],
     last_heard: Instant,
     state: InputState,
+    commit: CommitInput,
+    /// Cut on the controller's order: nothing it sends is taken any more.
+    cut: bool,
+    /// Its last death was reported; cleared when it is heard again.
+    reported: bool,
     clock: ClockSamples,
     last_sent: Instant,
     /// Barriers of the last packet sent here, by lane: an eager beacon goes out only with news.
@@ -174,6 +208,9 @@ impl Port {
         }
     }
 }
+
+/// Link-down reports a switch keeps for the controller, per port.
+const REPORTS_MAX_PER_PORT: usize = 4;
 
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
@@ -275,6 +312,8 @@ pub struct Switch {
     barrier_advanced: bool,
     /// Ports with `beacon_pending` set, so a runtime can tell there is nothing to ask for.
     beacons_pending: usize,
+    /// Reports for the controller; at most one per port between hearings, so bounded.
+    reports: std::collections::VecDeque<InputReport>,
     counters: SwitchCounters,
 }
 
@@ -311,6 +350,9 @@ impl Switch {
                     last_heard: now,
                     clock: ClockSamples::default(),
                     state: InputState::Live,
+                    commit: CommitInput::Counted,
+                    cut: false,
+                    reported: false,
                     last_sent: now,
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
@@ -323,6 +365,7 @@ impl Switch {
             next_tick: now.next_multiple_of(config.beacon_interval),
             barrier_advanced: false,
             beacons_pending: 0,
+            reports: Default::default(),
             config,
             routes,
             ports,
@@ -393,10 +436,15 @@ impl Switch {
                 *register = b;
             }
         }
-        let (state, values, slot) = (p.state, p.barrier, p.slot);
-        // The commit lane counts every input whatever its state (see `InputState::Dead`).
+        p.reported = false;
+        let (state, commit, values, slot) = (p.state, p.commit, p.barrier, p.slot);
+        // The commit lane counts every input whatever its best-effort state (see
+        // `InputState::Dead`), until the controller removes it.
         for lane in LANES {
             if lane == Lane::BestEffort && state != InputState::Live {
+                continue;
+            }
+            if lane == Lane::Commit && commit != CommitInput::Counted {
                 continue;
             }
             let regs = self.lanes[lane as usize].half(half);
@@ -424,6 +472,103 @@ impl Switch {
             }
             InputState::Joining => self.try_admit(port, half),
         }
+        match commit {
+            CommitInput::Counted => {}
+            CommitInput::Removed => {
+                // As for best effort: the output holds while the returning link catches up.
+                self.ports[port].commit = CommitInput::Joining;
+                let lane = &mut self.lanes[Lane::Commit as usize];
+                let frozen = lane.output(direction_of(half));
+                lane.half(half).set(slot, frozen.as_nanos());
+                self.try_admit_commit(port, half);
+            }
+            CommitInput::Joining => self.try_admit_commit(port, half),
+        }
+    }
+
+    fn try_admit_commit(&mut self, port: usize, half: Half) {
+        let lane = &mut self.lanes[Lane::Commit as usize];
+        let output = lane.output(direction_of(half));
+        let p = &mut self.ports[port];
+        if p.barrier[Lane::Commit as usize] > output {
+            p.commit = CommitInput::Counted;
+            lane.half(half)
+                .set(p.slot, p.barrier[Lane::Commit as usize].as_nanos());
+        }
+    }
+
+    /// The next link-down report for the controller (paper 5.2, Detect).
+    pub fn poll_report(&mut self) -> Option<InputReport> {
+        self.reports.pop_front()
+    }
+
+    fn report(&mut self, port: usize) {
+        let cap = REPORTS_MAX_PER_PORT * self.ports.len();
+        let p = &mut self.ports[port];
+        p.reported = true;
+        // With no controller polling, a flapping link must not grow the queue forever.
+        if self.reports.len() >= cap {
+            self.counters.reports_dropped += 1;
+            return;
+        }
+        self.reports.push_back(InputReport {
+            port: port as PortId,
+            last_commit: p.barrier[Lane::Commit as usize],
+        });
+    }
+
+    /// Resume (paper 5.2): the controller has handled the failure behind input `port`; the
+    /// commit barrier stops waiting for it. Removing an input twice changes nothing.
+    pub fn remove_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
+        let half = self.half_of_input(self.port_index(port)?);
+        let p = &mut self.ports[port as usize];
+        if p.commit != CommitInput::Removed {
+            p.commit = CommitInput::Removed;
+            let slot = p.slot;
+            let regs = self.lanes[Lane::Commit as usize].half(half);
+            let before = regs.min;
+            regs.set(slot, u64::MAX);
+            self.barrier_advanced |= regs.min > before;
+            self.counters.commit_inputs_removed += 1;
+            self.propagate();
+        }
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// The controller declares what is behind input `port` failed: nothing from it is taken
+    /// any more, it leaves the best-effort minimum, and it is reported with its last commit
+    /// barrier (the controller needs that to decide the failure timestamp). Permanent: a
+    /// recovered process rejoins as a new one (paper 5.2, Receiver Recovery).
+    pub fn cut_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
+        let i = self.port_index(port)?;
+        self.ports[i].cut = true;
+        self.kill_input(i);
+        // Reported even if its death already was: the controller asked, and waits.
+        self.report(i);
+        self.check_invariants();
+        Ok(())
+    }
+
+    fn port_index(&self, port: PortId) -> Result<usize, NoSuchPort> {
+        ((port as usize) < self.ports.len())
+            .then_some(port as usize)
+            .ok_or(NoSuchPort(port))
+    }
+
+    /// Paper 4.2: "the input link is considered to be dead and removed from the input link
+    /// list" (best effort only, see `InputState::Dead`).
+    fn kill_input(&mut self, port: usize) {
+        if self.ports[port].state == InputState::Dead {
+            return;
+        }
+        self.ports[port].state = InputState::Dead;
+        let slot = self.ports[port].slot;
+        let half = self.half_of_input(port);
+        self.lanes[Lane::BestEffort as usize]
+            .half(half)
+            .set(slot, u64::MAX);
+        self.counters.links_removed += 1;
     }
 
     /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
@@ -501,12 +646,15 @@ impl Switch {
                         PortDirection::Up => &regs.down,
                     };
                     let counted = half.counted[p.slot];
-                    match (lane, p.state) {
-                        (Lane::Commit, _) | (_, InputState::Live) => {
+                    match (lane, p.state, p.commit) {
+                        (Lane::Commit, _, CommitInput::Counted) | (Lane::BestEffort, InputState::Live, _) => {
                             assert_eq!(counted, p.barrier[lane as usize].as_nanos())
                         }
-                        (_, InputState::Dead) => assert_eq!(counted, u64::MAX),
-                        (_, InputState::Joining) => assert!(counted < u64::MAX),
+                        (Lane::Commit, _, CommitInput::Removed) | (Lane::BestEffort, InputState::Dead, _) => {
+                            assert_eq!(counted, u64::MAX)
+                        }
+                        (Lane::Commit, _, CommitInput::Joining)
+                        | (Lane::BestEffort, InputState::Joining, _) => assert!(counted < u64::MAX),
                     }
                 }
             }
@@ -537,7 +685,7 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
-        if port as usize >= self.ports.len() || packet.version() != VERSION {
+        if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
             return Route::Drop;
         }
         match Opcode::from_u8(packet.opcode_raw()) {
@@ -562,6 +710,10 @@ impl Node for Switch {
         // malformed rather than unroutable.
         if port >= self.ports.len() || (route == Route::Drop && Repr::parse(&packet).is_err()) {
             self.counters.malformed += 1;
+            return;
+        }
+        if self.ports[port].cut {
+            self.counters.cut_frames += 1;
             return;
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
@@ -597,7 +749,7 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return;
         };
-        if (port as usize) < self.ports.len() && Repr::parse(&packet).is_ok() {
+        if self.ports.get(port as usize).is_some_and(|p| !p.cut) && Repr::parse(&packet).is_ok() {
             self.hear(now, port as usize, heard_barriers(&packet, now));
             self.check_invariants();
         }
@@ -669,13 +821,10 @@ impl Node for Switch {
             if p.state != InputState::Dead && p.last_heard < dead_before {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
                 // input link is considered to be dead and removed from the input link list."
-                p.state = InputState::Dead;
-                let slot = p.slot;
-                let half = self.half_of_input(i);
-                self.lanes[Lane::BestEffort as usize]
-                    .half(half)
-                    .set(slot, u64::MAX);
-                self.counters.links_removed += 1;
+                self.kill_input(i);
+                if !self.ports[i].reported {
+                    self.report(i);
+                }
             }
         }
         self.next_tick = now.next_multiple_of(interval);

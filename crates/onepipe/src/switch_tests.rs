@@ -371,3 +371,101 @@ fn inputs_estimate_how_far_each_sender_clock_runs_ahead() {
     // Three seconds later, with nothing new, the samples have aged out.
     assert_eq!(ahead(&s, ms(3_012), 1), None);
 }
+
+fn commit_of(f: &[u8]) -> u64 {
+    Packet::new_checked(f).unwrap().commit_barrier().raw()
+}
+
+/// Port 2 spoke once (barriers 500), then went silent while ports 0 and 1 beaconed on.
+fn switch_with_port_2_dead_at_500() -> Switch {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    pass(&mut s, 500, 2, beacon(500));
+    for k in 1..=12u64 {
+        let now = k * 1_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+    }
+    s
+}
+
+/// Paper 5.2, Detect: "the neighbors of failed components notify the controller along with
+/// its last commit timestamp". Once per death.
+#[test]
+fn a_dead_input_is_reported_once_with_its_last_commit_barrier() {
+    let mut s = switch_with_port_2_dead_at_500();
+    assert_eq!(
+        s.poll_report(),
+        Some(InputReport {
+            port: 2,
+            last_commit: t(500)
+        })
+    );
+    assert_eq!(s.poll_report(), None);
+    s.handle_timeout(t(13_000));
+    assert_eq!(s.poll_report(), None);
+}
+
+/// Paper 5.2, Resume: once the controller removes the failed input, the commit barrier flows.
+#[test]
+fn a_removed_input_releases_the_commit_barrier() {
+    let mut s = switch_with_port_2_dead_at_500();
+    let (_, out) = pass(&mut s, 12_500, 0, frame(Opcode::Data, 0, 1, 12_500, 12_500));
+    assert_eq!(commit_of(&out), 500);
+    s.remove_input(2).unwrap();
+    s.remove_input(2).unwrap();
+    assert_eq!(s.counters().commit_inputs_removed, 1);
+    let (_, out) = pass(&mut s, 12_600, 0, frame(Opcode::Data, 0, 1, 12_600, 12_600));
+    assert_eq!(commit_of(&out), 12_000);
+    assert_eq!(s.remove_input(3), Err(NoSuchPort(3)));
+}
+
+/// A removed input that speaks again rejoins the commit lane the way a link joins best effort
+/// (paper 4.2): the commit barrier never goes back.
+#[test]
+fn a_removed_input_heard_again_rejoins_without_pulling_the_commit_barrier_back() {
+    let mut s = switch_with_port_2_dead_at_500();
+    s.remove_input(2).unwrap();
+    pass(&mut s, 12_100, 2, beacon(5_000));
+    let (_, out) = pass(&mut s, 12_200, 0, frame(Opcode::Data, 0, 1, 12_200, 12_200));
+    assert_eq!(commit_of(&out), 12_000);
+    pass(&mut s, 13_000, 0, beacon(13_000));
+    pass(&mut s, 13_000, 1, beacon(13_000));
+    pass(&mut s, 13_100, 2, beacon(12_500));
+    let (_, out) = pass(&mut s, 13_200, 0, frame(Opcode::Data, 0, 1, 13_200, 13_200));
+    assert_eq!(
+        commit_of(&out),
+        12_500,
+        "counted again once past the frozen output"
+    );
+}
+
+/// The controller cuts an input whose far end it declares failed: nothing from it is taken
+/// any more, best effort stops waiting for it, and it is reported with its last commit
+/// barrier; the commit barrier waits for the controller's Resume.
+#[test]
+fn a_cut_input_is_ignored_and_reported_and_holds_commit_until_removed() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for p in 0..3 {
+        pass(&mut s, 1_000, p, beacon(1_000));
+    }
+    s.cut_input(1).unwrap();
+    assert_eq!(
+        s.poll_report(),
+        Some(InputReport {
+            port: 1,
+            last_commit: t(1_000)
+        })
+    );
+    let (route, _) = pass(&mut s, 2_000, 1, beacon(2_000));
+    assert_eq!(route, Route::Drop);
+    assert_eq!(s.counters().cut_frames, 1);
+    pass(&mut s, 2_000, 2, beacon(2_000));
+    let (_, out) = pass(&mut s, 2_100, 0, frame(Opcode::Data, 0, 2, 2_100, 2_100));
+    assert_eq!(barrier_of(&out), 2_000);
+    assert_eq!(commit_of(&out), 1_000);
+    s.remove_input(1).unwrap();
+    let (_, out) = pass(&mut s, 2_200, 0, frame(Opcode::Data, 0, 2, 2_200, 2_200));
+    assert_eq!(commit_of(&out), 2_000);
+    assert_eq!(s.cut_input(7), Err(NoSuchPort(7)));
+}
