@@ -109,6 +109,8 @@ impl LinkFaults {
 #[derive(Debug, Default)]
 pub struct FaultCounters {
     pub dropped: AtomicU64,
+    /// Frames lost to failed links and crashed nodes.
+    pub failed: AtomicU64,
     pub duplicated: AtomicU64,
     pub reordered: AtomicU64,
     pub ecn_marked: AtomicU64,
@@ -152,6 +154,8 @@ pub enum InprocError {
 struct Output {
     ring: Producer<u8>,
     delay: Duration,
+    /// Failed on purpose ([`Runtime::fail_link`]): everything written is lost.
+    down: Arc<AtomicBool>,
     /// Seeded stream for this link's faults.
     rng: SplitMix,
     /// Ready time of the last frame written: jitter never goes below it (FIFO).
@@ -182,6 +186,10 @@ impl Output {
     /// Writes the frame in `scratch[FRAME_HEADER_LEN..][..len]` (room for one frame was
     /// checked), applying the link model.
     fn send(&mut self, model: &LinkModel, scratch: &mut [u8], len: usize, now: Instant) {
+        if self.down.load(Ordering::Relaxed) {
+            model.counters.failed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut copies = 1;
         let mut ready = now;
         if let Some(bps) = model.bits_per_s {
@@ -252,6 +260,10 @@ struct Slot<N> {
 /// A running topology. Dropping it without [`Runtime::stop`] stops the workers too.
 pub struct Runtime<N: Node + 'static> {
     stop: Arc<AtomicBool>,
+    /// Per node: crashed on purpose ([`Runtime::crash`]).
+    crashed: Arc<Vec<AtomicBool>>,
+    /// Per output (node, port): failed on purpose.
+    links_down: std::collections::HashMap<(usize, PortId), Arc<AtomicBool>>,
     fault_counters: Arc<FaultCounters>,
     workers: Vec<JoinHandle<Vec<Slot<N>>>>,
     node_count: usize,
@@ -277,6 +289,7 @@ impl<N: Node + 'static> Runtime<N> {
             });
         }
         let node_count = nodes.len();
+        let mut links_down = std::collections::HashMap::new();
         let mut slots: Vec<Slot<N>> = nodes
             .into_iter()
             .enumerate()
@@ -308,9 +321,12 @@ impl<N: Node + 'static> Runtime<N> {
                     port: fport,
                 });
             }
+            let down = Arc::new(AtomicBool::new(false));
+            links_down.insert((fnode, fport), down.clone());
             outs[fport as usize] = Some(Output {
                 ring: producer,
                 delay: l.delay,
+                down,
                 rng: SplitMix::new(
                     config.faults.seed
                         ^ ((fnode as u64) << 32 | fport as u64).wrapping_mul(0x2545_f491_4f6c_dd1d),
@@ -342,6 +358,8 @@ impl<N: Node + 'static> Runtime<N> {
             per_worker[w].push(slot);
         }
         let stop = Arc::new(AtomicBool::new(false));
+        let crashed: Arc<Vec<AtomicBool>> =
+            Arc::new((0..node_count).map(|_| AtomicBool::new(false)).collect());
         let fault_counters = Arc::new(FaultCounters::default());
         let model = LinkModel {
             faults: config.faults.clone(),
@@ -354,20 +372,43 @@ impl<N: Node + 'static> Runtime<N> {
         for (w, mut mine) in per_worker.into_iter().enumerate() {
             mine.reverse();
             let stop = stop.clone();
+            let crashed = crashed.clone();
             let frame_max = config.frame_max_bytes;
             let model = model.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("onepipe-worker-{w}"))
-                .spawn(move || worker_loop(mine, &stop, clock, frame_max, &model))
+                .spawn(move || worker_loop(mine, &stop, &crashed, clock, frame_max, &model))
                 .map_err(|e| InprocError::Spawn(e.to_string()))?;
             handles.push(handle);
         }
         Ok(Runtime {
             stop,
+            crashed,
+            links_down,
             fault_counters,
             workers: handles,
             node_count,
         })
+    }
+
+    /// Crashes `node` (fault injection): it is never run again, and frames reaching it are
+    /// lost. Returns false for a node that does not exist.
+    pub fn crash(&self, node: usize) -> bool {
+        let Some(c) = self.crashed.get(node) else {
+            return false;
+        };
+        c.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Fails the link leaving `node` at `port` (fault injection): frames written to it from now
+    /// on are lost. Returns false if there is no such link.
+    pub fn fail_link(&self, node: usize, port: PortId) -> bool {
+        let Some(down) = self.links_down.get(&(node, port)) else {
+            return false;
+        };
+        down.store(true, Ordering::Relaxed);
+        true
     }
 
     /// Frames the link model dropped, duplicated and ECN-marked so far.
@@ -402,6 +443,7 @@ impl<N: Node + 'static> Drop for Runtime<N> {
 fn worker_loop<N: Node>(
     mut slots: Vec<Slot<N>>,
     stop: &AtomicBool,
+    crashed: &[AtomicBool],
     clock: Clock,
     frame_max: usize,
     model: &LinkModel,
@@ -414,7 +456,11 @@ fn worker_loop<N: Node>(
         // time, and a reader on the other worker whose pass began earlier would see them as not
         // yet arrived and leave them for a whole pass (measured: about a third less throughput).
         for slot in &mut slots {
-            worked |= visit(slot, clock.now(), &mut scratch, frame_max, model);
+            worked |= if crashed[slot.index].load(Ordering::Relaxed) {
+                discard_inputs(slot, model)
+            } else {
+                visit(slot, clock.now(), &mut scratch, frame_max, model)
+            };
         }
         if worked {
             idle_passes = 0;
@@ -446,6 +492,32 @@ fn copy_out(a: &[u8], b: &[u8], offset: usize, dst: &mut [u8]) {
 fn write_frame_header(buf: &mut [u8], len: usize, ready_at: Instant) {
     buf[0..2].copy_from_slice(&(len as u16).to_le_bytes());
     buf[2..10].copy_from_slice(&ready_at.as_nanos().to_le_bytes());
+}
+
+/// A crashed node's visit: what reaches it is lost (keeping its rings empty, so that its
+/// neighbours are not held back by a full link).
+fn discard_inputs<N>(slot: &mut Slot<N>, model: &LinkModel) -> bool {
+    let mut worked = false;
+    for (_, ring) in &mut slot.inputs {
+        let available = ring.slots();
+        if available == 0 {
+            continue;
+        }
+        let Ok(chunk) = ring.read_chunk(available) else {
+            continue;
+        };
+        let (a, b) = chunk.as_slices();
+        let mut offset = 0;
+        while available - offset >= FRAME_HEADER_LEN {
+            let mut header = [0u8; FRAME_HEADER_LEN];
+            copy_out(a, b, offset, &mut header);
+            offset += FRAME_HEADER_LEN + u16::from_le_bytes([header[0], header[1]]) as usize;
+            model.counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        chunk.commit(offset.min(available));
+        worked = true;
+    }
+    worked
 }
 
 /// Runs one node for one visit: inputs, timers, outputs. Returns whether anything happened.
@@ -689,6 +761,77 @@ mod tests {
         assert!(in_order.load(Ordering::Relaxed));
     }
 
+    /// Pinger -> relay -> receiver, with the pinger sending for ever; failures injected by `fail`.
+    fn run_until_failed(fail: impl FnOnce(&Runtime<TestNode>)) {
+        let received = Arc::new(AtomicU64::new(0));
+        let in_order = Arc::new(AtomicBool::new(true));
+        let pinger = |count| Pinger {
+            next: 0,
+            count,
+            received: received.clone(),
+            in_order: in_order.clone(),
+            expect: 0,
+        };
+        let nodes = vec![
+            TestNode::P(pinger(u64::MAX)),
+            TestNode::R(Relay),
+            TestNode::P(pinger(0)),
+        ];
+        let links = [
+            LinkSpec {
+                from: (0, 0),
+                to: (1, 0),
+                delay: Duration::ZERO,
+            },
+            LinkSpec {
+                from: (1, 1),
+                to: (2, 0),
+                delay: Duration::ZERO,
+            },
+        ];
+        let config = InprocConfig {
+            workers: 2,
+            link_capacity_bytes: 2048,
+            frame_max_bytes: 128,
+            ..InprocConfig::default()
+        };
+        let rt = Runtime::start(nodes, &links, &[0, 1, 0], &config, Clock::new(Instant::ZERO)).unwrap();
+        let wait = |n: u64, what: &dyn Fn() -> u64| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while what() < n && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+        };
+        wait(1_000, &|| received.load(Ordering::Relaxed));
+        fail(&rt);
+        // Frames already past the failure may still arrive; then nothing does, while the
+        // sender goes on (the failure loses its frames instead of holding it back).
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (before, lost) = (
+            received.load(Ordering::Relaxed),
+            rt.fault_counters().failed.load(Ordering::Relaxed),
+        );
+        wait(lost + 10_000, &|| {
+            rt.fault_counters().failed.load(Ordering::Relaxed)
+        });
+        assert!(rt.fault_counters().failed.load(Ordering::Relaxed) >= lost + 10_000);
+        assert_eq!(received.load(Ordering::Relaxed), before);
+        rt.stop();
+    }
+
+    #[test]
+    fn a_crashed_node_loses_what_reaches_it_without_holding_back_its_neighbours() {
+        run_until_failed(|rt| assert!(rt.crash(1)));
+    }
+
+    #[test]
+    fn a_failed_link_loses_what_is_written_to_it() {
+        run_until_failed(|rt| {
+            assert!(rt.fail_link(0, 0));
+            assert!(!rt.fail_link(0, 5));
+        });
+    }
+
     /// Seeded faults: about the configured share dropped and duplicated, every drop and copy
     /// counted, and jitter never breaks FIFO (ready times never go back).
     #[test]
@@ -697,6 +840,7 @@ mod tests {
         let mut out = Output {
             ring: producer,
             delay: Duration::from_micros(1),
+            down: Arc::new(AtomicBool::new(false)),
             rng: SplitMix::new(42),
             last_ready: Instant::ZERO,
             busy_until: Instant::ZERO,
