@@ -7,6 +7,7 @@
 //! A message is identified by `(sender, msg_id)`. Every check runs in time and memory linear in
 //! the number of events, because logs can hold tens of millions of events.
 
+mod atomicity;
 mod causality;
 mod index;
 mod integrity;
@@ -16,6 +17,7 @@ mod order;
 mod report;
 mod violation;
 
+pub use atomicity::check_atomicity;
 pub use causality::check_causality;
 pub use integrity::check_no_duplicates;
 pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};

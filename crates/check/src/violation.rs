@@ -16,6 +16,7 @@ pub enum Rule {
     NoDuplicates,
     NoCreation,
     NoLoss,
+    Atomicity,
 }
 
 impl Rule {
@@ -28,6 +29,7 @@ impl Rule {
             Rule::NoDuplicates => "no_duplicates",
             Rule::NoCreation => "no_creation",
             Rule::NoLoss => "no_loss",
+            Rule::Atomicity => "atomicity",
         }
     }
 }
@@ -152,6 +154,13 @@ pub enum ViolationKind {
         msg_id: MsgId,
         deliveries: u32,
     },
+    /// atomicity: this scattering (the violation's process is the sender) was delivered by
+    /// `delivered` of its `receivers` correct receivers: neither all nor none.
+    PartlyDelivered {
+        msg_id: MsgId,
+        receivers: u32,
+        delivered: u32,
+    },
 }
 
 impl ViolationKind {
@@ -164,6 +173,7 @@ impl ViolationKind {
             K::Duplicate { .. } => Rule::NoDuplicates,
             K::NoSenderLog { .. } | K::NoMatchingSend { .. } | K::TsMismatch { .. } => Rule::NoCreation,
             K::NotDeliveredOnce { .. } => Rule::NoLoss,
+            K::PartlyDelivered { .. } => Rule::Atomicity,
         }
     }
 }
@@ -271,6 +281,15 @@ impl fmt::Display for ViolationKind {
             } => write!(
                 f,
                 "sent msg {msg_id} to {dst}, which delivered it {deliveries} times, expected exactly once"
+            ),
+            K::PartlyDelivered {
+                msg_id,
+                receivers,
+                delivered,
+            } => write!(
+                f,
+                "scattering {msg_id} was delivered by {delivered} of its {receivers} correct receivers, \
+                 expected all or none"
             ),
         }
     }
