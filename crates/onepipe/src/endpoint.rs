@@ -11,6 +11,12 @@
 //! is already below the barrier arrived too late to be delivered in order: it is dropped and
 //! NAKed, and its sender reports a send failure.
 //!
+//! Failure (paper 5.2): the controller announces a failed process and its failure timestamp
+//! through [`Endpoint::on_process_failed`]; the endpoint discards what it must from that process,
+//! recalls its own aborted scatterings, queues the application's callback
+//! ([`Endpoint::poll_process_failure`]) and says when its part is done
+//! ([`Endpoint::failure_complete`]). See docs/reliable.md.
+//!
 //! Call order per step: `handle_frame` for arrivals, `handle_timeout` when due, then
 //! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_failure` to drain.
 
@@ -88,6 +94,19 @@ pub enum SendError {
     BufferFull { queued: usize, max: usize },
     #[error("a scattering of {packets} packets can never fit the reliable send buffer of {max}")]
     ScatteringTooLarge { packets: usize, max: usize },
+    #[error("destination process {0} has failed")]
+    ProcessFailed(u32),
+}
+
+/// Why a failure announcement was refused (paper 5.2 Broadcast).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProcessFailureError {
+    /// A process that can hear the announcement is not failed; its recovery (paper 5.2
+    /// Receiver Recovery, rejoining as a new process) is not handled here.
+    #[error("process {0} was announced failed to itself")]
+    OwnProcess(u32),
+    #[error("process {0} does not exist")]
+    UnknownProcess(u32),
 }
 
 /// Checks that a scattering has messages, to existing and distinct receivers. Paper 2.1: a
@@ -120,9 +139,26 @@ pub struct Delivery {
 /// A message of ours that a receiver could not deliver (paper Table 1's send-failure callback).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendFailure {
+    /// The scattering's timestamp; `Instant::ZERO` for a reliable scattering aborted before it
+    /// got one.
     pub ts: Instant,
     pub dst: u32,
     pub msg_id: u64,
+    pub reason: FailureReason,
+}
+
+/// Why a message or scattering was not delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailureReason {
+    /// Best effort: the receiver NAKed it (it arrived after the barrier passed it, lost a
+    /// fragment, or found the buffer full).
+    Nak,
+    /// Reliable: the retry budget towards `dst` ran out (no controller decision).
+    GaveUp,
+    /// Reliable: the whole scattering was aborted because receiver `process` (its `dst`)
+    /// failed before acknowledging its message (paper 5.2 Recall). None of its messages is
+    /// delivered; one failure is reported per scattering.
+    ReceiverFailed { process: u32 },
 }
 
 /// What a successful send was given.
@@ -151,7 +187,30 @@ pub struct EndpointCounters {
     pub naks_sent: u64,
     pub naks_dropped: u64,
     pub naks_received: u64,
+    /// Frames from a process announced failed, dropped (paper 5.2 Discard).
+    pub from_failed: u64,
+    /// Prepared messages of failed processes discarded (at or above their failure timestamp,
+    /// or incomplete).
+    pub discarded: u64,
+    /// Failure announcements repeated (ignored).
+    pub failures_repeated: u64,
+    /// Recalls received and stored (duplicates are counted by the reliable receiver).
+    pub recalls_received: u64,
+    /// Of those, recalls that found their message here and removed it.
+    pub recalled: u64,
+    /// Packets of recalled messages that arrived after their recall (dropped by tombstone).
+    pub recalled_late: u64,
+    /// Recalls below the commit barrier: their message may have been delivered already. A
+    /// correct sender holds its commit barrier until its recall is acknowledged, so this stays 0.
+    pub recalls_too_late: u64,
+    /// Recalls dropped unacknowledged because `TOMBSTONES_MAX` tombstones are kept (the sender
+    /// retransmits them).
+    pub recalls_refused: u64,
 }
+
+/// Recalls whose message may still arrive, kept until the commit barrier passes them. A correct
+/// sender has at most its send buffer's scatterings recalled at once; this bounds the rest.
+pub const TOMBSTONES_MAX: usize = 1 << 16;
 
 struct OutMessage {
     dst: u32,
@@ -197,6 +256,15 @@ pub struct Endpoint {
     last_sent: Instant,
     counters: EndpointCounters,
     lost_scratch: Vec<(Instant, u32, u64)>,
+    /// Processes announced failed, with their failure timestamps (paper 5.2). Few: scanned.
+    failed: Vec<(u32, Instant)>,
+    /// Announcements for the application's process-failure callback.
+    process_failures: VecDeque<(u32, Instant)>,
+    /// Failures whose completion [`Endpoint::poll_failure_complete`] has not reported yet.
+    completions_pending: Vec<u32>,
+    /// Recalled messages (timestamp, sender) that have not arrived whole, so that a late copy
+    /// is dropped; removed once the commit barrier passes them (later copies are then late).
+    tombstones: std::collections::BTreeSet<(Instant, u32)>,
 }
 
 impl Endpoint {
@@ -241,6 +309,10 @@ impl Endpoint {
             last_sent: Instant::ZERO,
             counters: EndpointCounters::default(),
             lost_scratch: Vec::new(),
+            failed: Vec::new(),
+            process_failures: VecDeque::new(),
+            completions_pending: Vec::new(),
+            tombstones: Default::default(),
         }
     }
 
@@ -276,6 +348,11 @@ impl Endpoint {
     /// Checks a scattering; returns its packets and payload bytes.
     fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<(usize, usize), SendError> {
         check_destinations(scatter, self.config.process_count)?;
+        if !self.failed.is_empty()
+            && let Some(&(dst, _)) = scatter.iter().find(|&&(d, _)| self.is_process_failed(d))
+        {
+            return Err(SendError::ProcessFailed(dst));
+        }
         let mut packets = 0;
         let mut bytes = 0;
         for &(_, msg) in scatter {
@@ -458,6 +535,7 @@ impl Endpoint {
             end_of_message: true,
             ecn: false,
             ack: false,
+            recall: false,
             msg_ts: Timestamp48::default(),
             barrier: self.outgoing_barrier(now).to_wire(),
             commit_barrier: self.outgoing_commit(now).to_wire(),
@@ -493,6 +571,7 @@ impl Endpoint {
             end_of_message: t.frag_index + 1 == t.frag_count,
             ecn: false,
             ack: piggyback.is_some(),
+            recall: t.recall,
             msg_ts: t.ts.to_wire(),
             barrier,
             commit_barrier,
@@ -533,6 +612,7 @@ impl Endpoint {
             end_of_message: s.next_fragment + 1 == frag_count,
             ecn: false,
             ack: false,
+            recall: false,
             msg_ts: s.ts.to_wire(),
             // Everything queued behind this packet has a timestamp >= s.ts.
             barrier: s.ts.to_wire(),
@@ -584,6 +664,7 @@ impl Endpoint {
             end_of_message: true,
             ecn: false,
             ack: false,
+            recall: false,
             msg_ts: ts,
             barrier: Timestamp48::default(),
             commit_barrier: Timestamp48::default(),
@@ -602,6 +683,12 @@ impl Endpoint {
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) -> Result<(), ParseError> {
         let packet = Packet::new_checked(frame).inspect_err(|_| self.counters.malformed += 1)?;
         let repr = Repr::parse(&packet).inspect_err(|_| self.counters.malformed += 1)?;
+        // Paper 5.2 Discard: nothing more from a failed process (beacons come from the ToR and
+        // name no process).
+        if !self.failed.is_empty() && repr.opcode != Opcode::Beacon && self.is_process_failed(repr.src) {
+            self.counters.from_failed += 1;
+            return Ok(());
+        }
         let host_now = self.clock.read(now);
         match repr.opcode {
             Opcode::Beacon => {}
@@ -613,6 +700,7 @@ impl Endpoint {
                     ts: repr.msg_ts.unwrap_near(host_now),
                     dst: repr.src,
                     msg_id: repr.msg_id,
+                    reason: FailureReason::Nak,
                 });
             }
             Opcode::Prepare if repr.dst != self.config.process => self.counters.misdelivered += 1,
@@ -632,6 +720,9 @@ impl Endpoint {
         if self.config.ordering {
             let c = repr.commit_barrier.unwrap_near(host_now);
             self.commit = self.commit.max(c);
+            if !self.tombstones.is_empty() {
+                self.expire_tombstones();
+            }
             let b = repr.barrier.unwrap_near(host_now);
             if b > self.barrier {
                 self.barrier = b;
@@ -683,6 +774,9 @@ impl Endpoint {
     /// Paper 5.1: "The receiver stores messages in a receive buffer, and replies with ACKs."
     fn on_prepare(&mut self, now: Instant, repr: &Repr, payload: &[u8], host_now: Instant) {
         let ts = repr.msg_ts.unwrap_near(host_now);
+        if repr.recall {
+            return self.on_recall(now, repr, ts);
+        }
         if self.config.ordering && ts < self.commit {
             // The commit barrier passed it: a switch removed its sender's link as dead while
             // the sender was only slow (paper 4.2). Delivering it now would break the order,
@@ -694,12 +788,24 @@ impl Endpoint {
         if self.receiver.on_prepare(now, repr.src, repr.psn, repr.ecn) != Admit::Store {
             return;
         }
+        if !self.tombstones.is_empty() && self.tombstones.contains(&(ts, repr.src)) {
+            // Its message was recalled before this packet came (paper 5.2 Recall).
+            self.counters.recalled_late += 1;
+            self.receiver.discard(now, repr.src, repr.psn);
+            return;
+        }
         let ordered = self.config.ordering;
         let (src, id) = (repr.src, repr.msg_id);
-        match self
-            .prepared
-            .insert(ts, src, id, repr.frag_index, repr.frag_count, payload, ordered)
-        {
+        match self.prepared.insert_numbered(
+            ts,
+            src,
+            id,
+            repr.psn,
+            repr.frag_index,
+            repr.frag_count,
+            payload,
+            ordered,
+        ) {
             Insert::Buffered => {}
             // PSNs make both impossible from a correct sender.
             Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
@@ -708,6 +814,132 @@ impl Endpoint {
             // already acknowledged, so this is a loss the configuration must prevent.
             Insert::Full => self.counters.reorder_full += 1,
         }
+    }
+
+    /// Paper 5.2 Recall, at a receiver: "each of the receivers discards the messages in the
+    /// receive buffer and responds ACK to the sender". A recall is numbered, acknowledged and
+    /// duplicate-suppressed like any prepare packet; it takes no buffer space. Its message may
+    /// not have arrived yet (lost and retransmitted, or still partial): a tombstone drops the
+    /// late packets until the commit barrier passes it, after which they are dropped as late.
+    fn on_recall(&mut self, now: Instant, repr: &Repr, ts: Instant) {
+        let src = repr.src;
+        let tombstone = self.config.ordering && ts >= self.commit;
+        if tombstone && self.tombstones.len() >= TOMBSTONES_MAX && !self.tombstones.contains(&(ts, src)) {
+            // Not acknowledged: the sender sends it again, when tombstones may have expired.
+            self.counters.recalls_refused += 1;
+            return;
+        }
+        if self.receiver.on_prepare(now, src, repr.psn, repr.ecn) != Admit::Store {
+            return; // a duplicate is acknowledged again; out of window, sent again
+        }
+        self.receiver.discard(now, src, repr.psn);
+        self.counters.recalls_received += 1;
+        let receiver = &mut self.receiver;
+        if self
+            .prepared
+            .remove(ts, src, repr.msg_id, |psn| receiver.discard(now, src, psn))
+        {
+            self.counters.recalled += 1;
+        }
+        if tombstone {
+            self.tombstones.insert((ts, src));
+        } else if self.config.ordering {
+            self.counters.recalls_too_late += 1;
+        }
+    }
+
+    /// Tombstones below the commit barrier are not needed: packets below it are dropped as late.
+    fn expire_tombstones(&mut self) {
+        while let Some(&(ts, _)) = self.tombstones.first()
+            && ts < self.commit
+        {
+            self.tombstones.pop_first();
+        }
+    }
+
+    /// Recalled messages still guarded against a late copy.
+    pub fn tombstones(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// Paper 5.2 Broadcast: the controller says `process` failed with failure timestamp
+    /// `failure_ts`. Here, at once:
+    /// - Discard: prepared messages from it with timestamps at or above `failure_ts` go, and so
+    ///   do its incomplete ones; those below stay and are delivered when the commit barrier
+    ///   passes them. Every later frame from it is dropped (counted in `from_failed`). (Its
+    ///   commit barrier `failure_ts` promised only the messages *below* it acknowledged, as
+    ///   every barrier here does; one at `failure_ts` may be missing at another receiver, and
+    ///   none at or above it can have been delivered anywhere.)
+    /// - Recall: scatterings of ours that it did not fully acknowledge are aborted, reported
+    ///   through [`Endpoint::poll_failure`] with [`FailureReason::ReceiverFailed`], and their
+    ///   other messages recalled ([`ReliableSender::on_process_failed`]).
+    /// - Callback: ([`Endpoint::poll_process_failure`]) gets (`process`, `failure_ts`).
+    ///
+    /// Completion, for the controller's Resume: [`Endpoint::failure_complete`]. Sends naming the
+    /// process are refused from now on ([`SendError::ProcessFailed`]). A repeated announcement
+    /// changes nothing (the first timestamp stands; counted in `failures_repeated`); one about
+    /// this process itself, or a process that does not exist, is refused.
+    pub fn on_process_failed(
+        &mut self,
+        now: Instant,
+        process: u32,
+        failure_ts: Instant,
+    ) -> Result<(), ProcessFailureError> {
+        if process == self.config.process {
+            return Err(ProcessFailureError::OwnProcess(process));
+        }
+        if process >= self.config.process_count {
+            return Err(ProcessFailureError::UnknownProcess(process));
+        }
+        if self.is_process_failed(process) {
+            self.counters.failures_repeated += 1;
+            return Ok(());
+        }
+        self.failed.push((process, failure_ts));
+        let discarded = self.prepared.discard_from(process, failure_ts);
+        self.counters.discarded += discarded as u64;
+        self.tombstones.retain(|&(_, src)| src != process);
+        self.receiver.close(process);
+        self.sender.on_process_failed(process);
+        // Credits of aborted scatterings went back: others may go.
+        self.release(now);
+        self.process_failures.push_back((process, failure_ts));
+        self.completions_pending.push(process);
+        Ok(())
+    }
+
+    /// Whether `process` was announced failed.
+    pub fn is_process_failed(&self, process: u32) -> bool {
+        self.failed.iter().any(|f| f.0 == process)
+    }
+
+    /// Processes announced failed, with their failure timestamps, in announcement order.
+    pub fn failed_processes(&self) -> &[(u32, Instant)] {
+        &self.failed
+    }
+
+    /// Paper Table 1's process-failure callback: the next (failed process, failure timestamp)
+    /// announced, once each.
+    pub fn poll_process_failure(&mut self) -> Option<(u32, Instant)> {
+        self.process_failures.pop_front()
+    }
+
+    /// Whether this endpoint's part of handling `process`'s failure is done (paper 5.2: "Then,
+    /// it responds controller with a completion message"): it was announced, Discard is done
+    /// (at once), and every recall sent for it is acknowledged. False for a process not
+    /// announced.
+    pub fn failure_complete(&self, process: u32) -> bool {
+        self.is_process_failed(process) && self.sender.recall_complete(process)
+    }
+
+    /// The next failed process whose handling here completed (see
+    /// [`Endpoint::failure_complete`]), each reported once, for the completion message.
+    pub fn poll_failure_complete(&mut self) -> Option<u32> {
+        let i = self
+            .completions_pending
+            .iter()
+            .position(|&p| self.sender.recall_complete(p))?;
+        Some(self.completions_pending.remove(i))
     }
 
     /// Paper Table 1 `onepipe_reliable_recv`: the next reliable message in (timestamp, sender)

@@ -175,7 +175,8 @@ fn late_packet_is_naked_and_the_sender_hears_of_it() {
         Some(SendFailure {
             ts: t(900),
             dst: 0,
-            msg_id: 900
+            msg_id: 900,
+            reason: FailureReason::Nak,
         })
     );
 }
@@ -357,4 +358,394 @@ fn held_ack_goes_at_its_deadline_which_is_announced_once() {
     receiver.handle_timeout(t(5_200));
     assert!(receiver.poll_timeout() > t(5_200), "announced once");
     assert_eq!(acks(drain(&mut receiver, 5_200)), 1, "gone at the deadline");
+}
+
+// Paper 5.2 failure handling at the endpoint: Discard, Recall, Callback, completion.
+
+/// Endpoints indexed by process id, wired through an ideal ToR: every frame goes straight to
+/// its destination carrying barrier and commit barrier `commit` (what the ToR's aggregate is in
+/// the test), except beacons and frames `lost` says to drop. Runs until nothing is left to
+/// send; returns the frames delivered.
+fn exchange(eps: &mut [Endpoint], now: u64, commit: u64, lost: impl Fn(&Repr) -> bool) -> Vec<Vec<u8>> {
+    let mut delivered = Vec::new();
+    loop {
+        let mut moved = false;
+        for i in 0..eps.len() {
+            for mut f in drain(&mut eps[i], now) {
+                let r = repr(&f);
+                if r.opcode == Opcode::Beacon || lost(&r) {
+                    continue;
+                }
+                let mut p = Packet::new_unchecked(&mut f[..]);
+                p.set_barrier(Timestamp48::new(commit));
+                p.set_commit_barrier(Timestamp48::new(commit));
+                eps[r.dst as usize].handle_frame(t(now), &f).unwrap();
+                delivered.push(f);
+                moved = true;
+            }
+        }
+        if !moved {
+            return delivered;
+        }
+    }
+}
+
+fn nothing_lost(_: &Repr) -> bool {
+    false
+}
+
+/// A beacon from the ToR with commit barrier `c`.
+fn commit_beacon(c: u64) -> Vec<u8> {
+    let mut b = beacon(1);
+    Packet::new_unchecked(&mut b[..]).set_commit_barrier(Timestamp48::new(c));
+    b
+}
+
+/// Delivers the committed reliable messages: (sender, payload).
+fn committed(ep: &mut Endpoint) -> Vec<(u32, Vec<u8>)> {
+    std::iter::from_fn(|| ep.poll_deliver_reliable())
+        .map(|d| (d.src, d.payload))
+        .collect()
+}
+
+fn recalls(frames: &[Vec<u8>]) -> Vec<Repr> {
+    frames.iter().map(|f| repr(f)).filter(|r| r.recall).collect()
+}
+
+/// Paper 5.2 Discard: "Each correct process discards messages sent from P with timestamp higher
+/// than T in the receive buffer." With barriers meaning "every later packet has a timestamp at
+/// or above B", P's commit barrier T promised the messages below T acknowledged; the one at T
+/// may be missing elsewhere, so it goes too. Below T they are delivered; nothing more from P
+/// is taken; the application's callback hears of it once.
+#[test]
+fn discard_drops_messages_at_and_above_the_failure_timestamp_and_delivers_those_below() {
+    let mut eps = vec![endpoint(0, 2), endpoint(1, 2)];
+    for now in [100, 200, 300] {
+        eps[0]
+            .send_reliable(t(now), &[(1, format!("m{now}").as_bytes())])
+            .unwrap();
+    }
+    exchange(&mut eps, 300, 1, nothing_lost);
+    assert_eq!(eps[1].prepared().len(), 3);
+    eps[1].on_process_failed(t(400), 0, t(200)).unwrap();
+    assert_eq!(eps[1].counters().discarded, 2, "at 200 and at 300");
+    assert_eq!(eps[1].poll_process_failure(), Some((0, t(200))));
+    assert_eq!(eps[1].poll_process_failure(), None);
+    assert!(
+        eps[1].failure_complete(0),
+        "a receiver only discards: done at once"
+    );
+    assert_eq!(eps[1].poll_failure_complete(), Some(0));
+    assert_eq!(eps[1].poll_failure_complete(), None);
+    eps[1].handle_frame(t(500), &commit_beacon(10_000)).unwrap();
+    assert_eq!(committed(&mut eps[1]), vec![(0, b"m100".to_vec())]);
+    // Anything later from P is dropped whole.
+    eps[0].send_reliable(t(600), &[(1, b"after")]).unwrap();
+    let frames = drain(&mut eps[0], 600);
+    for f in &frames {
+        eps[1].handle_frame(t(610), f).unwrap();
+    }
+    assert_eq!(eps[1].counters().from_failed, frames.len() as u64);
+    eps[1].handle_frame(t(700), &commit_beacon(20_000)).unwrap();
+    assert!(committed(&mut eps[1]).is_empty());
+}
+
+/// Paper 5.2 Recall and the appendix ("R fails before sending ACK in Prepare phase: discard
+/// according to Recall step"): the sender aborts the scattering, reports it with the new
+/// reason, recalls its message to the live receiver, which discards it and acknowledges; then
+/// the sender's commit barrier moves on and its part of the failure is complete.
+#[test]
+fn recall_of_a_scattering_the_failed_receiver_had_not_acked() {
+    let mut eps = vec![endpoint(0, 3), endpoint(1, 3), endpoint(2, 3)];
+    let id = eps[0].send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    let (_, ts) = eps[0].poll_released().unwrap();
+    exchange(&mut eps, 100, 1, |r| r.dst == 1); // 1 is dead: nothing reaches it
+    assert_eq!(eps[2].prepared().len(), 1, "2 has its message, acknowledged");
+    for p in [0, 2] {
+        eps[p].on_process_failed(t(200), 1, t(50)).unwrap();
+    }
+    let f = eps[0].poll_failure().expect("reported");
+    assert_eq!(
+        f,
+        SendFailure {
+            ts,
+            dst: 1,
+            msg_id: id,
+            reason: FailureReason::ReceiverFailed { process: 1 },
+        }
+    );
+    assert!(!eps[0].failure_complete(1), "the recall is not acknowledged yet");
+    let frames = exchange(&mut eps, 200, 1, |r| r.dst == 1);
+    let sent = recalls(&frames);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        (sent[0].src, sent[0].dst, sent[0].msg_id, sent[0].msg_ts),
+        (0, 2, id, ts.to_wire())
+    );
+    assert_eq!(
+        (eps[2].counters().recalls_received, eps[2].counters().recalled),
+        (1, 1)
+    );
+    assert!(eps[2].prepared().is_empty());
+    assert_eq!(eps[2].reliable_receiver().held_packets(0), Some((0, 0)));
+    assert!(eps[0].failure_complete(1) && eps[2].failure_complete(1));
+    assert_eq!(eps[0].poll_failure_complete(), Some(1));
+    // The sender's commit barrier is past the aborted scattering now.
+    eps[0].handle_timeout(t(2_000));
+    let beacon = drain(&mut eps[0], 2_000).pop().expect("a beacon");
+    assert!(repr(&beacon).commit_barrier.raw() > ts.as_nanos());
+    eps[2].handle_frame(t(2_100), &commit_beacon(10_000)).unwrap();
+    assert!(committed(&mut eps[2]).is_empty(), "no message of it is delivered");
+}
+
+/// Paper appendix: "R fails after sending ACK in Prepare phase: deliver". The failed receiver
+/// acknowledged; the live one had not yet: the scattering is not aborted and reaches it.
+#[test]
+fn scattering_the_failed_receiver_had_acked_is_delivered() {
+    let mut eps = vec![endpoint(0, 3), endpoint(1, 3), endpoint(2, 3)];
+    eps[0].send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    exchange(&mut eps, 100, 1, |r| r.dst == 2); // 2's copy is lost
+    for p in [0, 2] {
+        eps[p].on_process_failed(t(200), 1, t(50)).unwrap();
+    }
+    assert!(eps[0].poll_failure().is_none());
+    assert!(eps[0].failure_complete(1));
+    let mut now = 200;
+    while eps[2].prepared().is_empty() {
+        now = eps[0].poll_timeout().as_nanos().max(now + 1);
+        assert!(now < 100_000_000, "retransmitted within the retry budget");
+        eps[0].handle_timeout(t(now));
+        let frames = exchange(&mut eps, now, 1, |r| r.dst == 1);
+        assert!(recalls(&frames).is_empty());
+    }
+    eps[2]
+        .handle_frame(t(now), &commit_beacon(now + 10_000_000))
+        .unwrap();
+    assert_eq!(committed(&mut eps[2]), vec![(0, b"b".to_vec())]);
+}
+
+/// A recall can overtake its message (the message was lost and is retransmitted, or took a
+/// slower path): the receiver keeps a tombstone, drops the late copy, and forgets the tombstone
+/// once the commit barrier passes it (a copy after that is late anyway).
+#[test]
+fn recall_before_its_message_leaves_a_tombstone_until_the_commit_barrier_passes() {
+    let mut sender = endpoint(0, 3);
+    let mut receiver = endpoint(2, 3);
+    sender.send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    let (_, ts) = sender.poll_released().unwrap();
+    let held: Vec<Vec<u8>> = drain(&mut sender, 100)
+        .into_iter()
+        .filter(|f| repr(f).dst == 2)
+        .collect();
+    assert_eq!(held.len(), 1);
+    sender.on_process_failed(t(200), 1, t(50)).unwrap();
+    let recall = drain(&mut sender, 200);
+    assert_eq!(recalls(&recall).len(), 1);
+    receiver.handle_frame(t(210), &recall[0]).unwrap();
+    assert_eq!((receiver.counters().recalled, receiver.tombstones()), (0, 1));
+    receiver.handle_frame(t(220), &held[0]).unwrap();
+    assert_eq!(receiver.counters().recalled_late, 1);
+    assert!(receiver.prepared().is_empty());
+    assert_eq!(
+        receiver.reliable_receiver().held_packets(0),
+        Some((0, 0)),
+        "neither the recall nor the late copy holds window"
+    );
+    // Both PSNs arrived: the ACK covers them, and the sender is done.
+    for f in drain(&mut receiver, 230) {
+        sender.handle_frame(t(240), &f).unwrap();
+    }
+    assert!(sender.failure_complete(1));
+    // The commit barrier passes the recalled timestamp: the tombstone goes.
+    receiver
+        .handle_frame(t(300), &commit_beacon(ts.as_nanos()))
+        .unwrap();
+    assert_eq!(receiver.tombstones(), 1, "at the barrier is not below it");
+    receiver
+        .handle_frame(t(310), &commit_beacon(ts.as_nanos() + 1))
+        .unwrap();
+    assert_eq!(receiver.tombstones(), 0);
+    receiver.handle_frame(t(320), &held[0]).unwrap();
+    assert_eq!(receiver.counters().late, 1, "a copy now is late");
+    assert!(committed(&mut receiver).is_empty());
+}
+
+/// The Broadcast may be repeated (controller failover, retries): the second announcement
+/// changes nothing. An announcement about the process itself, or one that does not exist, is
+/// refused.
+#[test]
+fn repeated_failure_announcement_changes_nothing() {
+    let mut eps = vec![endpoint(0, 3), endpoint(1, 3), endpoint(2, 3)];
+    eps[0].send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    exchange(&mut eps, 100, 1, |r| r.dst == 1);
+    eps[0].on_process_failed(t(200), 1, t(50)).unwrap();
+    let first = drain(&mut eps[0], 200);
+    eps[0].on_process_failed(t(201), 1, t(70)).unwrap();
+    assert!(drain(&mut eps[0], 201).is_empty(), "no second recall");
+    assert_eq!(eps[0].failed_processes(), &[(1, t(50))]);
+    assert_eq!(eps[0].counters().failures_repeated, 1);
+    assert_eq!(eps[0].poll_process_failure(), Some((1, t(50))));
+    assert_eq!(eps[0].poll_process_failure(), None, "one callback");
+    assert!(eps[0].poll_failure().is_some());
+    assert!(eps[0].poll_failure().is_none(), "one report");
+    assert_eq!(recalls(&first).len(), 1);
+    assert_eq!(eps[0].reliable_sender().counters().recalls_sent, 1);
+    assert_eq!(
+        eps[0].on_process_failed(t(202), 0, t(50)),
+        Err(ProcessFailureError::OwnProcess(0))
+    );
+    assert_eq!(
+        eps[0].on_process_failed(t(202), 3, t(50)),
+        Err(ProcessFailureError::UnknownProcess(3))
+    );
+    assert_eq!(eps[0].failed_processes().len(), 1);
+}
+
+/// A recall is numbered and acknowledged like a prepare packet: lost, it is sent again on
+/// timeout, and the failure is complete only once it is acknowledged.
+#[test]
+fn lost_recall_is_sent_again_and_then_completes() {
+    let mut eps = vec![endpoint(0, 3), endpoint(1, 3), endpoint(2, 3)];
+    eps[0].send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    exchange(&mut eps, 100, 1, |r| r.dst == 1);
+    eps[0].on_process_failed(t(200), 1, t(50)).unwrap();
+    let lost = exchange(&mut eps, 200, 1, |r| r.dst == 1 || r.recall);
+    assert!(lost.is_empty(), "the recall was lost");
+    assert!(!eps[0].failure_complete(1));
+    let mut now = 200;
+    let mut resent = Vec::new();
+    while resent.is_empty() {
+        now = eps[0].poll_timeout().as_nanos().max(now + 1);
+        assert!(now < 100_000_000, "retransmitted within the retry budget");
+        eps[0].handle_timeout(t(now));
+        resent = recalls(&exchange(&mut eps, now, 1, |r| r.dst == 1));
+    }
+    assert_eq!(resent.len(), 1);
+    assert!(eps[0].failure_complete(1));
+    assert_eq!(eps[2].counters().recalled, 1);
+    assert!(eps[0].reliable_sender().is_idle());
+}
+
+/// After the announcement a send naming the failed process is refused, reliable or not, and
+/// nothing of it is queued.
+#[test]
+fn sends_naming_a_failed_process_are_refused() {
+    let mut ep = endpoint(0, 3);
+    ep.on_process_failed(t(10), 2, t(5)).unwrap();
+    assert_eq!(
+        ep.send_reliable(t(20), &[(1, b"a"), (2, b"b")]),
+        Err(SendError::ProcessFailed(2))
+    );
+    assert_eq!(
+        ep.send_unreliable(t(20), &[(2, b"b")]),
+        Err(SendError::ProcessFailed(2))
+    );
+    assert!(drain(&mut ep, 20).is_empty());
+    assert!(ep.send_reliable(t(30), &[(1, b"a")]).is_ok());
+}
+
+/// Bad input: a `RECALL` flag on anything but a prepare, or a recall with message bytes, is
+/// malformed (counted, dropped). A well-formed recall of a message never seen, from a
+/// connection never opened, is acknowledged harmlessly; one from a process that does not exist
+/// is dropped.
+#[test]
+fn malformed_and_unknown_recalls_are_counted_and_harmless() {
+    use onepipe_wire::packet::flags;
+    let mut ep = endpoint(2, 3);
+    let set_recall = |mut f: Vec<u8>| {
+        let mut p = Packet::new_unchecked(&mut f[..]);
+        let fl = p.flags();
+        p.set_flags(fl | flags::RECALL);
+        f
+    };
+    let bad = [
+        set_recall(data_from(1, 2, 10, 1, (0, 1), b"")),
+        set_recall(crate::test_packets::packet(
+            Opcode::Prepare,
+            1,
+            2,
+            10,
+            10,
+            1,
+            (0, 1),
+            b"x",
+        )),
+        set_recall(crate::test_packets::packet(
+            Opcode::Prepare,
+            1,
+            2,
+            10,
+            10,
+            1,
+            (1, 2),
+            b"",
+        )),
+        set_recall(beacon(1)),
+    ];
+    for f in &bad {
+        assert!(ep.handle_frame(t(1), f).is_err());
+    }
+    assert_eq!(ep.counters().malformed, bad.len() as u64);
+    let unknown = set_recall(crate::test_packets::packet(
+        Opcode::Prepare,
+        1,
+        2,
+        10,
+        10,
+        1,
+        (0, 1),
+        b"",
+    ));
+    ep.handle_frame(t(2), &unknown).unwrap();
+    assert_eq!((ep.counters().recalls_received, ep.counters().recalled), (1, 0));
+    let ack = drain(&mut ep, 3)
+        .into_iter()
+        .map(|f| repr(&f))
+        .find(|r| r.opcode == Opcode::Ack);
+    assert_eq!(ack.map(|a| (a.dst, a.psn)), Some((1, 1)), "acknowledged");
+    let mut forged = set_recall(crate::test_packets::packet(
+        Opcode::Prepare,
+        9,
+        2,
+        10,
+        10,
+        1,
+        (0, 1),
+        b"",
+    ));
+    Packet::new_unchecked(&mut forged[..]).set_src(9);
+    ep.handle_frame(t(4), &forged).unwrap();
+    assert_eq!(ep.counters().recalls_received, 1, "no such process");
+    assert!(ep.prepared().is_empty());
+}
+
+/// With room in the MTU, an ACK owed to the receiver of a recall rides on it like on any
+/// prepare packet, and both are taken.
+#[test]
+fn recall_carries_a_piggybacked_ack() {
+    let big = |p: u32| Endpoint::new(EndpointConfig::new(p, 3, 7), t(0));
+    let mut eps = vec![big(0), big(1), big(2)];
+    eps[0].send_reliable(t(100), &[(1, b"a"), (2, b"b")]).unwrap();
+    exchange(&mut eps, 100, 1, |r| r.dst == 1);
+    eps[2].send_reliable(t(150), &[(0, b"c")]).unwrap();
+    for f in drain(&mut eps[2], 150) {
+        eps[0].handle_frame(t(160), &f).unwrap(); // 0 owes 2 an ACK now
+    }
+    eps[0].on_process_failed(t(200), 1, t(50)).unwrap();
+    let frames = drain(&mut eps[0], 200);
+    assert_eq!(frames.len(), 1, "the ACK rode on the recall");
+    let r = repr(&frames[0]);
+    assert!(r.recall && r.ack);
+    assert_eq!(r.payload_len as usize, PIGGYBACK_LEN);
+    eps[2].handle_frame(t(210), &frames[0]).unwrap();
+    assert_eq!(eps[2].counters().recalled, 1);
+    assert_eq!(
+        eps[2].reliable_sender().unacked_packets(),
+        0,
+        "the piggybacked ACK was taken"
+    );
+    for f in drain(&mut eps[2], 220) {
+        eps[0].handle_frame(t(230), &f).unwrap();
+    }
+    assert!(eps[0].failure_complete(1));
 }

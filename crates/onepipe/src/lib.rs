@@ -25,5 +25,5 @@ pub mod udp;
 pub mod workload;
 
 pub use api::FabricLost;
-pub use endpoint::{Delivery, SendError, SendFailure};
+pub use endpoint::{Delivery, FailureReason, ProcessFailureError, SendError, SendFailure};
 pub use onepipe_wire::{Duration, Instant};

@@ -20,6 +20,8 @@ struct Stored {
     msg_id: u64,
     /// Packets the message came in (the reliable receiver's window counts packets).
     fragments: u16,
+    /// Reliable: the PSN of its first packet (its packets have consecutive PSNs).
+    first_psn: u32,
     payload: Vec<u8>,
 }
 
@@ -27,6 +29,7 @@ struct Stored {
 struct Partial {
     frag_count: u16,
     received: u16,
+    first_psn: u32,
     fragments: Vec<Option<Vec<u8>>>,
 }
 
@@ -142,7 +145,7 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    fn store(&mut self, msg_id: u64, fragments: u16, payload: &[u8]) -> u32 {
+    fn store(&mut self, msg_id: u64, fragments: u16, first_psn: u32, payload: &[u8]) -> u32 {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -153,6 +156,7 @@ impl ReorderBuffer {
         let s = &mut self.slab[slot as usize];
         s.msg_id = msg_id;
         s.fragments = fragments;
+        s.first_psn = first_psn;
         s.payload.clear();
         s.payload.extend_from_slice(payload);
         slot
@@ -179,6 +183,24 @@ impl ReorderBuffer {
         payload: &[u8],
         ordered: bool,
     ) -> Insert {
+        self.insert_numbered(ts, src, msg_id, 0, frag_index, frag_count, payload, ordered)
+    }
+
+    /// As [`ReorderBuffer::insert`] for a reliable fragment with PSN `psn`, remembered so that
+    /// [`ReorderBuffer::remove`] can say which packets it frees.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_numbered(
+        &mut self,
+        ts: Instant,
+        src: u32,
+        msg_id: u64,
+        psn: u32,
+        frag_index: u16,
+        frag_count: u16,
+        payload: &[u8],
+        ordered: bool,
+    ) -> Insert {
+        let first_psn = psn.wrapping_sub(frag_index as u32);
         // Accounting counts payload plus a fixed per-entry overhead, so empty messages count too.
         let cost = payload.len() + ENTRY_OVERHEAD_BYTES;
         if self.bytes + cost > self.bytes_max {
@@ -188,7 +210,7 @@ impl ReorderBuffer {
             return Insert::Full;
         }
         if frag_count == 1 {
-            let slot = self.store(msg_id, 1, payload);
+            let slot = self.store(msg_id, 1, first_psn, payload);
             self.enqueue(ts, src, slot, ordered);
             self.account(cost);
             return Insert::Buffered;
@@ -196,6 +218,7 @@ impl ReorderBuffer {
         let entry = self.partial.entry((ts, src, msg_id)).or_insert_with(|| Partial {
             frag_count,
             received: 0,
+            first_psn,
             fragments: vec![None; frag_count as usize],
         });
         if entry.frag_count != frag_count {
@@ -215,10 +238,85 @@ impl ReorderBuffer {
             let whole: Vec<u8> = p.fragments.into_iter().flatten().flatten().collect();
             // Re-account as one entry.
             self.bytes = self.bytes - before + whole.len() + ENTRY_OVERHEAD_BYTES;
-            let slot = self.store(msg_id, frag_count, &whole);
+            let slot = self.store(msg_id, frag_count, p.first_psn, &whole);
             self.enqueue(ts, src, slot, ordered);
         }
         Insert::Buffered
+    }
+
+    /// Drops the complete messages for which `doomed(ts, src, msg_id)` holds, every copy,
+    /// handing each to `removed`; returns how many entries went. Failure handling only (paper
+    /// 5.2): a scan of the whole buffer.
+    fn remove_complete(
+        &mut self,
+        mut doomed: impl FnMut(Instant, u32, u64) -> bool,
+        mut removed: impl FnMut(&Stored),
+    ) -> usize {
+        let slab = &self.slab;
+        let mut slots = Vec::new();
+        let mut keep = |&(ts, src, slot): &(Instant, u32, u32)| {
+            let go = doomed(ts, src, slab[slot as usize].msg_id);
+            if go {
+                slots.push(slot);
+            }
+            !go
+        };
+        self.ready.retain(|Reverse(e)| keep(e));
+        self.arrival.retain(|e| keep(e));
+        for &slot in &slots {
+            let s = &self.slab[slot as usize];
+            removed(s);
+            self.bytes -= s.payload.len() + ENTRY_OVERHEAD_BYTES;
+            self.free.push(slot);
+        }
+        slots.len()
+    }
+
+    /// Paper 5.2 Recall: drops message (`ts`, `src`, `msg_id`), complete or still collecting
+    /// fragments, telling `freed` the PSN of each packet of it that was here (for the receive
+    /// window). Whether it was here.
+    pub fn remove(&mut self, ts: Instant, src: u32, msg_id: u64, mut freed: impl FnMut(u32)) -> bool {
+        let mut copies = 0;
+        let entries = self.remove_complete(
+            |t, s, id| (t, s, id) == (ts, src, msg_id),
+            |stored| {
+                // A second copy (a duplicating link) took no window of its own.
+                if copies == 0 {
+                    for i in 0..stored.fragments {
+                        freed(stored.first_psn.wrapping_add(i as u32));
+                    }
+                }
+                copies += 1;
+            },
+        );
+        let partial = self.partial.remove(&(ts, src, msg_id));
+        if let Some(p) = &partial {
+            self.bytes -= partial_cost(p);
+            for (i, f) in p.fragments.iter().enumerate() {
+                if f.is_some() {
+                    freed(p.first_psn.wrapping_add(i as u32));
+                }
+            }
+        }
+        entries > 0 || partial.is_some()
+    }
+
+    /// Paper 5.2 Discard: drops the complete messages of failed sender `src` with timestamps at
+    /// or above `from`, and every incomplete one of it (its missing fragments will never come).
+    /// Returns how many messages went.
+    pub fn discard_from(&mut self, src: u32, from: Instant) -> usize {
+        let complete = self.remove_complete(|t, s, _| s == src && t >= from, |_| {});
+        let before = self.partial.len();
+        let mut freed = 0;
+        self.partial.retain(|&(_, s, _), p| {
+            let keep = s != src;
+            if !keep {
+                freed += partial_cost(p);
+            }
+            keep
+        });
+        self.bytes -= freed;
+        complete + before - self.partial.len()
     }
 
     /// Drops incomplete messages the barrier has passed (timestamps below `barrier`),
@@ -392,6 +490,41 @@ mod tests {
         r.insert(t(7), 2, 4, 1, 2, b"y", true);
         r.expire_incomplete(t(9), &mut lost);
         assert!(lost.is_empty(), "{lost:?}");
+    }
+
+    /// Paper 5.2: a recall removes one message whether complete or partial; a discard removes
+    /// a failed sender's messages from a timestamp on, and all its incomplete ones.
+    #[test]
+    fn recall_and_discard_remove_exactly_their_messages() {
+        let mut r = ReorderBuffer::new(1 << 20);
+        r.insert_numbered(t(5), 1, 9, 7, 0, 2, b"ab", true);
+        r.insert_numbered(t(5), 1, 9, 8, 1, 2, b"cd", true);
+        r.insert_numbered(t(6), 1, 10, 11, 2, 3, b"ef", true);
+        r.insert(t(6), 2, 4, 0, 1, b"x", true);
+        let mut freed = Vec::new();
+        assert!(!r.remove(t(5), 1, 8, |p| freed.push(p)), "wrong message id");
+        assert!(r.remove(t(5), 1, 9, |p| freed.push(p)));
+        assert_eq!(freed, [7, 8], "complete: both packets");
+        assert!(!r.remove(t(5), 1, 9, |p| freed.push(p)), "gone");
+        freed.clear();
+        assert!(r.remove(t(6), 1, 10, |p| freed.push(p)));
+        assert_eq!(
+            freed,
+            [11],
+            "partial: the fragment that came, third of PSNs 9..12"
+        );
+        assert_eq!(r.len(), 1);
+        r.insert(t(3), 1, 1, 0, 1, b"keep", true);
+        r.insert(t(7), 1, 2, 0, 1, b"at", true);
+        r.insert(t(8), 1, 3, 0, 1, b"above", true);
+        r.insert(t(2), 1, 4, 0, 2, b"partial below", true);
+        assert_eq!(r.discard_from(1, t(7)), 3);
+        let left: Vec<(u32, u64)> = std::iter::from_fn(|| r.pop_below(t(100)))
+            .map(|m| (m.src, m.msg_id))
+            .collect();
+        assert_eq!(left, vec![(1, 1), (2, 4)]);
+        assert_eq!(r.bytes(), 0);
+        assert!(r.is_empty());
     }
 
     #[test]

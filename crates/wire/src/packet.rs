@@ -47,7 +47,11 @@ pub mod flags {
     /// connection to us ([`crate::ack::PIGGYBACK_LEN`] bytes: cumulative PSN, then the ACK
     /// payload).
     pub const ACK: u8 = 0x04;
-    pub const KNOWN: u8 = END_OF_MESSAGE | ECN | ACK;
+    /// A prepare packet that recalls message `msg_id` with timestamp `msg_ts` of an aborted
+    /// scattering (paper 5.2 Recall): the receiver discards that message and acknowledges the
+    /// recall like any prepare packet. Fragment 0 of 1, no payload beyond a piggybacked ACK.
+    pub const RECALL: u8 = 0x08;
+    pub const KNOWN: u8 = END_OF_MESSAGE | ECN | ACK | RECALL;
 }
 
 /// What a packet is.
@@ -95,7 +99,8 @@ pub enum ParseError {
     /// Fragment index not below the fragment count, a zero count, or an end-of-message flag
     /// that disagrees with the position.
     BadFragment,
-    /// A beacon or NAK with a payload, or an ACK whose payload is not an ACK payload.
+    /// A beacon or NAK with a payload, an ACK whose payload is not an ACK payload, the `ACK`
+    /// or `RECALL` flag on anything but a prepare, or a recall carrying message bytes.
     UnexpectedPayload,
 }
 
@@ -295,6 +300,8 @@ pub struct Repr {
     pub ecn: bool,
     /// Prepare only: the payload starts with a piggybacked ACK.
     pub ack: bool,
+    /// Prepare only: a recall of message (`src`, `msg_ts`, `msg_id`) (flag `RECALL`).
+    pub recall: bool,
     pub msg_ts: Timestamp48,
     pub barrier: Timestamp48,
     pub commit_barrier: Timestamp48,
@@ -316,6 +323,7 @@ impl Repr {
             end_of_message: true,
             ecn: false,
             ack: false,
+            recall: false,
             msg_ts: barrier,
             barrier,
             commit_barrier,
@@ -348,7 +356,15 @@ impl Repr {
         }
         let payload_len = packet.payload_len();
         let ack = flag_bits & flags::ACK != 0;
+        let recall = flag_bits & flags::RECALL != 0;
+        // A recall names one whole message: fragment 0 of 1 (END_OF_MESSAGE set, checked above).
+        if recall && frag_count != 1 {
+            return Err(ParseError::BadFragment);
+        }
+        let piggyback_len = if ack { crate::ack::PIGGYBACK_LEN } else { 0 };
         let payload_ok = match opcode {
+            Opcode::Prepare if recall => payload_len as usize == piggyback_len,
+            _ if recall => false,
             Opcode::Prepare if ack => payload_len as usize >= crate::ack::PIGGYBACK_LEN,
             _ if ack => false,
             Opcode::Data | Opcode::Prepare => true,
@@ -363,6 +379,7 @@ impl Repr {
             end_of_message,
             ecn: flag_bits & flags::ECN != 0,
             ack,
+            recall,
             msg_ts: packet.msg_ts(),
             barrier: packet.barrier(),
             commit_barrier: packet.commit_barrier(),
@@ -395,6 +412,9 @@ impl Repr {
         if self.ack {
             f |= flags::ACK;
         }
+        if self.recall {
+            f |= flags::RECALL;
+        }
         packet.set_flags(f);
         packet.set_msg_ts(self.msg_ts);
         packet.set_barrier(self.barrier);
@@ -421,6 +441,7 @@ mod tests {
             end_of_message: false,
             ecn: true,
             ack: false,
+            recall: false,
             msg_ts: Timestamp48::new(0x0102_0304_0506),
             barrier: Timestamp48::new(0x0102_0304_0500),
             commit_barrier: Timestamp48::new(7),
@@ -488,6 +509,90 @@ mod tests {
             },
             repr
         );
+    }
+
+    /// A recall (paper 5.2): a prepare of fragment 0 of 1 with no payload, or only a piggybacked
+    /// ACK.
+    fn recall() -> Repr {
+        Repr {
+            opcode: Opcode::Prepare,
+            end_of_message: true,
+            ecn: false,
+            ack: false,
+            recall: true,
+            msg_ts: Timestamp48::new(500),
+            barrier: Timestamp48::new(400),
+            commit_barrier: Timestamp48::new(300),
+            psn: 12,
+            src: 2,
+            dst: 5,
+            msg_id: 77,
+            frag_index: 0,
+            frag_count: 1,
+            link_id: 3,
+            payload_len: 0,
+        }
+    }
+
+    fn parse_repr(repr: &Repr) -> Result<Repr, ParseError> {
+        let mut buf = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        Repr::parse(&Packet::new_unchecked(&buf[..]))
+    }
+
+    #[test]
+    fn recall_round_trips_with_and_without_a_piggybacked_ack() {
+        let r = recall();
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf[1], flags::END_OF_MESSAGE | flags::RECALL);
+        assert_eq!(parse_repr(&r), Ok(r));
+        let with_ack = Repr {
+            ack: true,
+            payload_len: crate::ack::PIGGYBACK_LEN as u16,
+            ..r
+        };
+        assert_eq!(parse_repr(&with_ack), Ok(with_ack));
+    }
+
+    #[test]
+    fn malformed_recalls_are_rejected() {
+        let r = recall();
+        for opcode in [Opcode::Data, Opcode::Beacon, Opcode::Nak] {
+            assert_eq!(
+                parse_repr(&Repr { opcode, ..r }),
+                Err(ParseError::UnexpectedPayload),
+                "{opcode:?}"
+            );
+        }
+        let ack = Repr {
+            opcode: Opcode::Ack,
+            payload_len: crate::ack::ACK_PAYLOAD_LEN as u16,
+            ..r
+        };
+        assert_eq!(parse_repr(&ack), Err(ParseError::UnexpectedPayload));
+        assert_eq!(
+            parse_repr(&Repr { payload_len: 1, ..r }),
+            Err(ParseError::UnexpectedPayload),
+            "message bytes"
+        );
+        let piggyback_and_bytes = Repr {
+            ack: true,
+            payload_len: crate::ack::PIGGYBACK_LEN as u16 + 1,
+            ..r
+        };
+        assert_eq!(
+            parse_repr(&piggyback_and_bytes),
+            Err(ParseError::UnexpectedPayload)
+        );
+        let second_of_two = Repr {
+            frag_index: 1,
+            frag_count: 2,
+            ..r
+        };
+        assert_eq!(parse_repr(&second_of_two), Err(ParseError::BadFragment));
+        // Without the flag the same header is an ordinary (empty) prepare.
+        assert!(parse_repr(&Repr { recall: false, ..r }).is_ok());
     }
 
     proptest! {

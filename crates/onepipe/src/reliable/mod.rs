@@ -7,6 +7,8 @@
 //! best-effort barrier; a receiver delivers prepared messages below the commit barrier it hears,
 //! in (timestamp, sender) order. Flow control gives each connection a receive window and DCTCP
 //! a congestion window ([`dctcp`]); retransmission timeouts follow RFC 6298 ([`rtt`]).
+//! Failure (paper 5.2): the sender aborts and recalls scatterings a failed receiver did not
+//! acknowledge, with recall packets on the same connections (docs/reliable.md).
 
 pub mod dctcp;
 pub mod receiver;

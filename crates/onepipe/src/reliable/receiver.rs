@@ -116,6 +116,10 @@ pub struct ReliableReceiver {
     /// Connections owing an ACK for a single in-order packet.
     lone: VecDeque<(u32, Instant)>,
     counters: ReceiverCounters,
+    /// (sender, PSN) of stored packets that will never be delivered (paper 5.2 recalls and
+    /// recalled messages) but arrived out of order: their space is freed when the cumulative
+    /// point passes them. Empty unless a failure is being handled.
+    discarded: Vec<(u32, u32)>,
 }
 
 impl ReliableReceiver {
@@ -127,6 +131,7 @@ impl ReliableReceiver {
             ready: VecDeque::new(),
             lone: VecDeque::new(),
             counters: ReceiverCounters::default(),
+            discarded: Vec::new(),
         }
     }
 
@@ -235,6 +240,9 @@ impl ReliableReceiver {
             }
             Admit::Store
         };
+        if admit == Admit::Store && !self.discarded.is_empty() {
+            Self::settle_discarded(&mut self.discarded, src, c);
+        }
         match admit {
             Admit::Store => self.counters.prepared += 1,
             Admit::Duplicate => self.counters.duplicates += 1,
@@ -247,6 +255,54 @@ impl ReliableReceiver {
             || c.received_since_ack >= ACK_EVERY_PACKETS;
         self.queue_ack(src, now, ready);
         admit
+    }
+
+    /// Stored packet `psn` from `src` will never be delivered (paper 5.2: a recall, or a packet
+    /// of a recalled message): its buffer space is free, now if it is in order, else once the
+    /// cumulative point passes it (until then it holds its place beyond the gap like any
+    /// out-of-order packet). Never underflows, whatever PSNs a sender forged.
+    pub fn discard(&mut self, now: Instant, src: u32, psn: u32) {
+        let window = self.window_packets;
+        let Some(c) = self.connections.get_mut(src) else {
+            return;
+        };
+        if !psn_before(psn, c.cumulative) {
+            let in_window = psn.wrapping_sub(c.cumulative) < window;
+            if in_window && c.is_seen(psn) && !self.discarded.contains(&(src, psn)) {
+                self.discarded.push((src, psn));
+            }
+            return;
+        }
+        if c.held > c.held_out_of_order {
+            c.held -= 1;
+        }
+        let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
+        if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
+            self.queue_ack(src, now, true);
+        }
+    }
+
+    /// Frees the discarded packets of `src` the cumulative point has passed.
+    fn settle_discarded(discarded: &mut Vec<(u32, u32)>, src: u32, c: &mut Connection) {
+        discarded.retain(|&(s, psn)| {
+            if s != src || !psn_before(psn, c.cumulative) {
+                return true;
+            }
+            if c.held > c.held_out_of_order {
+                c.held -= 1;
+            }
+            false
+        });
+    }
+
+    /// Sender `src` failed (paper 5.2): nothing of it will be settled any more.
+    pub fn close(&mut self, src: u32) {
+        self.discarded.retain(|&(s, _)| s != src);
+    }
+
+    /// Packets held for `src`, and of those, out of order (tests of the window accounting).
+    pub fn held_packets(&self, src: u32) -> Option<(u32, u32)> {
+        self.connections.get(src).map(|c| (c.held, c.held_out_of_order))
     }
 
     /// A message of `packets` packets from `src` was delivered: its buffer space is free. The

@@ -10,11 +10,18 @@
 //! sent again on timeout or when later packets are acknowledged before it. The commit barrier
 //! is the timestamp of the oldest scattering not yet fully acknowledged, or the clock when there
 //! is none: every message below it has reached its receiver.
+//!
+//! Failure (paper 5.2 Recall, [`ReliableSender::on_process_failed`]): every scattering with a
+//! message the failed process has not fully acknowledged is aborted. Its connection to that
+//! process closes; each other message of it that left (a packet of it was sent) is recalled by a
+//! packet with the `RECALL` flag on its own connection, and its packets not yet sent go out as
+//! recalls too, since their PSNs are taken. The aborted scattering holds the commit barrier until
+//! all of those are acknowledged, so no receiver delivers a message of it meanwhile.
 
 use super::ReliableConfig;
 use super::dctcp::{Dctcp, WindowBeforeTimeout};
 use super::rtt::RttEstimator;
-use crate::endpoint::SendFailure;
+use crate::endpoint::{FailureReason, SendFailure};
 use onepipe_wire::{AckPayload, Instant};
 use std::collections::VecDeque;
 
@@ -35,6 +42,10 @@ pub struct SenderCounters {
     pub messages_failed: u64,
     /// Timeouts shown spurious by an ACK of the original packet, and undone.
     pub spurious_timeouts: u64,
+    /// Scatterings aborted because a receiver failed (paper 5.2 Recall).
+    pub scatterings_aborted: u64,
+    /// Recall packets queued (not counting retransmissions).
+    pub recalls_sent: u64,
 }
 
 struct OutMessage {
@@ -55,6 +66,9 @@ struct Scattering {
     /// Messages not yet acknowledged or given up.
     open_messages: usize,
     packets: usize,
+    /// Aborted because this process failed (paper 5.2): its open messages are recalls and
+    /// remaining packets, and it is done when they are acknowledged.
+    aborted: Option<u32>,
 }
 
 #[derive(Clone, Copy)]
@@ -70,6 +84,8 @@ struct InFlight {
     queued: bool,
     /// A retransmission of it has left; until then an ACK can only be for an earlier copy.
     resent: bool,
+    /// A recall of its message (paper 5.2), not a fragment of it: sent without payload.
+    recall: bool,
 }
 
 /// A connection's state before a timeout cut it.
@@ -98,6 +114,8 @@ struct Connection {
     waiting_since: Option<Instant>,
     /// The retry budget ran out: the receiver is unreachable; later messages fail at once.
     broken: bool,
+    /// The receiver was announced failed (paper 5.2): closed, nothing in flight, also broken.
+    failed: bool,
 }
 
 impl Connection {
@@ -118,6 +136,7 @@ impl Connection {
             undo: None,
             waiting_since: None,
             broken: false,
+            failed: false,
         }
     }
 
@@ -173,6 +192,8 @@ pub struct Transmit<'a> {
     pub frag_index: u16,
     pub frag_count: u16,
     pub payload: &'a [u8],
+    /// A recall of message `msg_id` (paper 5.2): fragment 0 of 1, empty payload.
+    pub recall: bool,
 }
 
 /// Acknowledged scatterings stay in memory until every older one is acknowledged too (the
@@ -217,6 +238,9 @@ pub struct ReliableSender {
     /// queueing (measured: per-connection estimates timed out spuriously on ~2% of packets).
     rtt: RttEstimator,
     counters: SenderCounters,
+    /// Processes announced failed, each with how many scatterings aborted for it are not yet
+    /// done (recalls or remaining packets unacknowledged). Few entries: scanned.
+    failed: Vec<(u32, usize)>,
 }
 
 impl ReliableSender {
@@ -240,6 +264,7 @@ impl ReliableSender {
             rto_deadline: None,
             credits_changed: false,
             counters: SenderCounters::default(),
+            failed: Vec::new(),
         }
     }
 
@@ -307,6 +332,7 @@ impl ReliableSender {
             open_messages: messages.len(),
             messages,
             packets,
+            aborted: None,
         };
         let slot = match self.free_slots.pop() {
             Some(i) => {
@@ -396,10 +422,16 @@ impl ReliableSender {
                 m.unacked = 0;
                 s.open_messages -= 1;
                 self.counters.messages_failed += 1;
+                let reason = if c.failed {
+                    FailureReason::ReceiverFailed { process: m.dst }
+                } else {
+                    FailureReason::GaveUp
+                };
                 self.failures.push_back(SendFailure {
                     ts,
                     dst: m.dst,
                     msg_id: s.msg_id,
+                    reason,
                 });
                 continue;
             }
@@ -416,6 +448,7 @@ impl ReliableSender {
                     acked: false,
                     queued: true,
                     resent: false,
+                    recall: false,
                 });
                 self.transmit.push_back((m.dst, psn));
             }
@@ -489,6 +522,18 @@ impl ReliableSender {
                 .as_ref()
                 .expect("in-flight slot is live");
             let m = &s.messages[e.message as usize];
+            if e.recall {
+                return Some(Transmit {
+                    dst,
+                    psn,
+                    ts: s.ts,
+                    msg_id: s.msg_id,
+                    frag_index: 0,
+                    frag_count: 1,
+                    payload: &[],
+                    recall: true,
+                });
+            }
             let start = m.start + e.fragment as usize * self.fragment_bytes;
             let end = (start + self.fragment_bytes).min(m.start + m.len);
             return Some(Transmit {
@@ -499,12 +544,18 @@ impl ReliableSender {
                 frag_index: e.fragment,
                 frag_count: m.packets,
                 payload: &s.data[start..end],
+                recall: false,
             });
         }
     }
 
     /// Marks one in-flight packet acknowledged and closes its message when it was the last.
-    fn ack_entry(slots: &mut [Option<Scattering>], unacked_packets: &mut usize, e: &mut InFlight) {
+    fn ack_entry(
+        slots: &mut [Option<Scattering>],
+        unacked_packets: &mut usize,
+        failed: &mut [(u32, usize)],
+        e: &mut InFlight,
+    ) {
         if e.acked {
             return;
         }
@@ -515,6 +566,16 @@ impl ReliableSender {
         m.unacked -= 1;
         if m.unacked == 0 {
             s.open_messages -= 1;
+            // Paper 5.2: "The sender completes Recall after collecting the ACKs."
+            if s.open_messages == 0
+                && let Some(process) = s.aborted
+            {
+                let f = failed
+                    .iter_mut()
+                    .find(|f| f.0 == process)
+                    .expect("aborted for a failure");
+                f.1 -= 1;
+            }
         }
     }
 
@@ -544,7 +605,12 @@ impl ReliableSender {
                     self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
-                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut e);
+                Self::ack_entry(
+                    &mut self.slots,
+                    &mut self.unacked_packets,
+                    &mut self.failed,
+                    &mut e,
+                );
             }
             c.una = c.una.wrapping_add(1);
             progressed = true;
@@ -559,7 +625,7 @@ impl ReliableSender {
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
-                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, e);
+                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
                 highest_sacked = Some(psn);
             }
         }
@@ -675,17 +741,248 @@ impl ReliableSender {
                 if !failed_slots.contains(&(e.slot, e.message)) {
                     failed_slots.push((e.slot, e.message));
                 }
-                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, e);
+                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
             }
         }
         for (slot, _) in failed_slots {
             let s = self.slots[slot as usize].as_ref().expect("live");
+            if s.aborted.is_some() {
+                continue; // reported when it was aborted; these were its recalls
+            }
             self.counters.messages_failed += 1;
             self.failures.push_back(SendFailure {
                 ts: s.ts,
                 dst,
                 msg_id: s.msg_id,
+                reason: FailureReason::GaveUp,
             });
+        }
+    }
+
+    /// Paper 5.2 Recall: process `process` failed. Every scattering with a message to it that
+    /// it has not fully acknowledged is aborted and reported (`FailureReason::ReceiverFailed`):
+    /// one still waiting for credits is dropped whole (it never had a timestamp: its failure
+    /// carries `Instant::ZERO`); one released has its other messages recalled (see the module
+    /// documentation). A scattering whose message to it was acknowledged is not touched (paper
+    /// appendix: "R fails after sending ACK in Prepare phase: deliver"). The connection to it
+    /// closes: its packets are never sent again and no longer count. Idempotent.
+    pub fn on_process_failed(&mut self, process: u32) {
+        if self.failed.iter().any(|f| f.0 == process) {
+            return;
+        }
+        self.failed.push((process, 0));
+        self.credits_changed = true;
+        self.abort_waiting(process);
+        // Opened if new, so that it is marked closed whatever comes later.
+        let config = &self.config;
+        let Some(c) = self.connections.get_or_open(process, || Connection::new(config)) else {
+            return; // not a process
+        };
+        let mut aborted: Vec<u32> = c.in_flight.iter().filter(|e| !e.acked).map(|e| e.slot).collect();
+        aborted.sort_unstable();
+        aborted.dedup();
+        // Scatterings aborted for an earlier failure are not aborted again; closing this
+        // connection only settles their packets.
+        let slots = &self.slots;
+        let live = |slot: u32| slots[slot as usize].as_ref().expect("in-flight slot is live");
+        aborted.retain(|&slot| live(slot).aborted.is_none());
+        if !aborted.is_empty() {
+            self.abort(&aborted, process);
+        }
+        let c = self.connections.get_mut(process).expect("opened above");
+        for e in c.in_flight.iter_mut() {
+            Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
+        }
+        c.in_flight.clear();
+        c.una = c.next_psn;
+        debug_assert!(
+            c.broken || c.reserved == 0,
+            "waiting scatterings to it were dropped"
+        );
+        c.reserved = 0;
+        c.undo = None;
+        c.waiting_since = None;
+        c.broken = true;
+        c.failed = true;
+        self.retire_front();
+    }
+
+    /// Drops the waiting scatterings with a message to failed `process`, returning their
+    /// credits.
+    fn abort_waiting(&mut self, process: u32) {
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let slot = self.waiting[i];
+            let live = self.slots[slot as usize].as_ref().expect("waiting slot is live");
+            if !live.messages.iter().any(|m| m.dst == process) {
+                i += 1;
+                continue;
+            }
+            self.waiting.remove(i);
+            let s = self.slots[slot as usize].take().expect("checked");
+            for m in &s.messages {
+                // Credits on a broken connection are not counted in `reserved` (see `acquire`).
+                if let Some(c) = self.connections.get_mut(m.dst)
+                    && !c.broken
+                {
+                    c.reserved -= m.credits as u32;
+                }
+                self.unacked_packets -= m.unacked as usize;
+            }
+            self.retained_packets -= s.packets;
+            self.free_slots.push(slot);
+            self.counters.scatterings_aborted += 1;
+            self.failures.push_back(SendFailure {
+                ts: Instant::ZERO,
+                dst: process,
+                msg_id: s.msg_id,
+                reason: FailureReason::ReceiverFailed { process },
+            });
+        }
+    }
+
+    /// Aborts released scatterings `aborted` (sorted by slot) because `process` failed:
+    /// reports them and recalls their messages to receivers that are neither failed nor
+    /// unreachable (a broken connection gave its messages up already). One pass over each
+    /// connection, then one over the aborted messages.
+    fn abort(&mut self, aborted: &[u32], process: u32) {
+        let mut by_ts: Vec<(Instant, u32)> = Vec::with_capacity(aborted.len());
+        for &slot in aborted {
+            let s = self.slots[slot as usize]
+                .as_mut()
+                .expect("in-flight slot is live");
+            assert!(s.aborted.is_none() && s.open_messages > 0);
+            s.aborted = Some(process);
+            by_ts.push((s.ts, slot));
+        }
+        let f = self
+            .failed
+            .iter_mut()
+            .find(|f| f.0 == process)
+            .expect("announced");
+        f.1 += aborted.len();
+        // Packets not sent yet hold PSNs their receivers wait for: they go as recalls.
+        let mut converted: std::collections::HashSet<(u32, u16)> = Default::default();
+        for k in 0..self.connections.peer_count() {
+            let dst = self.connections.peer_at(k);
+            let c = self.connections.get_mut(dst).expect("listed");
+            if dst == process || c.broken {
+                continue;
+            }
+            for e in c.in_flight.iter_mut() {
+                if e.sent_at.is_none() && !e.acked && aborted.binary_search(&e.slot).is_ok() {
+                    e.recall = true;
+                    converted.insert((e.slot, e.message));
+                    self.counters.recalls_sent += 1;
+                }
+            }
+        }
+        // Reported, and recalled where every packet left, in release order.
+        by_ts.sort_unstable();
+        for (ts, slot) in by_ts {
+            let s = self.slots[slot as usize].as_mut().expect("live");
+            self.counters.scatterings_aborted += 1;
+            self.failures.push_back(SendFailure {
+                ts,
+                dst: process,
+                msg_id: s.msg_id,
+                reason: FailureReason::ReceiverFailed { process },
+            });
+            for (index, m) in s.messages.iter_mut().enumerate() {
+                if m.dst == process || converted.contains(&(slot, index as u16)) {
+                    continue;
+                }
+                let Some(c) = self.connections.get_mut(m.dst) else {
+                    continue;
+                };
+                if c.broken {
+                    continue;
+                }
+                let psn = c.next_psn;
+                c.next_psn = c.next_psn.wrapping_add(1);
+                c.in_flight.push_back(InFlight {
+                    slot,
+                    message: index as u16,
+                    fragment: 0,
+                    sent_at: None,
+                    retries: 0,
+                    acked: false,
+                    queued: true,
+                    resent: false,
+                    recall: true,
+                });
+                self.transmit.push_back((m.dst, psn));
+                if m.unacked == 0 {
+                    s.open_messages += 1;
+                }
+                m.unacked += 1;
+                self.unacked_packets += 1;
+                self.counters.recalls_sent += 1;
+            }
+        }
+    }
+
+    /// Whether the Recall for failed `process` is complete: it was announced, and every
+    /// scattering aborted for it has its recalls and remaining packets acknowledged.
+    pub fn recall_complete(&self, process: u32) -> bool {
+        self.failed.iter().any(|&(p, open)| p == process && open == 0)
+    }
+
+    /// Checks the bookkeeping against the buffer it summarizes (TigerBeetle's `invariants()`):
+    /// a scan of everything, for tests and the simulator, not for every packet.
+    pub fn check_invariants(&self) {
+        let mut unacked = 0;
+        let mut retained = 0;
+        let mut live = 0;
+        for s in self.slots.iter().flatten() {
+            live += 1;
+            retained += s.packets;
+            unacked += s.messages.iter().map(|m| m.unacked as usize).sum::<usize>();
+            let open = s.messages.iter().filter(|m| m.unacked > 0).count();
+            assert_eq!(s.open_messages, open, "open messages of scattering {}", s.msg_id);
+        }
+        assert_eq!(self.unacked_packets, unacked, "unacked packets");
+        assert_eq!(self.retained_packets, retained, "retained packets");
+        assert_eq!(live, self.waiting.len() + self.released.len(), "live slots");
+        for &(process, open) in &self.failed {
+            let aborted_open = self
+                .slots
+                .iter()
+                .flatten()
+                .filter(|s| s.aborted == Some(process) && s.open_messages > 0)
+                .count();
+            assert_eq!(open, aborted_open, "open aborts for failed process {process}");
+        }
+        for k in 0..self.connections.peer_count() {
+            let dst = self.connections.peer_at(k);
+            let c = self.connections.get(dst).expect("listed");
+            assert_eq!(
+                c.in_flight.len(),
+                c.next_psn.wrapping_sub(c.una) as usize,
+                "in flight to {dst}"
+            );
+            assert!(
+                !c.failed || c.in_flight.is_empty(),
+                "a failed connection is closed"
+            );
+            for e in &c.in_flight {
+                let s = self.slots[e.slot as usize]
+                    .as_ref()
+                    .expect("in-flight slot is live");
+                let m = &s.messages[e.message as usize];
+                assert_eq!(m.dst, dst, "entry on its message's connection");
+                assert!(e.recall || e.fragment < m.packets);
+            }
+            if !c.broken {
+                let reserved: u32 = self
+                    .waiting
+                    .iter()
+                    .flat_map(|&slot| &self.slots[slot as usize].as_ref().expect("live").messages)
+                    .filter(|m| m.dst == dst)
+                    .map(|m| m.credits as u32)
+                    .sum();
+                assert_eq!(c.reserved, reserved, "credits reserved on {dst}");
+            }
         }
     }
 

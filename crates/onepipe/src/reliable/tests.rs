@@ -4,6 +4,7 @@
 use super::ReliableConfig;
 use super::receiver::{AckRelease, Admit, ReliableReceiver};
 use super::sender::ReliableSender;
+use crate::endpoint::FailureReason;
 use onepipe_wire::{AckPayload, Duration, Instant};
 
 /// Nothing to ride on, and no reason to hold lone ACKs.
@@ -327,6 +328,34 @@ fn receiver_suppresses_duplicates_and_bounds_each_sender() {
     assert_eq!(a.window_packets, 4);
 }
 
+/// Paper 5.2: a recall, and each packet of a recalled message, takes no window once the
+/// cumulative point passes it; before that an out-of-order one holds its place beyond the gap
+/// like any other (freeing it at once underflowed the in-order count).
+#[test]
+fn discarded_packets_free_their_window_once_in_order() {
+    let mut r = ReliableReceiver::new(4, 3);
+    assert_eq!(r.on_prepare(t(0), 1, 1, false), Admit::Store); // PSN 0 missing
+    r.discard(t(0), 1, 1); // a recall
+    assert_eq!(r.held_packets(1), Some((1, 1)), "held beyond the gap");
+    assert_eq!(r.on_prepare(t(0), 1, 0, false), Admit::Store);
+    assert_eq!(
+        r.held_packets(1),
+        Some((1, 0)),
+        "PSN 0 waits for delivery; 1 is freed"
+    );
+    r.discard(t(0), 1, 0); // its message was recalled
+    assert_eq!(r.held_packets(1), Some((0, 0)));
+    let (_, cumulative, a) = r.poll_ack(t(0), IDLE).unwrap();
+    assert_eq!((cumulative, a.window_packets), (2, 4), "the whole window is free");
+    // Forged or repeated PSNs change nothing and never underflow.
+    for (src, psn) in [(1, 0), (1, 3), (1, 1_000), (1, u32::MAX), (2, 0), (9, 0)] {
+        r.discard(t(0), src, psn);
+    }
+    assert_eq!(r.held_packets(1), Some((0, 0)));
+    assert_eq!(r.on_prepare(t(0), 1, 5, false), Admit::Store);
+    assert_eq!(r.held_packets(1), Some((1, 1)));
+}
+
 /// An owed ACK rides on a prepare packet going its way, or goes alone once it has waited.
 #[test]
 fn owed_ack_rides_along_or_goes_alone_after_the_delay() {
@@ -430,4 +459,310 @@ fn connections_are_listed_in_peer_order() {
     let peers: Vec<u32> = (0..c.peer_count()).map(|i| c.peer_at(i)).collect();
     assert_eq!(peers, [0, 2, 5, 7, 9]);
     assert_eq!(c.get(9), Some(&90));
+}
+
+/// (destination, PSN, recall, message id) of everything transmittable now.
+fn drain_full(s: &mut ReliableSender, now: Instant) -> Vec<(u32, u32, bool, u64)> {
+    let mut out = Vec::new();
+    while let Some(tx) = s.poll_transmit(now) {
+        assert!(!tx.recall || (tx.payload.is_empty() && (tx.frag_index, tx.frag_count) == (0, 1)));
+        out.push((tx.dst, tx.psn, tx.recall, tx.msg_id));
+    }
+    out
+}
+
+fn receiver_failed(process: u32) -> FailureReason {
+    FailureReason::ReceiverFailed { process }
+}
+
+/// Paper 5.2 Recall: "If a discarded message is in a scattering ... the scattering needs to be
+/// aborted, i.e., messages to other receivers in the same scattering need to be recalled ...
+/// The sender completes Recall after collecting the ACKs." The aborted scattering holds the
+/// commit barrier until then, so nobody delivers a message of it meanwhile.
+#[test]
+fn failed_receiver_that_had_not_acked_aborts_the_scattering_and_recalls_the_rest() {
+    let mut s = sender(8);
+    s.submit(7, &[(1, b"x"), (2, b"y"), (3, b"z")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(0)), vec![(1, 0), (2, 0), (3, 0)]);
+    s.on_ack(t(5), 2, 1, &ack(8)); // 2 has it; 1 and 3 have not answered
+    s.on_process_failed(1);
+    s.check_invariants();
+    let f = s.poll_failure().expect("reported");
+    assert_eq!(
+        (f.ts, f.dst, f.msg_id, f.reason),
+        (Instant::from_nanos(1), 1, 7, receiver_failed(1))
+    );
+    assert!(s.poll_failure().is_none(), "one report per scattering");
+    assert_eq!(
+        drain_full(&mut s, t(6)),
+        vec![(2, 1, true, 7), (3, 1, true, 7)],
+        "a recall behind each message that left, none to the failed receiver"
+    );
+    let clock = Instant::from_nanos(100);
+    assert_eq!(
+        s.commit_barrier(clock),
+        Instant::from_nanos(1),
+        "held until recalled"
+    );
+    assert!(!s.recall_complete(1));
+    s.on_ack(t(7), 2, 2, &ack(8));
+    s.check_invariants();
+    assert_eq!(
+        s.commit_barrier(clock),
+        Instant::from_nanos(1),
+        "3 has not answered"
+    );
+    s.on_ack(t(8), 3, 2, &ack(8)); // its message and the recall
+    s.check_invariants();
+    assert!(s.recall_complete(1));
+    assert_eq!(s.commit_barrier(clock), clock);
+    assert!(s.is_idle());
+    assert_eq!(
+        (s.counters().scatterings_aborted, s.counters().recalls_sent),
+        (1, 2)
+    );
+    assert_eq!(s.counters().messages_failed, 0, "not a give-up");
+}
+
+/// Paper appendix: "R fails after sending ACK in Prepare phase: deliver", and "The receiver R'
+/// of another message M' in the same scattering fails after sending ACK in Prepare phase:
+/// deliver according to 2PC".
+#[test]
+fn scattering_acknowledged_by_the_failed_receiver_is_not_aborted() {
+    let mut s = sender(8);
+    s.submit(7, &[(1, b"x"), (2, b"y")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_ack(t(5), 1, 1, &ack(8));
+    s.on_process_failed(1);
+    s.check_invariants();
+    assert!(s.poll_failure().is_none());
+    assert!(drain(&mut s, t(6)).is_empty(), "nothing recalled");
+    assert!(s.recall_complete(1), "nothing to recall: complete at once");
+    s.on_ack(t(7), 2, 1, &ack(8));
+    assert!(s.is_idle());
+}
+
+/// A packet not sent yet already has its PSN, which its receiver waits for: it goes out as a
+/// recall (empty), never with its payload; a message none of whose packets left needs no other
+/// recall.
+#[test]
+fn unsent_packets_of_an_aborted_scattering_go_as_recalls() {
+    let mut s = sender(8);
+    s.submit(7, &[(1, b"x"), (2, &[0u8; 250])]); // 1 + 3 packets
+    release(&mut s);
+    assert_eq!(s.poll_transmit(t(0)).map(|tx| (tx.dst, tx.psn)), Some((1, 0)));
+    assert_eq!(s.poll_transmit(t(0)).map(|tx| (tx.dst, tx.psn)), Some((2, 0)));
+    s.on_process_failed(1);
+    s.check_invariants();
+    assert_eq!(
+        drain_full(&mut s, t(1)),
+        vec![(2, 1, true, 7), (2, 2, true, 7)],
+        "fragments 1 and 2 go as recalls; no PSN 3"
+    );
+    s.on_ack(t(2), 2, 3, &ack(8));
+    assert!(s.is_idle() && s.recall_complete(1));
+
+    s.submit(8, &[(2, b"y"), (3, b"z")]);
+    release(&mut s);
+    s.on_process_failed(3);
+    assert_eq!(
+        drain_full(&mut s, t(3)),
+        vec![(2, 3, true, 8)],
+        "never sent: one recall"
+    );
+    assert_eq!(s.poll_failure().map(|f| f.reason), Some(receiver_failed(1)));
+    assert_eq!(
+        s.poll_failure().map(|f| (f.msg_id, f.reason)),
+        Some((8, receiver_failed(3)))
+    );
+    s.on_ack(t(4), 2, 4, &ack(8));
+    s.check_invariants();
+    assert!(s.is_idle() && s.recall_complete(3));
+}
+
+/// A scattering still waiting for window credits never had a timestamp nor sent a packet: it
+/// is dropped whole, its credits go back, and its failure carries no timestamp.
+#[test]
+fn waiting_scattering_naming_the_failed_process_is_dropped_with_its_credits() {
+    let mut s = sender(2);
+    s.submit(0, &[(2, &[0u8; 200])]); // fills the window to 2
+    s.submit(1, &[(1, b"a"), (2, b"b")]); // a credit towards 1, none towards 2
+    assert_eq!(release(&mut s), 1);
+    drain(&mut s, t(0));
+    s.check_invariants();
+    s.on_process_failed(1);
+    s.check_invariants();
+    assert_eq!(s.waiting(), 0);
+    let f = s.poll_failure().expect("reported");
+    assert_eq!((f.ts, f.msg_id, f.reason), (Instant::ZERO, 1, receiver_failed(1)));
+    assert!(s.recall_complete(1));
+    s.on_ack(t(1), 2, 2, &ack(2));
+    s.submit(2, &[(2, &[0u8; 200])]);
+    assert_eq!(release(&mut s), 1, "the window to 2 is whole again");
+    assert_eq!(s.unacked_packets(), 2);
+}
+
+/// A recall is a packet of its connection: lost, it is sent again on timeout.
+#[test]
+fn lost_recall_is_retransmitted_on_timeout() {
+    let mut s = sender(8);
+    s.submit(7, &[(1, b"x"), (2, b"y")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_ack(t(1), 2, 1, &ack(8));
+    s.on_process_failed(1);
+    assert_eq!(drain_full(&mut s, t(2)), vec![(2, 1, true, 7)]);
+    let mut resent = Vec::new();
+    let mut due = t(2);
+    for _ in 0..3 {
+        due = s.poll_timeout().expect("the recall is timed"); // may be early, never late
+        s.on_timeout(due);
+        resent = drain_full(&mut s, due);
+        if !resent.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(resent, vec![(2, 1, true, 7)], "sent again");
+    assert!(!s.recall_complete(1));
+    s.on_ack(due, 2, 2, &ack(8));
+    assert!(s.recall_complete(1) && s.is_idle());
+    assert_eq!(s.counters().retransmissions, 1);
+}
+
+/// Two failures: a scattering aborted for the first is not aborted (nor reported) again, and
+/// closing the second's connection settles the recall that was waiting for it.
+#[test]
+fn second_failure_settles_the_recalls_of_the_first() {
+    let mut s = sender(8);
+    s.submit(7, &[(1, b"x"), (2, b"y"), (3, b"z")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_process_failed(1);
+    assert_eq!(drain_full(&mut s, t(1)).len(), 2, "recalls to 2 and 3");
+    s.on_process_failed(2);
+    s.on_process_failed(2); // repeated: nothing changes
+    s.check_invariants();
+    assert_eq!(s.poll_failure().map(|f| f.reason), Some(receiver_failed(1)));
+    assert!(s.poll_failure().is_none(), "aborted once");
+    assert!(s.recall_complete(2), "nothing was aborted for 2");
+    assert!(!s.recall_complete(1));
+    s.on_ack(t(2), 3, 2, &ack(8));
+    s.check_invariants();
+    assert!(s.recall_complete(1) && s.is_idle());
+    assert_eq!(s.counters().scatterings_aborted, 1);
+}
+
+mod failure_properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A scattering to the live processes picked by the mask, of 1..=3 packets each.
+        Submit {
+            mask: u8,
+            packets: u8,
+        },
+        Transmit(u8),
+        Ack(u32),
+        Fail(u32),
+        Timeout,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1u8..16, 1u8..4).prop_map(|(mask, packets)| Op::Submit { mask, packets }),
+            4 => (1u8..8).prop_map(Op::Transmit),
+            3 => (0u32..4).prop_map(Op::Ack),
+            1 => (0u32..4).prop_map(Op::Fail),
+            1 => Just(Op::Timeout),
+        ]
+    }
+
+    proptest! {
+        /// Paper 5.2 Recall under any interleaving of sends, transmissions, ACKs, timeouts and
+        /// failures: the bookkeeping stays exact after every step; each aborted scattering is
+        /// reported once; and once the live receivers acknowledge everything, every Recall is
+        /// complete, the buffer is empty and the commit barrier is free.
+        #[test]
+        fn recall_bookkeeping_stays_exact_and_completes(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut s = sender(4);
+            let mut failed = [false; 4];
+            // Next PSN each live receiver has been sent (first transmissions leave in order).
+            let mut sent = [0u32; 4];
+            let mut now = t(0);
+            let mut next_id = 0;
+            let transmit = |s: &mut ReliableSender, now: Instant, n: usize, sent: &mut [u32; 4]| {
+                for _ in 0..n {
+                    let Some(tx) = s.poll_transmit(now) else { break };
+                    let next = tx.psn.wrapping_add(1);
+                    if super::super::sender::psn_before(sent[tx.dst as usize], next) {
+                        sent[tx.dst as usize] = next;
+                    }
+                }
+            };
+            for op in ops {
+                match op {
+                    Op::Submit { mask, packets } => {
+                        let payload = vec![0u8; packets as usize * 100];
+                        let scatter: Vec<(u32, &[u8])> = (0..4u32)
+                            .filter(|&d| mask & (1 << d) != 0 && !failed[d as usize])
+                            .map(|d| (d, &payload[..]))
+                            .collect();
+                        if !scatter.is_empty() && scatter.len() * packets as usize <= s.room_packets() {
+                            s.submit(next_id, &scatter);
+                            next_id += 1;
+                        }
+                        release(&mut s);
+                    }
+                    Op::Transmit(n) => transmit(&mut s, now, n as usize, &mut sent),
+                    Op::Ack(d) if !failed[d as usize] => s.on_ack(now, d, sent[d as usize], &ack(4)),
+                    Op::Ack(_) => {}
+                    Op::Fail(d) => {
+                        failed[d as usize] = true;
+                        s.on_process_failed(d);
+                    }
+                    Op::Timeout => {
+                        now += Duration::from_micros(150);
+                        s.on_timeout(now);
+                    }
+                }
+                s.check_invariants();
+            }
+            // Liveness: the live receivers acknowledge whatever comes.
+            for _ in 0..1_000 {
+                if s.is_idle() && s.waiting() == 0 {
+                    break;
+                }
+                release(&mut s);
+                transmit(&mut s, now, usize::MAX, &mut sent);
+                for d in 0..4u32 {
+                    if !failed[d as usize] {
+                        s.on_ack(now, d, sent[d as usize], &ack(4));
+                    }
+                }
+                s.check_invariants();
+            }
+            prop_assert!(s.is_idle(), "buffer drained");
+            prop_assert_eq!(s.commit_barrier(now), now);
+            for d in 0..4u32 {
+                prop_assert_eq!(s.recall_complete(d), failed[d as usize]);
+            }
+            let mut aborted = Vec::new();
+            while let Some(f) = s.poll_failure() {
+                if let FailureReason::ReceiverFailed { process } = f.reason {
+                    prop_assert!(failed[process as usize]);
+                    prop_assert_eq!(f.dst, process);
+                    aborted.push(f.msg_id);
+                }
+            }
+            let reported = aborted.len();
+            aborted.sort_unstable();
+            aborted.dedup();
+            prop_assert_eq!(aborted.len(), reported, "each aborted scattering reported once");
+            prop_assert_eq!(s.counters().scatterings_aborted as usize, reported);
+        }
+    }
 }
