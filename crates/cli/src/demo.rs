@@ -3,7 +3,7 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
+use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
 use onepipe_check::{Checks, Report, check_all};
 use onepipe_fabric::Topology;
 use onepipe_fabric::inproc::LinkFaults;
@@ -67,6 +67,11 @@ pub struct DemoArgs {
     /// Use reliable 1Pipe (2PC with commit barriers, retransmission) instead of best effort
     #[arg(long)]
     reliable: bool,
+    /// Fail a component during the run (reliable, inproc; repeatable): host:H, tor:N, spine:N,
+    /// core:N, switch:NAME or link:A-B (switch names or kind:N), then @TIME after sending
+    /// starts, like host:5@1s. A controller runs the failure procedure (paper 5.2)
+    #[arg(long, value_name = "TARGET@TIME")]
+    fail: Vec<String>,
     /// Probability that a link drops a frame (every link, seeded by --seed)
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -146,15 +151,89 @@ struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     udp: Option<onepipe_fabric::udp::local::UdpTotals>,
     checks: AllChecks,
+    /// Runs with --fail: the processes the controller declared failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed_processes: Option<Vec<u32>>,
+    /// Runs with --fail: from the first failure to the first report reaching the controller,
+    /// and to the last Resume (the commit barrier stalls that long for correct processes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detection_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recovery_us: Option<f64>,
+    /// Runs with --fail: reliable scatterings aborted because a receiver failed (Recall).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aborted: Option<u64>,
 }
 
 #[derive(Serialize)]
 struct AllChecks {
     #[serde(flatten)]
     order: Checks,
-    /// Reliable runs: every message sent was delivered exactly once by its destination.
+    /// Reliable runs without failures: every message sent was delivered exactly once by its
+    /// destination.
     #[serde(skip_serializing_if = "Option::is_none")]
     no_loss: Option<bool>,
+    /// Runs with --fail: every scattering was delivered by all of its correct receivers or by
+    /// none (paper 2.1, restricted failure atomicity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    atomicity: Option<bool>,
+}
+
+/// `--fail TARGET@TIME` against the topology.
+fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, String> {
+    let (what, when) = spec
+        .split_once('@')
+        .ok_or_else(|| format!("--fail `{spec}`: expected TARGET@TIME, like host:5@1s"))?;
+    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    let switch = |name: &str| -> Result<usize, String> {
+        let by_layer = |layer: u8, n: &str| {
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: `{n}` is not a number"))?;
+            let mut of_layer = (0..topology.switches.len()).filter(|&s| topology.switches[s].layer == layer);
+            of_layer
+                .nth(n)
+                .ok_or_else(|| format!("--fail `{spec}`: the topology has no {name}"))
+        };
+        match name.split_once(':') {
+            Some(("tor", n)) => by_layer(1, n),
+            Some(("spine", n)) => by_layer(2, n),
+            Some(("core", n)) => by_layer(3, n),
+            _ => topology
+                .switches
+                .iter()
+                .position(|s| s.name == name)
+                .ok_or_else(|| format!("--fail `{spec}`: no switch named `{name}`")),
+        }
+    };
+    let target = match what.split_once(':') {
+        Some(("host", h)) => {
+            let h: usize = h
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: host:H takes a host number"))?;
+            if h >= topology.hosts.len() {
+                return Err(format!(
+                    "--fail `{spec}`: the topology has {} hosts",
+                    topology.hosts.len()
+                ));
+            }
+            FailTarget::Host(h)
+        }
+        Some(("switch", name)) => FailTarget::Switch(switch(name)?),
+        Some(("link", ends)) => {
+            let (a, b) = ends
+                .split_once('-')
+                .ok_or_else(|| format!("--fail `{spec}`: a link is named A-B"))?;
+            FailTarget::Link(switch(a)?, switch(b)?)
+        }
+        Some(("tor" | "spine" | "core", _)) => FailTarget::Switch(switch(what)?),
+        _ => {
+            return Err(format!(
+                "--fail `{spec}`: expected host:H, tor:N, spine:N, core:N, switch:NAME or link:A-B"
+            ));
+        }
+    };
+    Ok(PlannedFailure { target, at })
 }
 
 fn us(v: f64) -> Duration {
@@ -230,6 +309,16 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     };
     if let Some(w) = args.workers {
         c.workers = w;
+    }
+    if !args.fail.is_empty() {
+        if !args.reliable || args.runtime == RuntimeKind::Udp {
+            return Err("--fail needs --reliable on the inproc runtime".into());
+        }
+        c.failures = args
+            .fail
+            .iter()
+            .map(|f| parse_failure(f, &c.topology))
+            .collect::<Result<_, _>>()?;
     }
     if args.runtime == RuntimeKind::Udp {
         if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
@@ -319,8 +408,17 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         write_logs(dir, &ordered).map_err(|e| format!("cannot write logs to {}: {e}", dir.display()))?;
     }
     let report: Report = check_all(&ordered.logs);
-    let lost = if args.reliable {
+    let failure = ordered.failure.as_ref();
+    let failed: Vec<u32> = failure.map_or(Vec::new(), |f| f.failed_processes.iter().map(|p| p.0).collect());
+    // With failures, messages to and from failed processes and aborted scatterings are not
+    // delivered on purpose: atomicity is the check then, not no-loss.
+    let lost = if args.reliable && failure.is_none() {
         onepipe_check::check_no_loss(&ordered.logs)
+    } else {
+        Vec::new()
+    };
+    let partial = if failure.is_some() {
+        onepipe_check::check_atomicity(&ordered.logs, &failed)
     } else {
         Vec::new()
     };
@@ -368,8 +466,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         udp: ordered.udp.clone(),
         checks: AllChecks {
             order: report.checks(),
-            no_loss: args.reliable.then_some(lost.is_empty()),
+            no_loss: (args.reliable && failure.is_none()).then_some(lost.is_empty()),
+            atomicity: failure.map(|_| partial.is_empty()),
         },
+        failed_processes: failure.map(|_| failed.clone()),
+        detection_us: failure.and_then(|f| f.detection_us),
+        recovery_us: failure.and_then(|f| f.recovery_us),
+        aborted: failure.map(|f| f.aborted),
     };
     if args.json {
         println!(
@@ -384,8 +487,14 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
                 lost.len()
             );
         }
+        if let Some(first) = partial.first() {
+            println!(
+                "{} scatterings delivered by some correct receivers only; first: {first}",
+                partial.len()
+            );
+        }
     }
-    Ok(if report.ok() && lost.is_empty() {
+    Ok(if report.ok() && lost.is_empty() && partial.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -463,6 +572,19 @@ fn print_summary(s: &Summary, report: &Report) {
     }
     if let Some(ok) = s.checks.no_loss {
         println!("  {:<16} {}", "no loss", if ok { "pass" } else { "FAIL" });
+    }
+    if let Some(ok) = s.checks.atomicity {
+        println!("  {:<16} {}", "atomicity", if ok { "pass" } else { "FAIL" });
+    }
+    if let Some(failed) = &s.failed_processes {
+        let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} us"));
+        println!(
+            "failures           processes {:?} declared failed; detected after {}, resumed after {}; {} scatterings aborted",
+            failed,
+            us(s.detection_us),
+            us(s.recovery_us),
+            s.aborted.unwrap_or(0)
+        );
     }
     if !report.ok() {
         println!("{report}");

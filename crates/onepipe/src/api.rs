@@ -199,6 +199,7 @@ pub(crate) fn link(
         deliveries: del_tx,
         reliable_deliveries: rel_tx,
         on_failure: None,
+        on_process_failure: None,
         delivered_ts: delivered_ts.clone(),
         heard_ns: heard_ns.clone(),
         refused: 0,

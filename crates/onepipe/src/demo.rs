@@ -4,6 +4,8 @@
 
 #![allow(clippy::disallowed_methods)] // the demo drives real time: it sleeps between progress reports
 
+use crate::control::ControlPlane;
+use crate::controller::ControllerConfig;
 use crate::endpoint::{EndpointConfig, EndpointCounters};
 use crate::hash::SplitMix;
 use crate::host::App;
@@ -57,6 +59,39 @@ pub struct DemoConfig {
     /// `None`: the inproc runtime. Some: every node on a thread and a UDP socket of its own
     /// (link faults, rates and ring sizes then do not apply: the kernel's sockets are the links).
     pub udp: Option<UdpConfig>,
+    /// Components to fail during the run (inproc runtime, reliable service). With any, a
+    /// controller runs the failure procedure of paper 5.2.
+    pub failures: Vec<PlannedFailure>,
+}
+
+/// A component that fails `at` after sending starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedFailure {
+    pub target: FailTarget,
+    pub at: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailTarget {
+    /// Every process of host `h` crashes.
+    Host(usize),
+    /// Switch `s` (topology index) crashes.
+    Switch(usize),
+    /// The link between two switches fails both ways.
+    Link(usize, usize),
+}
+
+/// What the controller did about the planned failures.
+#[derive(Clone, Debug, Default)]
+pub struct FailureOutcome {
+    /// The processes the controller declared failed, with their failure timestamps (ns).
+    pub failed_processes: Vec<(u32, u64)>,
+    /// From the first failure to the first link-down report reaching the controller.
+    pub detection_us: Option<f64>,
+    /// From the first failure to the last Resume (the commit barrier flows again).
+    pub recovery_us: Option<f64>,
+    /// Reliable scatterings aborted because a receiver failed.
+    pub aborted: u64,
 }
 
 impl Default for DemoConfig {
@@ -88,6 +123,7 @@ impl Default for DemoConfig {
             link_bits_per_s: None,
             ecn_threshold_bytes: 1024,
             udp: None,
+            failures: Vec::new(),
         }
     }
 }
@@ -104,6 +140,12 @@ pub enum DemoError {
     MessageSize { max: usize },
     #[error("{0} must be positive")]
     NotPositive(&'static str),
+    #[error("failures are injected in the inproc runtime with the reliable service only")]
+    FailuresNeedReliableInproc,
+    #[error("no such component to fail: {0}")]
+    NoSuchComponent(String),
+    #[error("the controller could not start: {0}")]
+    Controller(String),
 }
 
 /// What one phase (ordered or unordered) measured.
@@ -141,6 +183,8 @@ pub struct PhaseResult {
     pub reliable_prepared_bytes_peak: usize,
     /// The sockets' own counts, over the udp runtime.
     pub udp: Option<onepipe_fabric::udp::local::UdpTotals>,
+    /// With planned failures: what the controller did.
+    pub failure: Option<FailureOutcome>,
 }
 
 impl PhaseResult {
@@ -214,7 +258,15 @@ pub fn run_phase(
     if config.dead_after_intervals == 0 {
         return Err(DemoError::NotPositive("dead-after beacon count"));
     }
+    if !config.failures.is_empty() && (config.udp.is_some() || !config.reliable) {
+        return Err(DemoError::FailuresNeedReliableInproc);
+    }
     let wiring = Wiring::new(config.topology.clone(), config.processes_per_host)?;
+    let injections = config
+        .failures
+        .iter()
+        .map(|f| Ok((f.at, fault_targets(&wiring, &f.target)?)))
+        .collect::<Result<Vec<_>, DemoError>>()?;
     let count = wiring.process_count() as u32;
     let mut endpoint = EndpointConfig::new(0, count, 0);
     endpoint.beacon_interval = config.beacon_interval;
@@ -279,14 +331,56 @@ pub fn run_phase(
             )))
         })
         .collect();
+    let (control, ports) = if injections.is_empty() {
+        (None, None)
+    } else {
+        let controller = ControllerConfig {
+            // A failure's reports come within a few beacon intervals of each other.
+            settle: config.beacon_interval.saturating_mul(20),
+            ..ControllerConfig::default()
+        };
+        let (plane, ports) = ControlPlane::start(&wiring, controller, clock)
+            .map_err(|e| DemoError::Controller(e.to_string()))?;
+        (Some(plane), Some(ports))
+    };
     let runtime = match &config.udp {
-        None => PhaseRuntime::Inproc(system::start(&wiring, &system_config, apps, &offsets, clock)?),
+        None => PhaseRuntime::Inproc(system::start_managed(
+            &wiring,
+            &system_config,
+            apps,
+            &offsets,
+            clock,
+            ports,
+        )?),
         Some(udp) => PhaseRuntime::Udp(start_local(&wiring, &system_config, udp, apps, &offsets, clock)?),
     };
     let total = config.duration.as_nanos() as f64;
+    let mut pending: Vec<(Duration, Vec<Fault>)> = injections;
+    let mut first_failure_at = None;
     while clock.now() < send_until {
-        std::thread::sleep(PROGRESS_PERIOD);
-        let done = (clock.now().saturating_since(send_from).as_nanos() as f64 / total).min(1.0);
+        // Failures are injected within 5 ms of their time.
+        std::thread::sleep(if pending.is_empty() {
+            PROGRESS_PERIOD
+        } else {
+            std::time::Duration::from_millis(5)
+        });
+        let since = clock.now().saturating_since(send_from);
+        if let PhaseRuntime::Inproc(rt) = &runtime {
+            pending.retain(|(at, faults)| {
+                if since < *at {
+                    return true;
+                }
+                first_failure_at.get_or_insert(clock.now());
+                for f in faults {
+                    match *f {
+                        Fault::Node(n) => rt.crash(n),
+                        Fault::Link(n, port) => rt.fail_link(n, port),
+                    };
+                }
+                false
+            });
+        }
+        let done = (since.as_nanos() as f64 / total).min(1.0);
         progress(done, delivered.load(Ordering::Relaxed));
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
@@ -338,9 +432,11 @@ pub fn run_phase(
         reliable_retained_packets_peak: 0,
         reliable_prepared_bytes_peak: 0,
         udp: udp_totals,
+        failure: None,
     };
+    let mut aborted = 0;
     for node in nodes {
-        match node {
+        match node.node {
             Either::Left(s) => sum_switch(&mut result.switch, s.counters()),
             Either::Right(h) => {
                 let ep = &h.endpoint;
@@ -362,6 +458,7 @@ pub fn run_phase(
                     result.delivered += w.delivered;
                     result.delivered_in_window += w.delivered_in_window;
                     result.send_failures += w.send_failures;
+                    aborted += w.aborted;
                     result.latency_ns.add(&w.latency_ns).expect("same bounds");
                     result.logs.push(ProcessLog {
                         process: w.process(),
@@ -372,5 +469,56 @@ pub fn run_phase(
         }
     }
     result.messages_sent = result.endpoint.messages_sent;
+    if let Some(plane) = control {
+        let t = plane.timeline();
+        let since =
+            |at: Option<Instant>| Some(at?.saturating_since(first_failure_at?).as_nanos() as f64 / 1e3);
+        result.failure = Some(FailureOutcome {
+            failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
+            detection_us: since(t.first_report_at),
+            recovery_us: since(t.last_resume_at),
+            aborted,
+        });
+    }
     Ok(result)
+}
+
+/// What a planned failure breaks in the runtime.
+enum Fault {
+    Node(usize),
+    /// A link's output at (node, port).
+    Link(usize, onepipe_fabric::PortId),
+}
+
+fn fault_targets(wiring: &Wiring, target: &FailTarget) -> Result<Vec<Fault>, DemoError> {
+    let missing = || DemoError::NoSuchComponent(format!("{target:?}"));
+    match *target {
+        FailTarget::Host(h) => {
+            let nodes: Vec<Fault> = (0..wiring.process_count() as u32)
+                .filter(|&p| wiring.processes[p as usize].host == h)
+                .map(|p| Fault::Node(wiring.node_of_process(p)))
+                .collect();
+            if nodes.is_empty() {
+                Err(missing())
+            } else {
+                Ok(nodes)
+            }
+        }
+        FailTarget::Switch(s) if s < wiring.switch_count() => Ok(vec![Fault::Node(s)]),
+        FailTarget::Switch(_) => Err(missing()),
+        FailTarget::Link(a, b) => {
+            let port = |from: usize, to: usize| {
+                wiring.switch_ports.get(from)?.iter().position(
+                    |p| matches!(p.peer, onepipe_fabric::Peer::Switch { switch, .. } if switch == to),
+                )
+            };
+            match (port(a, b), port(b, a)) {
+                (Some(pa), Some(pb)) => Ok(vec![
+                    Fault::Link(a, pa as onepipe_fabric::PortId),
+                    Fault::Link(b, pb as onepipe_fabric::PortId),
+                ]),
+                _ => Err(missing()),
+            }
+        }
+    }
 }

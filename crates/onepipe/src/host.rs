@@ -23,6 +23,8 @@ pub struct AppLink {
     pub deliveries: Producer<Delivery>,
     pub reliable_deliveries: Producer<Delivery>,
     pub on_failure: Option<Box<dyn FnMut(SendFailure) + Send>>,
+    /// Paper Table 1's process-failure callback: (failed process, failure timestamp).
+    pub on_process_failure: Option<Box<dyn FnMut(u32, Instant) + Send>>,
     /// Largest delivered timestamp, published for `Process::timestamp`.
     pub delivered_ts: Arc<AtomicU64>,
     /// When the endpoint last took a valid frame from its switch (shared-clock ns), published
@@ -43,6 +45,20 @@ pub struct HostNode {
 }
 
 impl HostNode {
+    /// Hands each process failure the controller announced to the application, once.
+    pub fn on_process_failures(&mut self) {
+        while let Some((process, ts)) = self.endpoint.poll_process_failure() {
+            match &mut self.app {
+                App::Workload(w) => w.on_process_failure(process),
+                App::Link(link) => {
+                    if let Some(cb) = link.on_process_failure.as_mut() {
+                        cb(process, ts);
+                    }
+                }
+            }
+        }
+    }
+
     /// Hands deliveries and failures to the application, as far as it has room.
     fn drain(&mut self, now: Instant) {
         match &mut self.app {

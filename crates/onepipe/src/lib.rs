@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod clock;
+pub mod control;
 pub mod controller;
 pub mod demo;
 pub mod endpoint;

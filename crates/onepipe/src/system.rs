@@ -1,6 +1,7 @@
 //! A whole 1Pipe system on the inproc runtime: one [`Switch`] per switch of the topology and
 //! one [`HostNode`] per process, wired as the topology says.
 
+use crate::control::{ControlPort, Managed};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
@@ -8,8 +9,9 @@ use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 
-/// Any participant of the system: switches on the left, processes on the right.
-pub type Member = Either<Box<Switch>, Box<HostNode>>;
+/// Any participant of the system: switches on the left, processes on the right, each with its
+/// channel to the controller when there is one.
+pub type Member = Managed<Either<Box<Switch>, Box<HostNode>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -44,7 +46,23 @@ pub fn start(
     clock_offsets_ns: &[i64],
     clock: Clock,
 ) -> Result<Runtime<Member>, SystemError> {
-    let nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
+    start_managed(wiring, config, apps, clock_offsets_ns, clock, None)
+}
+
+/// [`start`], with every node connected to a controller when `control` gives their ports
+/// ([`crate::control::ControlPlane::start`]).
+pub fn start_managed(
+    wiring: &Wiring,
+    config: &SystemConfig,
+    apps: Vec<App>,
+    clock_offsets_ns: &[i64],
+    clock: Clock,
+    control: Option<Vec<ControlPort>>,
+) -> Result<Runtime<Member>, SystemError> {
+    let mut nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
+    if let Some(ports) = control {
+        attach(&mut nodes, ports);
+    }
     let links = wiring.directed_links(config.link_delay);
     let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
     Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
@@ -63,13 +81,16 @@ pub fn build(
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
     for (s, routes) in tables.into_iter().enumerate() {
-        nodes.push(Either::Left(Box::new(Switch::new(
-            s,
-            wiring,
-            routes,
-            config.switch.clone(),
-            now,
-        ))));
+        nodes.push(Managed {
+            node: Either::Left(Box::new(Switch::new(
+                s,
+                wiring,
+                routes,
+                config.switch.clone(),
+                now,
+            ))),
+            control: None,
+        });
     }
     let count = wiring.process_count() as u32;
     for (p, app) in apps.into_iter().enumerate() {
@@ -79,12 +100,23 @@ pub fn build(
         ec.process_count = count;
         ec.tor_port = spec.tor_port;
         ec.clock_offset_ns = clock_offsets_ns.get(p).copied().unwrap_or(0);
-        nodes.push(Either::Right(Box::new(HostNode {
-            endpoint: Endpoint::new(ec, now),
-            app,
-        })));
+        nodes.push(Managed {
+            node: Either::Right(Box::new(HostNode {
+                endpoint: Endpoint::new(ec, now),
+                app,
+            })),
+            control: None,
+        });
     }
     Ok(nodes)
+}
+
+/// Connects every node to the controller: `ports` as [`crate::control::ControlPlane::start`]
+/// gives them, in node order.
+pub fn attach(nodes: &mut [Member], ports: Vec<ControlPort>) {
+    for (n, p) in nodes.iter_mut().zip(ports) {
+        n.control = Some(p);
+    }
 }
 
 /// Keeps each rack (ToR and its processes) on one worker, and each higher switch on the worker

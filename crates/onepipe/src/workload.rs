@@ -5,7 +5,7 @@
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
 
-use crate::endpoint::{Endpoint, SendFailure};
+use crate::endpoint::{Endpoint, FailureReason, SendFailure};
 use crate::hash::SplitMix;
 use hdrhistogram::Histogram;
 use onepipe_check::Event;
@@ -40,6 +40,8 @@ pub struct Broadcast {
     /// Deliveries before sending stopped (the throughput window).
     pub delivered_in_window: u64,
     pub send_failures: u64,
+    /// Reliable scatterings aborted because a receiver failed (paper 5.2, Recall).
+    pub aborted: u64,
     unreported: u64,
     progress: Arc<AtomicU64>,
 }
@@ -97,6 +99,7 @@ impl Broadcast {
             delivered: 0,
             delivered_in_window: 0,
             send_failures: 0,
+            aborted: 0,
             unreported: 0,
             progress,
         }
@@ -203,7 +206,16 @@ impl Broadcast {
         }
     }
 
-    pub fn on_failure(&mut self, _f: SendFailure) {
-        self.send_failures += 1;
+    pub fn on_failure(&mut self, f: SendFailure) {
+        match f.reason {
+            FailureReason::ReceiverFailed { .. } => self.aborted += 1,
+            _ => self.send_failures += 1,
+        }
+    }
+
+    /// Paper Table 1's process-failure callback: broadcasts leave out a failed process from now
+    /// on (the endpoint refuses sends that name it).
+    pub fn on_process_failure(&mut self, process: u32) {
+        self.destinations.retain(|&d| d != process);
     }
 }

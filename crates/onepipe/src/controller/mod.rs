@@ -48,7 +48,8 @@ pub enum Input {
     Completed { process: u32, epoch: u64 },
 }
 
-/// A process declared failed, with the timestamp above which its messages are discarded.
+/// A process declared failed, with the timestamp from which on its messages are discarded (at
+/// and above it: a commit barrier promises the messages below it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Failure {
     pub process: u32,
@@ -397,7 +398,8 @@ impl Controller {
         // correct side of its boundary reports having heard from it. Every message of the
         // region reached correct receivers through that boundary, so nothing above it was
         // committed to any of them; and a commit barrier is a minimum over the region's
-        // senders, so each of them had everything at or below it acknowledged.
+        // senders, so each of them had everything below it acknowledged. Receivers deliver
+        // what is below it and discard the rest (paper 5.2, Discard).
         let region = self
             .graph
             .components(|l| self.graph.link(l).ends.iter().all(|e| component[e.node] != home));

@@ -1,0 +1,320 @@
+//! The management plane of the in-process runtime: the [`Controller`] on a thread of its own,
+//! and a channel between it and every switch and process. The paper's controller sits on the
+//! management network, not on the fabric it watches (paper 2, 6.1), so these channels do not
+//! fail with the fabric.
+//!
+//! Nodes talk to it between their own steps ([`Managed`]): a switch hands over its link-down
+//! reports and applies Resume and cut orders; a process registers, takes failure announcements
+//! to its endpoint and answers once the endpoint has finished with them.
+
+#![allow(clippy::disallowed_methods)] // the controller thread waits on real time
+
+use crate::controller::graph::Graph;
+use crate::controller::store::{MemoryStore, Service, Store};
+use crate::controller::{Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output};
+use crate::host::HostNode;
+use crate::switch::Switch;
+use onepipe_fabric::inproc::Clock;
+use onepipe_fabric::{Either, Node, PortId, Route, Wiring};
+use onepipe_wire::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+
+/// An order from the controller to one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    Announce { epoch: u64, failures: Vec<Failure> },
+    RemoveInputs(Vec<PortId>),
+    CutInput(PortId),
+}
+
+/// A node's end of the management channel.
+pub struct ControlPort {
+    pub member: Member,
+    to_controller: Sender<Input>,
+    commands: Receiver<Command>,
+    /// A process: whether it has registered yet.
+    registered: bool,
+    /// A process: announcements taken and not yet answered, with the failed processes each
+    /// named.
+    unanswered: Vec<(u64, Vec<u32>)>,
+}
+
+impl ControlPort {
+    pub fn send(&self, input: Input) {
+        // The controller outlives the nodes; if it stopped first, nothing is left to tell.
+        let _ = self.to_controller.send(input);
+    }
+
+    pub fn try_command(&self) -> Option<Command> {
+        self.commands.try_recv().ok()
+    }
+}
+
+/// What a node does with its management channel, between its own steps.
+pub trait Manage {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort);
+}
+
+impl Manage for Switch {
+    fn exchange(&mut self, _now: Instant, port: &mut ControlPort) {
+        while let Some(r) = self.poll_report() {
+            port.send(Input::LinkDown {
+                member: port.member,
+                port: r.port,
+                last_commit_ns: r.last_commit.as_nanos(),
+            });
+        }
+        while let Some(c) = port.try_command() {
+            // Ports come from the controller's graph of this same wiring.
+            match c {
+                Command::RemoveInputs(ports) => {
+                    for p in ports {
+                        let _ = self.remove_input(p);
+                    }
+                }
+                Command::CutInput(p) => {
+                    let _ = self.cut_input(p);
+                }
+                Command::Announce { .. } => {}
+            }
+        }
+    }
+}
+
+impl Manage for HostNode {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        let Member::Process(me) = port.member else {
+            return;
+        };
+        if !std::mem::replace(&mut port.registered, true) {
+            port.send(Input::Register { process: me });
+        }
+        while let Some(c) = port.try_command() {
+            if let Command::Announce { epoch, failures } = c {
+                for f in &failures {
+                    // The controller never names the process it announces to, nor one that does
+                    // not exist; a repeated announcement changes nothing.
+                    let _ = self.endpoint.on_process_failed(now, f.process, f.ts);
+                }
+                if !port.unanswered.iter().any(|(e, _)| *e == epoch) {
+                    port.unanswered
+                        .push((epoch, failures.iter().map(|f| f.process).collect()));
+                }
+            }
+        }
+        // The endpoint reports each completion once; the answer goes per announcement.
+        while self.endpoint.poll_failure_complete().is_some() {}
+        let endpoint = &self.endpoint;
+        port.unanswered.retain(|(epoch, failed)| {
+            let done = failed.iter().all(|&p| p == me || endpoint.failure_complete(p));
+            if done {
+                let _ = port.to_controller.send(Input::Completed {
+                    process: me,
+                    epoch: *epoch,
+                });
+            }
+            !done
+        });
+        self.on_process_failures();
+    }
+}
+
+impl<A: Manage, B: Manage> Manage for Either<Box<A>, Box<B>> {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        match self {
+            Either::Left(a) => a.exchange(now, port),
+            Either::Right(b) => b.exchange(now, port),
+        }
+    }
+}
+
+/// A node with (or without) a management channel.
+pub struct Managed<N> {
+    pub node: N,
+    pub control: Option<ControlPort>,
+}
+
+impl<N: Node + Manage> Node for Managed<N> {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        self.node.classify(now, port, frame)
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        self.node.handle_frame(now, port, frame, route)
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        self.node.handle_stalled(now, port, frame)
+    }
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        self.node.mark_congestion(frame)
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        self.node.poll_transmit(now, port, buf)
+    }
+    fn wants_transmit(&self) -> bool {
+        self.node.wants_transmit()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.poll_timeout()
+    }
+    /// Every node has a timer at least once a beacon interval: the management channel is
+    /// looked at that often.
+    fn handle_timeout(&mut self, now: Instant) {
+        self.node.handle_timeout(now);
+        if let Some(port) = &mut self.control {
+            self.node.exchange(now, port);
+        }
+    }
+}
+
+/// When the controller acted, for reports (`onepipe demo --fail`).
+#[derive(Clone, Debug, Default)]
+pub struct ControlTimeline {
+    pub first_report_at: Option<Instant>,
+    pub first_announce_at: Option<Instant>,
+    pub last_resume_at: Option<Instant>,
+    pub failures: Vec<Failure>,
+    pub counters: ControllerCounters,
+    /// Inputs refused as naming nothing in the graph, or that the log could not take.
+    pub refused: u64,
+}
+
+/// The controller thread. Dropping it stops the thread.
+pub struct ControlPlane {
+    stop: Arc<AtomicBool>,
+    timeline: Arc<Mutex<ControlTimeline>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlPlane {
+    /// Starts a controller for `wiring`, with a port for every runtime node (switches first,
+    /// then processes, as [`Wiring::node_of_process`] numbers them). Its log is kept in memory.
+    pub fn start(
+        wiring: &Wiring,
+        config: ControllerConfig,
+        clock: Clock,
+    ) -> std::io::Result<(ControlPlane, Vec<ControlPort>)> {
+        Self::start_with(wiring, config, MemoryStore::default(), clock)
+    }
+
+    pub fn start_with<S: Store + Send + 'static>(
+        wiring: &Wiring,
+        config: ControllerConfig,
+        store: S,
+        clock: Clock,
+    ) -> std::io::Result<(ControlPlane, Vec<ControlPort>)> {
+        let (to_controller, inputs) = channel();
+        let members = (0..wiring.switch_count())
+            .map(Member::Switch)
+            .chain((0..wiring.process_count() as u32).map(Member::Process));
+        let mut commands = Vec::new();
+        let ports = members
+            .map(|member| {
+                let (tx, rx) = channel();
+                commands.push(tx);
+                ControlPort {
+                    member,
+                    to_controller: to_controller.clone(),
+                    commands: rx,
+                    registered: false,
+                    unanswered: Vec::new(),
+                }
+            })
+            .collect();
+        let controller = Controller::new(Graph::new(wiring), config);
+        let service = Service::open(controller, store, clock.now())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let timeline = Arc::new(Mutex::new(ControlTimeline::default()));
+        let switches = wiring.switch_count();
+        let thread = {
+            let (stop, timeline) = (stop.clone(), timeline.clone());
+            std::thread::Builder::new()
+                .name("onepipe-controller".into())
+                .spawn(move || run(service, &inputs, &commands, switches, &clock, &stop, &timeline))?
+        };
+        Ok((
+            ControlPlane {
+                stop,
+                timeline,
+                thread: Some(thread),
+            },
+            ports,
+        ))
+    }
+
+    pub fn timeline(&self) -> ControlTimeline {
+        self.timeline
+            .lock()
+            .expect("the controller thread does not panic")
+            .clone()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// How long the controller thread sleeps at most between looks at its timers.
+const POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+
+fn run<S: Store>(
+    mut service: Service<S>,
+    inputs: &Receiver<Input>,
+    commands: &[Sender<Command>],
+    switches: usize,
+    clock: &Clock,
+    stop: &AtomicBool,
+    timeline: &Mutex<ControlTimeline>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let now = clock.now();
+        let wait = service
+            .poll_timeout()
+            .map_or(POLL_MAX, |t| {
+                std::time::Duration::from_nanos(t.saturating_since(now).as_nanos())
+            })
+            .min(POLL_MAX);
+        let first = inputs.recv_timeout(wait).ok();
+        let mut t = timeline.lock().expect("only this thread writes");
+        for input in first
+            .into_iter()
+            .chain(std::iter::from_fn(|| inputs.try_recv().ok()))
+        {
+            let now = clock.now();
+            if matches!(input, Input::LinkDown { .. }) {
+                t.first_report_at.get_or_insert(now);
+            }
+            if service.handle(now, input).is_err() {
+                t.refused += 1;
+            }
+        }
+        let now = clock.now();
+        if service.handle_timeout(now).is_err() {
+            t.refused += 1;
+        }
+        while let Some(out) = service.poll_output() {
+            let (node, command) = match out {
+                Output::Announce { to, epoch, failures } => {
+                    t.first_announce_at.get_or_insert(now);
+                    (switches + to as usize, Command::Announce { epoch, failures })
+                }
+                Output::RemoveInputs { switch, ports } => {
+                    t.last_resume_at = Some(now);
+                    (switch, Command::RemoveInputs(ports))
+                }
+                Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+            };
+            // A node whose runtime stopped has dropped its port: nothing to tell it.
+            let _ = commands[node].send(command);
+        }
+        t.failures = service.controller().failures();
+        t.counters = service.controller().counters().clone();
+    }
+}
