@@ -69,6 +69,22 @@ impl Bits {
 
 /// Builds every switch's table. Fails if some ToR cannot reach another over up/down paths.
 pub fn build(wiring: &Wiring) -> Result<Vec<Routes>, RoutingError> {
+    build_tables(wiring, &|_, _| false, true)
+}
+
+/// Tables that avoid failed links (the controller's reroute, paper 2: "reconfigure routing
+/// tables on failures"): `down(switch, port)` says a switch-to-switch link is out of use at
+/// either end. ToRs cut off from each other get no route (their packets are dropped and
+/// counted) instead of an error.
+pub fn build_avoiding(wiring: &Wiring, down: &dyn Fn(SwitchIndex, u16) -> bool) -> Vec<Routes> {
+    build_tables(wiring, down, false).expect("reachability is not checked")
+}
+
+fn build_tables(
+    wiring: &Wiring,
+    down_link: &dyn Fn(SwitchIndex, u16) -> bool,
+    check_reachable: bool,
+) -> Result<Vec<Routes>, RoutingError> {
     let topo = &wiring.topology;
     let n = topo.switches.len();
     let mut tor_of_switch = vec![None; n];
@@ -87,7 +103,11 @@ pub fn build(wiring: &Wiring) -> Result<Vec<Routes>, RoutingError> {
             .iter()
             .enumerate()
             .filter_map(move |(port, p)| match p.peer {
-                Peer::Switch { switch, .. } if p.direction == dir => Some((port as u16, switch)),
+                Peer::Switch { switch, port: far }
+                    if p.direction == dir && !down_link(s, port as u16) && !down_link(switch, far) =>
+                {
+                    Some((port as u16, switch))
+                }
                 _ => None,
             })
     };
@@ -116,7 +136,7 @@ pub fn build(wiring: &Wiring) -> Result<Vec<Routes>, RoutingError> {
             updown[s] = bits;
         }
     }
-    for &a in &tors {
+    for &a in tors.iter().filter(|_| check_reachable) {
         for (o, &b) in tors.iter().enumerate() {
             if !updown[a].get(o) {
                 return Err(RoutingError::Unreachable {
@@ -303,5 +323,36 @@ mod tests {
                 walk(&w, &tables, src, dst, (src * 31 + dst) as u64);
             }
         }
+    }
+
+    /// The controller's reroute: with leaf 0's link to spine 0 down, nothing is sent over it
+    /// from either end, and leaf 1 reaches leaf 0 only through spine 1.
+    #[test]
+    fn tables_avoiding_a_failed_link_route_around_it() {
+        let wiring = Wiring::new(Topology::leaf_spine(2, 2, 1).unwrap(), 1).unwrap();
+        // Switches: leaf0, leaf1, spine0, spine1; hosts 0 (leaf0) and 1 (leaf1).
+        let port_to = |a: usize, b: usize| {
+            wiring.switch_ports[a]
+                .iter()
+                .position(|p| matches!(p.peer, Peer::Switch { switch, .. } if switch == b))
+                .unwrap() as u16
+        };
+        let (l0s0, s0l0) = (port_to(0, 2), port_to(2, 0));
+        let tables = build_avoiding(&wiring, &|s, p| (s, p) == (0, l0s0));
+        assert_eq!(tables[0].next_hops(1).unwrap(), NextHops::Ecmp(&[port_to(0, 3)]));
+        assert_eq!(tables[1].next_hops(0).unwrap(), NextHops::Ecmp(&[port_to(1, 3)]));
+        assert!(
+            tables[2].next_hops(0).is_err(),
+            "spine 0 has no way down to leaf 0"
+        );
+        // Marked at the other end, the same link is avoided the same way.
+        let other = build_avoiding(&wiring, &|s, p| (s, p) == (2, s0l0));
+        assert_eq!(other[1].next_hops(0).unwrap(), NextHops::Ecmp(&[port_to(1, 3)]));
+        // Nothing down: the ordinary tables.
+        let all = build_avoiding(&wiring, &|_, _| false);
+        assert_eq!(
+            all[1].next_hops(0).unwrap(),
+            build(&wiring).unwrap()[1].next_hops(0).unwrap()
+        );
     }
 }

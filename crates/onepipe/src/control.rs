@@ -15,18 +15,23 @@ use crate::controller::{Controller, ControllerConfig, ControllerCounters, Failur
 use crate::host::HostNode;
 use crate::switch::Switch;
 use onepipe_fabric::inproc::Clock;
-use onepipe_fabric::{Either, Node, PortId, Route, Wiring};
+use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::Instant;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
 /// An order from the controller to one node.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Command {
-    Announce { epoch: u64, failures: Vec<Failure> },
+    Announce {
+        epoch: u64,
+        failures: Vec<Failure>,
+    },
     RemoveInputs(Vec<PortId>),
     CutInput(PortId),
+    /// New forwarding tables, avoiding failed links.
+    Routes(Box<Routes>),
 }
 
 /// A node's end of the management channel.
@@ -77,6 +82,7 @@ impl Manage for Switch {
                 Command::CutInput(p) => {
                     let _ = self.cut_input(p);
                 }
+                Command::Routes(r) => self.set_routes(*r),
                 Command::Announce { .. } => {}
             }
         }
@@ -227,12 +233,11 @@ impl ControlPlane {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let stop = Arc::new(AtomicBool::new(false));
         let timeline = Arc::new(Mutex::new(ControlTimeline::default()));
-        let switches = wiring.switch_count();
         let thread = {
-            let (stop, timeline) = (stop.clone(), timeline.clone());
+            let (stop, timeline, wiring) = (stop.clone(), timeline.clone(), wiring.clone());
             std::thread::Builder::new()
                 .name("onepipe-controller".into())
-                .spawn(move || run(service, &inputs, &commands, switches, &clock, &stop, &timeline))?
+                .spawn(move || run(service, &inputs, &commands, &wiring, &clock, &stop, &timeline))?
         };
         Ok((
             ControlPlane {
@@ -268,7 +273,7 @@ fn run<S: Store>(
     mut service: Service<S>,
     inputs: &Receiver<Input>,
     commands: &[Sender<Command>],
-    switches: usize,
+    wiring: &Wiring,
     clock: &Clock,
     stop: &AtomicBool,
     timeline: &Mutex<ControlTimeline>,
@@ -299,6 +304,13 @@ fn run<S: Store>(
         if service.handle_timeout(now).is_err() {
             t.refused += 1;
         }
+        if let Some(down) = service.take_reroute() {
+            let tables = routing::build_avoiding(wiring, &|s, p| down.contains(&(s, p)));
+            for (s, table) in tables.into_iter().enumerate() {
+                let _ = commands[s].send(Command::Routes(Box::new(table)));
+            }
+        }
+        let switches = wiring.switch_count();
         while let Some(out) = service.poll_output() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {

@@ -497,6 +497,11 @@ impl Switch {
         }
     }
 
+    /// New forwarding tables from the controller, which routes around failed links.
+    pub fn set_routes(&mut self, routes: Routes) {
+        self.routes = routes;
+    }
+
     /// The next link-down report for the controller (paper 5.2, Detect).
     pub fn poll_report(&mut self) -> Option<InputReport> {
         self.reports.pop_front()

@@ -4,7 +4,7 @@
 //! scattering is delivered by all of its correct receivers or by none, and in one total order.
 
 use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
-use onepipe_check::{Event, check_all, check_atomicity};
+use onepipe_check::{Event, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
 
@@ -64,4 +64,17 @@ fn a_crashed_host_is_declared_failed_and_delivery_resumes_atomically() {
 fn a_crashed_tor_fails_its_rack_and_delivery_resumes_atomically() {
     let r = run(Topology::leaf_spine(2, 2, 2).unwrap(), FailTarget::Switch(0));
     assert_eq!(judge(&r), vec![0, 1]);
+}
+
+/// A link between a ToR and a spine fails: nobody is cut off, the controller reroutes around
+/// it and removes its inputs, and every message is delivered (retransmissions included, which
+/// would otherwise keep hashing onto the dead link).
+#[test]
+fn a_failed_link_is_routed_around_and_nothing_is_lost() {
+    let topology = Topology::leaf_spine(2, 2, 2).unwrap();
+    // Switches: leaf0, leaf1, spine0, spine1.
+    let r = run(topology, FailTarget::Link(0, 2));
+    assert_eq!(judge(&r), Vec::<u32>::new());
+    let lost = check_no_loss(&r.logs);
+    assert!(lost.is_empty(), "{} lost, first {}", lost.len(), lost[0]);
 }

@@ -138,6 +138,8 @@ pub struct Controller {
     epochs: Vec<Epoch>,
     decide_at: Option<Instant>,
     outputs: VecDeque<Output>,
+    /// A decision took links out of use since [`Controller::take_reroute`] last looked.
+    reroute: bool,
     counters: ControllerCounters,
 }
 
@@ -156,6 +158,7 @@ impl Controller {
             epochs: Vec::new(),
             decide_at: None,
             outputs: VecDeque::new(),
+            reroute: false,
             counters: ControllerCounters::default(),
         }
     }
@@ -320,12 +323,32 @@ impl Controller {
         self.outputs.pop_front()
     }
 
+    /// Once after each decision that took links out of use (and after a takeover): the switch
+    /// ends of every link down between switches, for new forwarding tables that avoid them
+    /// (paper 2: the controller "reconfigures routing tables on failures"). Without them the
+    /// fabric keeps spraying packets, retransmissions included, into a dead link.
+    pub fn take_reroute(&mut self) -> Option<Vec<(usize, u16)>> {
+        if !std::mem::take(&mut self.reroute) {
+            return None;
+        }
+        let switches = self.graph.switch_count();
+        let mut ends = Vec::new();
+        for (link, _) in self.down.iter().enumerate().filter(|(_, d)| **d) {
+            let l = self.graph.link(link);
+            if l.ends.iter().all(|e| e.node < switches) {
+                ends.extend(l.ends.iter().map(|e| (e.node, e.port)));
+            }
+        }
+        Some(ends)
+    }
+
     /// Everything a controller taking over must (re)send: the announcements of recoveries
     /// still waiting for answers, the cuts not yet reported, and every Resume already decided
     /// (a switch may have missed it when the previous controller stopped; removing an input
     /// twice changes nothing).
     pub fn take_over(&mut self, now: Instant) {
         self.outputs.clear();
+        self.reroute = self.down.iter().any(|&d| d);
         for (id, e) in self.epochs.iter().enumerate() {
             if e.resumed {
                 for (&switch, ports) in &e.inputs {
@@ -445,6 +468,7 @@ impl Controller {
         }
         // The inputs to remove at Resume: the correct switch ends of every link decided now.
         let mut inputs: BTreeMap<usize, Vec<u16>> = BTreeMap::new();
+        self.reroute |= !self.undecided.is_empty();
         for link in std::mem::take(&mut self.undecided) {
             for end in self.graph.link(link).ends {
                 if end.node < self.graph.switch_count() && component[end.node] == home {

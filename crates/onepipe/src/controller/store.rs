@@ -202,4 +202,8 @@ impl<S: Store> Service<S> {
     pub fn poll_output(&mut self) -> Option<Output> {
         self.controller.poll_output()
     }
+
+    pub fn take_reroute(&mut self) -> Option<Vec<(usize, u16)>> {
+        self.controller.take_reroute()
+    }
 }
