@@ -86,7 +86,8 @@ pub enum FailTarget {
 pub struct FailureOutcome {
     /// The processes the controller declared failed, with their failure timestamps (ns).
     pub failed_processes: Vec<(u32, u64)>,
-    /// From the first failure to the first link-down report reaching the controller.
+    /// From the first failure to the first link-down report reaching the controller; negative
+    /// if a report came before it (a false detection).
     pub detection_us: Option<f64>,
     /// From the first failure to the last Resume (the commit barrier flows again).
     pub recovery_us: Option<f64>,
@@ -471,8 +472,10 @@ pub fn run_phase(
     result.messages_sent = result.endpoint.messages_sent;
     if let Some(plane) = control {
         let t = plane.timeline();
+        // Signed: a report from before the first failure is a false detection (a node stalled
+        // past the dead-link timeout), and shows as a negative time.
         let since =
-            |at: Option<Instant>| Some(at?.saturating_since(first_failure_at?).as_nanos() as f64 / 1e3);
+            |at: Option<Instant>| Some((at?.as_nanos() as f64 - first_failure_at?.as_nanos() as f64) / 1e3);
         result.failure = Some(FailureOutcome {
             failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
             detection_us: since(t.first_report_at),

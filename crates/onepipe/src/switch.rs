@@ -186,6 +186,9 @@ struct Port {
     cut: bool,
     /// Its last death was reported; cleared when it is heard again.
     reported: bool,
+    /// Heard at least once. An input never heard is not reported when it times out: it
+    /// carried no commit barrier to report, and at startup it is only a peer not running yet.
+    heard: bool,
     clock: ClockSamples,
     last_sent: Instant,
     /// Barriers of the last packet sent here, by lane: an eager beacon goes out only with news.
@@ -353,6 +356,7 @@ impl Switch {
                     commit: CommitInput::Counted,
                     cut: false,
                     reported: false,
+                    heard: false,
                     last_sent: now,
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
@@ -437,6 +441,7 @@ impl Switch {
             }
         }
         p.reported = false;
+        p.heard = true;
         let (state, commit, values, slot) = (p.state, p.commit, p.barrier, p.slot);
         // The commit lane counts every input whatever its best-effort state (see
         // `InputState::Dead`), until the controller removes it.
@@ -827,7 +832,7 @@ impl Node for Switch {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
                 // input link is considered to be dead and removed from the input link list."
                 self.kill_input(i);
-                if !self.ports[i].reported {
+                if self.ports[i].heard && !self.ports[i].reported {
                     self.report(i);
                 }
             }
