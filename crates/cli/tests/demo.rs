@@ -106,6 +106,20 @@ fn bad_input_gets_a_clear_error_not_a_panic() {
         ),
         (&["demo", "--seconds", "0"], "--seconds must be a positive number"),
         (&["demo", "--message-bytes", "4"], "message size"),
+        (&["demo", "--fail", "host:3@1s"], "--fail needs --reliable"),
+        (
+            &["demo", "--reliable", "--fail", "host:99@1s"],
+            "the topology has 32 hosts",
+        ),
+        (&["demo", "--reliable", "--fail", "tor:1"], "expected TARGET@TIME"),
+        (
+            &["demo", "--reliable", "--fail", "rack:1@1s"],
+            "expected host:H, tor:N",
+        ),
+        (
+            &["demo", "--reliable", "--fail", "link:tor:0-nowhere@1s"],
+            "no switch named `nowhere`",
+        ),
     ];
     for (args, expected) in cases {
         let out = onepipe().args(*args).output().unwrap();
@@ -237,4 +251,42 @@ fn bench_modes_prints_every_row() {
     }
     assert!(v["reliable_to_best_effort_throughput"].as_f64().unwrap() > 0.0);
     assert_eq!(v["loss_table"][0]["reliable_no_loss"], true, "{v}");
+}
+
+/// Issue 6: `onepipe demo --reliable --fail host:H@T` crashes a host mid-run; the controller
+/// declares its process failed, delivery resumes, and the JSON says so with the atomicity check.
+#[test]
+fn a_failed_host_is_reported_and_delivery_stays_atomic() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let v = run_json(
+        &[
+            "demo",
+            "--reliable",
+            "--topology",
+            "single:4",
+            "--seconds",
+            "1",
+            "--fail",
+            "host:3@300ms",
+            "--no-baseline",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(v["failed_processes"], serde_json::json!([3]), "{v}");
+    for check in [
+        "total_order",
+        "fifo",
+        "causality",
+        "no_duplicates",
+        "no_creation",
+        "atomicity",
+    ] {
+        assert_eq!(v["checks"][check], true, "{check} in {v}");
+    }
+    let (detected, resumed) = (
+        v["detection_us"].as_f64().unwrap(),
+        v["recovery_us"].as_f64().unwrap(),
+    );
+    assert!(0.0 < detected && detected <= resumed, "{v}");
 }
