@@ -713,11 +713,10 @@ mod tests {
         fn handle_timeout(&mut self, _: Instant) {}
     }
 
-    /// Frames cross a relay on another worker through small rings: FIFO, none lost, none
-    /// duplicated, even though the rings fill up and the relay stalls on backpressure.
-    #[test]
-    fn lossless_fifo_through_a_relay_under_backpressure() {
-        let count = 20_000;
+    /// Pinger (sending `count` frames) -> relay on the other worker -> receiver, through
+    /// small rings, each link `delay` long. Returns the runtime, frames received and whether
+    /// they came in order.
+    fn relay_chain(count: u64, d: Duration) -> (Runtime<TestNode>, Arc<AtomicU64>, Arc<AtomicBool>) {
         let received = Arc::new(AtomicU64::new(0));
         let in_order = Arc::new(AtomicBool::new(true));
         let pinger = |count| Pinger {
@@ -732,7 +731,6 @@ mod tests {
             TestNode::R(Relay),
             TestNode::P(pinger(0)),
         ];
-        let d = Duration::from_micros(1);
         let links = [
             LinkSpec {
                 from: (0, 0),
@@ -752,6 +750,15 @@ mod tests {
             ..InprocConfig::default()
         };
         let rt = Runtime::start(nodes, &links, &[0, 1, 0], &config, Clock::new(Instant::ZERO)).unwrap();
+        (rt, received, in_order)
+    }
+
+    /// Frames cross a relay on another worker through small rings: FIFO, none lost, none
+    /// duplicated, even though the rings fill up and the relay stalls on backpressure.
+    #[test]
+    fn lossless_fifo_through_a_relay_under_backpressure() {
+        let count = 20_000;
+        let (rt, received, in_order) = relay_chain(count, Duration::from_micros(1));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while received.load(Ordering::Relaxed) < count && std::time::Instant::now() < deadline {
             std::thread::yield_now();
@@ -761,41 +768,9 @@ mod tests {
         assert!(in_order.load(Ordering::Relaxed));
     }
 
-    /// Pinger -> relay -> receiver, with the pinger sending for ever; failures injected by `fail`.
+    /// The relay chain with the pinger sending for ever; failures injected by `fail`.
     fn run_until_failed(fail: impl FnOnce(&Runtime<TestNode>)) {
-        let received = Arc::new(AtomicU64::new(0));
-        let in_order = Arc::new(AtomicBool::new(true));
-        let pinger = |count| Pinger {
-            next: 0,
-            count,
-            received: received.clone(),
-            in_order: in_order.clone(),
-            expect: 0,
-        };
-        let nodes = vec![
-            TestNode::P(pinger(u64::MAX)),
-            TestNode::R(Relay),
-            TestNode::P(pinger(0)),
-        ];
-        let links = [
-            LinkSpec {
-                from: (0, 0),
-                to: (1, 0),
-                delay: Duration::ZERO,
-            },
-            LinkSpec {
-                from: (1, 1),
-                to: (2, 0),
-                delay: Duration::ZERO,
-            },
-        ];
-        let config = InprocConfig {
-            workers: 2,
-            link_capacity_bytes: 2048,
-            frame_max_bytes: 128,
-            ..InprocConfig::default()
-        };
-        let rt = Runtime::start(nodes, &links, &[0, 1, 0], &config, Clock::new(Instant::ZERO)).unwrap();
+        let (rt, received, _) = relay_chain(u64::MAX, Duration::ZERO);
         let wait = |n: u64, what: &dyn Fn() -> u64| {
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
             while what() < n && std::time::Instant::now() < deadline {

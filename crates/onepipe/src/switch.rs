@@ -470,36 +470,28 @@ impl Switch {
                 // output keeps rising with the live links and a link that lags them by its path
                 // delay never passes it: everything it carries arrives late, forever (found by
                 // the simulator: crates/sim/tests/faults.rs).
-                let lane = &mut self.lanes[Lane::BestEffort as usize];
-                let frozen = lane.output(direction_of(half));
-                lane.half(half).set(slot, frozen.as_nanos());
-                self.try_admit(port, half);
+                self.freeze(Lane::BestEffort, half, slot);
+                self.try_admit(port, half, Lane::BestEffort);
             }
-            InputState::Joining => self.try_admit(port, half),
+            InputState::Joining => self.try_admit(port, half, Lane::BestEffort),
         }
         match commit {
             CommitInput::Counted => {}
             CommitInput::Removed => {
                 // As for best effort: the output holds while the returning link catches up.
                 self.ports[port].commit = CommitInput::Joining;
-                let lane = &mut self.lanes[Lane::Commit as usize];
-                let frozen = lane.output(direction_of(half));
-                lane.half(half).set(slot, frozen.as_nanos());
-                self.try_admit_commit(port, half);
+                self.freeze(Lane::Commit, half, slot);
+                self.try_admit(port, half, Lane::Commit);
             }
-            CommitInput::Joining => self.try_admit_commit(port, half),
+            CommitInput::Joining => self.try_admit(port, half, Lane::Commit),
         }
     }
 
-    fn try_admit_commit(&mut self, port: usize, half: Half) {
-        let lane = &mut self.lanes[Lane::Commit as usize];
-        let output = lane.output(direction_of(half));
-        let p = &mut self.ports[port];
-        if p.barrier[Lane::Commit as usize] > output {
-            p.commit = CommitInput::Counted;
-            lane.half(half)
-                .set(p.slot, p.barrier[Lane::Commit as usize].as_nanos());
-        }
+    /// A joining input's register holds the half's output of this moment.
+    fn freeze(&mut self, lane: Lane, half: Half, slot: usize) {
+        let regs = &mut self.lanes[lane as usize];
+        let frozen = regs.output(direction_of(half));
+        regs.half(half).set(slot, frozen.as_nanos());
     }
 
     /// New forwarding tables from the controller, which routes around failed links.
@@ -582,15 +574,21 @@ impl Switch {
     }
 
     /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
-    fn try_admit(&mut self, port: usize, half: Half) {
-        let lane = &mut self.lanes[Lane::BestEffort as usize];
-        let output = lane.output(direction_of(half));
+    fn try_admit(&mut self, port: usize, half: Half, lane: Lane) {
+        let regs = &mut self.lanes[lane as usize];
+        let output = regs.output(direction_of(half));
         let p = &mut self.ports[port];
-        if p.barrier[Lane::BestEffort as usize] > output {
-            p.state = InputState::Live;
-            lane.half(half)
-                .set(p.slot, p.barrier[Lane::BestEffort as usize].as_nanos());
-            self.counters.links_joined += 1;
+        let barrier = p.barrier[lane as usize];
+        if barrier <= output {
+            return;
+        }
+        regs.half(half).set(p.slot, barrier.as_nanos());
+        match lane {
+            Lane::BestEffort => {
+                p.state = InputState::Live;
+                self.counters.links_joined += 1;
+            }
+            Lane::Commit => p.commit = CommitInput::Counted,
         }
     }
 

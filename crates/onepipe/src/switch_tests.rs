@@ -84,13 +84,17 @@ fn packet_from_above_is_never_sent_up() {
 /// One switch, three processes; ports 0 and 1 beacon every interval, port 2 never speaks.
 fn switch_with_port_2_silent_for_12_intervals() -> Switch {
     let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    beacon_ports_0_and_1_for_12_intervals(&mut s);
+    s
+}
+
+fn beacon_ports_0_and_1_for_12_intervals(s: &mut Switch) {
     for k in 1..=12u64 {
         let now = k * 1_000;
-        pass(&mut s, now, 0, beacon(now));
-        pass(&mut s, now, 1, beacon(now));
+        pass(s, now, 0, beacon(now));
+        pass(s, now, 1, beacon(now));
         s.handle_timeout(t(now));
     }
-    s
 }
 
 /// Paper 4.2: an input silent for the timeout is removed and the barrier resumes.
@@ -162,14 +166,7 @@ fn joining_link_freezes_the_output_until_it_catches_up() {
 /// leaves the best-effort minimum but holds the commit barrier until it speaks again.
 #[test]
 fn silent_input_holds_the_commit_barrier() {
-    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
-    pass(&mut s, 500, 2, beacon(500));
-    for k in 1..=12u64 {
-        let now = k * 1_000;
-        pass(&mut s, now, 0, beacon(now));
-        pass(&mut s, now, 1, beacon(now));
-        s.handle_timeout(t(now));
-    }
+    let mut s = switch_with_port_2_dead_at_500();
     assert_eq!(
         s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
         InputState::Dead
@@ -380,12 +377,7 @@ fn commit_of(f: &[u8]) -> u64 {
 fn switch_with_port_2_dead_at_500() -> Switch {
     let mut s = switch(Topology::single_switch(3).unwrap(), 0);
     pass(&mut s, 500, 2, beacon(500));
-    for k in 1..=12u64 {
-        let now = k * 1_000;
-        pass(&mut s, now, 0, beacon(now));
-        pass(&mut s, now, 1, beacon(now));
-        s.handle_timeout(t(now));
-    }
+    beacon_ports_0_and_1_for_12_intervals(&mut s);
     s
 }
 
