@@ -287,12 +287,14 @@ fn run<S: Store>(
             })
             .min(POLL_MAX);
         let first = inputs.recv_timeout(wait).ok();
+        let mut changed = false;
         let mut t = timeline.lock().expect("only this thread writes");
         for input in first
             .into_iter()
             .chain(std::iter::from_fn(|| inputs.try_recv().ok()))
         {
             let now = clock.now();
+            changed = true;
             if matches!(input, Input::LinkDown { .. }) {
                 t.first_report_at.get_or_insert(now);
             }
@@ -301,6 +303,7 @@ fn run<S: Store>(
             }
         }
         let now = clock.now();
+        changed |= service.poll_timeout().is_some_and(|at| at <= now);
         if service.handle_timeout(now).is_err() {
             t.refused += 1;
         }
@@ -310,12 +313,11 @@ fn run<S: Store>(
                 let _ = commands[s].send(Command::Routes(Box::new(table)));
             }
         }
-        let switches = wiring.switch_count();
         while let Some(out) = service.poll_output() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {
                     t.first_announce_at.get_or_insert(now);
-                    (switches + to as usize, Command::Announce { epoch, failures })
+                    (wiring.node_of_process(to), Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
                     t.last_resume_at = Some(now);
@@ -326,7 +328,10 @@ fn run<S: Store>(
             // A node whose runtime stopped has dropped its port: nothing to tell it.
             let _ = commands[node].send(command);
         }
-        t.failures = service.controller().failures();
-        t.counters = service.controller().counters().clone();
+        // Only inputs and timers change the controller's state.
+        if changed {
+            t.failures = service.controller().failures();
+            t.counters = service.controller().counters().clone();
+        }
     }
 }

@@ -256,13 +256,7 @@ impl Controller {
     ) -> Result<(), ControllerError> {
         let (link, node) = self.link_of(member, port)?;
         self.counters.reports += 1;
-        let end = self
-            .graph
-            .link(link)
-            .ends
-            .iter()
-            .position(|e| e.node == node)
-            .unwrap_or(0);
+        let end = self.end_index(link, End { node, port });
         let report = &mut self.reports[link][end];
         // A late or repeated report may raise what is known, never a decision already made:
         // failure timestamps are fixed once announced.
