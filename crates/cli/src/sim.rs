@@ -150,6 +150,14 @@ pub struct RunArgs {
     message_bytes_max: Option<usize>,
     #[arg(long)]
     reliable: bool,
+    /// Run the controller (paper 5.2) over management links: processes cut off by a --fail are
+    /// declared failed, the rest recover; reports atomicity and the recovery time (needs
+    /// --reliable; failures are then permanent)
+    #[arg(long)]
+    controller: bool,
+    /// One-way delay of a management link between the controller and a node
+    #[arg(long, default_value = "6us", value_parser = time)]
+    control_delay: Duration,
     /// How long traffic runs
     #[arg(long = "send", default_value = "500us", value_parser = time)]
     send_for: Duration,
@@ -219,6 +227,8 @@ impl RunArgs {
             message_bytes_min: self.message_bytes,
             message_bytes_max: self.message_bytes_max.unwrap_or(self.message_bytes),
             reliable: self.reliable,
+            controller: self.controller,
+            control_delay: self.control_delay,
             send_for: self.send_for,
             measure_after: self.measure_after,
             drain: self.drain,
@@ -362,7 +372,11 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
                 r.seed,
                 r.topology,
                 r.processes,
-                if r.reliable { "reliable" } else { "BE" },
+                match (r.reliable, r.controller) {
+                    (true, true) => "R+ctl",
+                    (true, false) => "reliable",
+                    _ => "BE",
+                },
                 r.loss,
                 r.duplicate,
                 r.failures.join(","),
@@ -457,7 +471,7 @@ fn print_summary(r: &SimReport) {
     );
     let c = &r.checks;
     println!(
-        "  checks: total_order {} fifo {} causality {} no_duplicates {} no_creation {} no_loss {} liveness {} ({} violations)",
+        "  checks: total_order {} fifo {} causality {} no_duplicates {} no_creation {} no_loss {} liveness {} atomicity {} ({} violations)",
         c.total_order,
         c.fifo,
         c.causality,
@@ -465,8 +479,29 @@ fn print_summary(r: &SimReport) {
         c.no_creation,
         c.no_loss,
         c.liveness,
+        c.atomicity,
         r.violations
     );
+    if let Some(f) = &r.failure {
+        let us = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.1} us"));
+        let failed: Vec<u32> = f.failed_processes.iter().map(|p| p.0).collect();
+        println!(
+            "  controller: declared failed {failed:?}; detected after {}, resumed after {}; {} scatterings aborted",
+            us(f.detection_us),
+            us(f.resume_us),
+            f.aborted
+        );
+        match &f.recovery_us {
+            Some(s) => println!(
+                "  recovery (commit barrier stall of correct processes): mean {:.1} us, p5 {:.1} us, p95 {:.1} us; {} never recovered",
+                s.mean, s.p5, s.p95, f.stalled_processes
+            ),
+            None => println!(
+                "  recovery: no correct process recovered ({} stalled)",
+                f.stalled_processes
+            ),
+        }
+    }
     for e in &r.examples {
         println!("    {e}");
     }

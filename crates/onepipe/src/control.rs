@@ -12,11 +12,13 @@
 use crate::controller::graph::Graph;
 use crate::controller::store::{MemoryStore, Service, Store};
 use crate::controller::{Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output};
+use crate::endpoint::Endpoint;
 use crate::host::HostNode;
 use crate::switch::Switch;
 use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::Instant;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -34,26 +36,114 @@ pub enum Command {
     Routes(Box<Routes>),
 }
 
-/// A node's end of the management channel.
+/// A node's end of the management plane, whatever carries it: the node's side of the
+/// conversation (registration, announcements taken and not yet answered) and the messages
+/// waiting in each direction. A runtime moves [`ControlPort::take_inputs`] to the controller
+/// and [`ControlPort::deliver`]s its commands, around [`Manage::exchange`].
 pub struct ControlPort {
     pub member: Member,
-    to_controller: Sender<Input>,
-    commands: Receiver<Command>,
     /// A process: whether it has registered yet.
     registered: bool,
     /// A process: announcements taken and not yet answered, with the failed processes each
     /// named.
     unanswered: Vec<(u64, Vec<u32>)>,
+    /// For the controller. A node adds a bounded number per step (its reports, one
+    /// registration, one answer per announcement) and the runtime empties it after each.
+    outbox: Vec<Input>,
+    inbox: VecDeque<Command>,
 }
 
 impl ControlPort {
-    pub fn send(&self, input: Input) {
-        // The controller outlives the nodes; if it stopped first, nothing is left to tell.
-        let _ = self.to_controller.send(input);
+    pub fn new(member: Member) -> ControlPort {
+        ControlPort {
+            member,
+            registered: false,
+            unanswered: Vec::new(),
+            outbox: Vec::new(),
+            inbox: VecDeque::new(),
+        }
     }
 
-    pub fn try_command(&self) -> Option<Command> {
-        self.commands.try_recv().ok()
+    pub fn send(&mut self, input: Input) {
+        self.outbox.push(input);
+    }
+
+    pub fn try_command(&mut self) -> Option<Command> {
+        self.inbox.pop_front()
+    }
+
+    /// A command from the controller has arrived.
+    pub fn deliver(&mut self, command: Command) {
+        self.inbox.push_back(command);
+    }
+
+    /// What the node has said since the last call, oldest first.
+    pub fn take_inputs(&mut self) -> std::vec::Drain<'_, Input> {
+        self.outbox.drain(..)
+    }
+
+    /// Whether the node has something for the controller.
+    pub fn has_inputs(&self) -> bool {
+        !self.outbox.is_empty()
+    }
+
+    /// A process's part (paper 5.2): register once; hand each announcement's failures to the
+    /// endpoint (Discard, Recall); answer an announcement once the endpoint has finished with
+    /// every process it names (Callback). The caller then tells its application.
+    pub fn exchange_endpoint(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        let Member::Process(me) = self.member else {
+            return;
+        };
+        if !std::mem::replace(&mut self.registered, true) {
+            self.send(Input::Register { process: me });
+        }
+        while let Some(c) = self.try_command() {
+            if let Command::Announce { epoch, failures } = c {
+                for f in &failures {
+                    // The controller never names the process it announces to, nor one that does
+                    // not exist; a repeated announcement changes nothing.
+                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                }
+                if !self.unanswered.iter().any(|(e, _)| *e == epoch) {
+                    self.unanswered
+                        .push((epoch, failures.iter().map(|f| f.process).collect()));
+                }
+            }
+        }
+        // The endpoint reports each completion once; the answer goes per announcement.
+        while endpoint.poll_failure_complete().is_some() {}
+        let outbox = &mut self.outbox;
+        self.unanswered.retain(|(epoch, failed)| {
+            let done = failed.iter().all(|&p| p == me || endpoint.failure_complete(p));
+            if done {
+                outbox.push(Input::Completed {
+                    process: me,
+                    epoch: *epoch,
+                });
+            }
+            !done
+        });
+    }
+}
+
+/// The in-process transport of a [`ControlPort`]: channels to and from the controller thread.
+pub struct ChannelPort {
+    pub port: ControlPort,
+    to_controller: Sender<Input>,
+    commands: Receiver<Command>,
+}
+
+impl ChannelPort {
+    /// Takes the commands that arrived, lets the node exchange, sends what it said.
+    fn exchange<N: Manage>(&mut self, now: Instant, node: &mut N) {
+        while let Ok(c) = self.commands.try_recv() {
+            self.port.deliver(c);
+        }
+        node.exchange(now, &mut self.port);
+        for input in self.port.take_inputs() {
+            // The controller outlives the nodes; if it stopped first, nothing is left to tell.
+            let _ = self.to_controller.send(input);
+        }
     }
 }
 
@@ -91,38 +181,7 @@ impl Manage for Switch {
 
 impl Manage for HostNode {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
-        let Member::Process(me) = port.member else {
-            return;
-        };
-        if !std::mem::replace(&mut port.registered, true) {
-            port.send(Input::Register { process: me });
-        }
-        while let Some(c) = port.try_command() {
-            if let Command::Announce { epoch, failures } = c {
-                for f in &failures {
-                    // The controller never names the process it announces to, nor one that does
-                    // not exist; a repeated announcement changes nothing.
-                    let _ = self.endpoint.on_process_failed(now, f.process, f.ts);
-                }
-                if !port.unanswered.iter().any(|(e, _)| *e == epoch) {
-                    port.unanswered
-                        .push((epoch, failures.iter().map(|f| f.process).collect()));
-                }
-            }
-        }
-        // The endpoint reports each completion once; the answer goes per announcement.
-        while self.endpoint.poll_failure_complete().is_some() {}
-        let endpoint = &self.endpoint;
-        port.unanswered.retain(|(epoch, failed)| {
-            let done = failed.iter().all(|&p| p == me || endpoint.failure_complete(p));
-            if done {
-                let _ = port.to_controller.send(Input::Completed {
-                    process: me,
-                    epoch: *epoch,
-                });
-            }
-            !done
-        });
+        port.exchange_endpoint(now, &mut self.endpoint);
         self.on_process_failures();
     }
 }
@@ -139,7 +198,7 @@ impl<A: Manage, B: Manage> Manage for Either<Box<A>, Box<B>> {
 /// A node with (or without) a management channel.
 pub struct Managed<N> {
     pub node: N,
-    pub control: Option<ControlPort>,
+    pub control: Option<ChannelPort>,
 }
 
 impl<N: Node + Manage> Node for Managed<N> {
@@ -168,8 +227,8 @@ impl<N: Node + Manage> Node for Managed<N> {
     /// looked at that often.
     fn handle_timeout(&mut self, now: Instant) {
         self.node.handle_timeout(now);
-        if let Some(port) = &mut self.control {
-            self.node.exchange(now, port);
+        if let Some(control) = &mut self.control {
+            control.exchange(now, &mut self.node);
         }
     }
 }
@@ -200,7 +259,7 @@ impl ControlPlane {
         wiring: &Wiring,
         config: ControllerConfig,
         clock: Clock,
-    ) -> std::io::Result<(ControlPlane, Vec<ControlPort>)> {
+    ) -> std::io::Result<(ControlPlane, Vec<ChannelPort>)> {
         Self::start_with(wiring, config, MemoryStore::default(), clock)
     }
 
@@ -209,7 +268,7 @@ impl ControlPlane {
         config: ControllerConfig,
         store: S,
         clock: Clock,
-    ) -> std::io::Result<(ControlPlane, Vec<ControlPort>)> {
+    ) -> std::io::Result<(ControlPlane, Vec<ChannelPort>)> {
         let (to_controller, inputs) = channel();
         let members = (0..wiring.switch_count())
             .map(Member::Switch)
@@ -219,12 +278,10 @@ impl ControlPlane {
             .map(|member| {
                 let (tx, rx) = channel();
                 commands.push(tx);
-                ControlPort {
-                    member,
+                ChannelPort {
+                    port: ControlPort::new(member),
                     to_controller: to_controller.clone(),
                     commands: rx,
-                    registered: false,
-                    unanswered: Vec::new(),
                 }
             })
             .collect();

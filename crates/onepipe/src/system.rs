@@ -1,7 +1,7 @@
 //! A whole 1Pipe system on the inproc runtime: one [`Switch`] per switch of the topology and
 //! one [`HostNode`] per process, wired as the topology says.
 
-use crate::control::{ControlPort, Managed};
+use crate::control::{ChannelPort, Managed};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
@@ -57,7 +57,7 @@ pub fn start_managed(
     apps: Vec<App>,
     clock_offsets_ns: &[i64],
     clock: Clock,
-    control: Option<Vec<ControlPort>>,
+    control: Option<Vec<ChannelPort>>,
 ) -> Result<Runtime<Member>, SystemError> {
     let mut nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
     if let Some(ports) = control {
@@ -113,7 +113,7 @@ pub fn build(
 
 /// Connects every node to the controller: `ports` as [`crate::control::ControlPlane::start`]
 /// gives them, in node order.
-pub fn attach(nodes: &mut [Member], ports: Vec<ControlPort>) {
+pub fn attach(nodes: &mut [Member], ports: Vec<ChannelPort>) {
     for (n, p) in nodes.iter_mut().zip(ports) {
         n.control = Some(p);
     }

@@ -24,6 +24,8 @@ pub struct CampaignRun {
     pub duplicate: f64,
     pub reorder: f64,
     pub failures: Vec<String>,
+    /// The controller ran: failures are permanent and atomicity is checked.
+    pub controller: bool,
     pub violations: u64,
     pub events: u64,
     pub delivered: u64,
@@ -147,9 +149,19 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
         };
         failures.push(Failure { target, at, lasts });
     }
+    // Drawn last, so that the draws above stay what they were before the controller existed.
+    // With the controller a failure is permanent: processes it cuts off are declared failed,
+    // and the run checks atomicity instead of liveness.
+    let controller = reliable && !failures.is_empty() && chance(&mut rng, 0.5);
+    if controller {
+        for f in &mut failures {
+            f.lasts = None;
+        }
+    }
     let config = SimConfig {
         seed,
         topology,
+        controller,
         processes_per_host,
         skew_mean: Duration::from_nanos(pick(&mut rng, &[0, 300, 1000, 5000])),
         drift_ppb_max: pick(&mut rng, &[0, 10_000, 100_000]),
@@ -215,6 +227,9 @@ pub fn replay_command(c: &SimConfig, topology: &str) -> String {
     if c.reliable {
         cmd += " --reliable";
     }
+    if c.controller {
+        cmd += " --controller";
+    }
     if c.loss > 0.0 || c.duplicate > 0.0 || c.reorder > 0.0 {
         cmd += &format!(" --loss {} --dup {} --reorder {}", c.loss, c.duplicate, c.reorder);
         if let Some(d) = c.faults_for {
@@ -241,6 +256,7 @@ pub fn run_seed(seed: u64) -> CampaignRun {
         duplicate: config.duplicate,
         reorder: config.reorder,
         failures: config.failures.iter().map(describe).collect(),
+        controller: config.controller,
         violations: 0,
         events: 0,
         delivered: 0,

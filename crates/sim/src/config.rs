@@ -2,6 +2,7 @@
 //! testbed parameters as defaults (100 Gbps links, 3 us beacons, 0.3 us mean clock skew).
 
 use crate::traffic::Pattern;
+use onepipe::controller::ControllerConfig;
 use onepipe::reliable::ReliableConfig;
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
@@ -140,6 +141,13 @@ pub struct SimConfig {
     pub settle: Duration,
     pub events_max: u64,
     pub memory_bytes_max: u64,
+    /// Run the controller (paper 5.2) on management links: processes cut off by a failure are
+    /// declared failed and everyone else recovers. Reliable runs only.
+    pub controller: bool,
+    /// One-way delay of a management link (the controller sits about a network diameter away).
+    pub control_delay: Duration,
+    /// How long the controller waits after a first report for the others, and for answers.
+    pub controller_config: ControllerConfig,
 }
 
 impl Default for SimConfig {
@@ -183,6 +191,10 @@ impl Default for SimConfig {
             settle: Duration::from_micros(100),
             events_max: 2_000_000_000,
             memory_bytes_max: 16 << 30,
+            controller: false,
+            // Host, ToR, spine, core, spine, ToR, host: 6 hops of 0.8 us plus two NICs.
+            control_delay: Duration::from_micros(6),
+            controller_config: microsecond_controller(),
         }
     }
 }
@@ -200,6 +212,15 @@ pub fn microsecond_reliable() -> ReliableConfig {
         ack_delay_max: Duration::from_micros(20),
         give_up_after: Duration::from_millis(50),
         ..ReliableConfig::default()
+    }
+}
+
+/// The controller's timers for a fabric whose beacons come every few microseconds.
+pub fn microsecond_controller() -> ControllerConfig {
+    ControllerConfig {
+        // Neighbours of one failure time out within a beacon interval or two of each other.
+        settle: Duration::from_micros(6),
+        answer_timeout: Duration::from_millis(2),
     }
 }
 
@@ -285,6 +306,19 @@ impl SimConfig {
         }
         if self.send_for == Duration::ZERO {
             return Err(bad("send_for", "must be positive"));
+        }
+        if self.controller && !self.reliable {
+            return Err(bad(
+                "controller",
+                "recovers the reliable service only; add --reliable",
+            ));
+        }
+        if self.controller && self.failures.iter().any(|f| f.lasts.is_some()) {
+            return Err(bad(
+                "failures",
+                "with the controller a failure is permanent (a process declared failed does not \
+                 come back: receiver recovery is not implemented); drop the +DURATION",
+            ));
         }
         if self.measure_after >= self.send_for {
             return Err(bad("measure_after", "must be shorter than send_for"));

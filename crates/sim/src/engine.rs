@@ -622,12 +622,16 @@ impl<N: Node> Engine<N> {
         if !s.up {
             return;
         }
-        let port = s.first_port;
-        let has_port = s.port_count > 0;
-        let rx_first = s.prefer_rx || (has_port && self.ports[port as usize].busy);
+        let (first, count) = (s.first_port, s.port_count as u32);
+        let rx_first = s.prefer_rx || (count > 0 && self.ports[first as usize].busy);
         s.prefer_rx = !s.prefer_rx;
         let mut worked = rx_first && self.cpu_receive(node);
-        if !worked && has_port {
+        // A host's fabric link is port 0; a port after it is its management link, whose rare
+        // frames go first.
+        for port in (first..first + count).rev() {
+            if worked {
+                break;
+            }
             worked = self.cpu_transmit(node, port);
         }
         if !worked {

@@ -7,6 +7,7 @@
 
 use crate::traffic::Generator;
 use hdrhistogram::Histogram;
+use onepipe::FailureReason;
 use onepipe::endpoint::Endpoint;
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, PortId, Route};
@@ -37,6 +38,8 @@ pub struct HostCounters {
     /// Deliveries while traffic runs (the throughput window).
     pub delivered_in_window: u64,
     pub send_failures: u64,
+    /// Reliable scatterings aborted because a receiver failed (paper 5.2, Recall).
+    pub aborted: u64,
 }
 
 pub struct SimHost {
@@ -53,6 +56,9 @@ pub struct SimHost {
     unreleased: HashMap<u64, (Instant, Vec<u32>)>,
     latency_ns: SharedLatency,
     pub counters: HostCounters,
+    /// The stall watch: the endpoint-clock reading at a failure, and the virtual time at which
+    /// the commit barrier passed it (messages sent at the failure could be delivered).
+    watch: Option<(Instant, Option<Instant>)>,
 }
 
 impl SimHost {
@@ -82,6 +88,34 @@ impl SimHost {
             unreleased: HashMap::new(),
             latency_ns,
             counters: HostCounters::default(),
+            watch: None,
+        }
+    }
+
+    /// Starts the stall watch for a failure at virtual time `at`.
+    pub fn watch_commit_barrier(&mut self, at: Instant) {
+        let ns = self.local(at).as_nanos() as i128 + self.endpoint.config().clock_offset_ns as i128;
+        self.watch = Some((Instant::from_nanos(ns.clamp(0, u64::MAX as i128) as u64), None));
+    }
+
+    /// When the commit barrier passed the watched failure time, if it has.
+    pub fn commit_barrier_passed_at(&self) -> Option<Instant> {
+        self.watch.and_then(|(_, at)| at)
+    }
+
+    fn observe(&mut self, now: Instant) {
+        if let Some((from, passed @ None)) = &mut self.watch
+            && self.endpoint.commit_barrier() > *from
+        {
+            *passed = Some(now);
+        }
+    }
+
+    /// The paper's process-failure callback: the generator leaves a failed process out from
+    /// now on (the endpoint refuses sends that name it).
+    pub fn on_process_failures(&mut self) {
+        while let Some((process, _)) = self.endpoint.poll_process_failure() {
+            self.traffic.exclude(process);
         }
     }
 
@@ -91,7 +125,7 @@ impl SimHost {
     }
 
     /// The host's clock reading at virtual time `v`.
-    fn local(&self, v: Instant) -> Instant {
+    pub(crate) fn local(&self, v: Instant) -> Instant {
         let ns = v.as_nanos() as i128;
         let local = ns + ns * self.drift_ppb as i128 / 1_000_000_000;
         Instant::from_nanos(local.clamp(0, u64::MAX as i128) as u64)
@@ -125,6 +159,11 @@ impl SimHost {
         let reliable = self.traffic.reliable();
         let saturating = self.traffic.saturating();
         while let Some((dsts, payload)) = self.traffic.draw(now) {
+            if dsts.is_empty() {
+                // Every destination drawn has failed.
+                self.traffic.advance(now);
+                continue;
+            }
             if saturating && !fits(&self.endpoint, reliable, dsts.len(), payload.len()) {
                 // A saturated process asks after every frame it sends; at 512 processes building
                 // a broadcast only to have it refused was a fifth of the simulator's time.
@@ -218,8 +257,11 @@ impl SimHost {
                 log.push(event);
             }
         }
-        while self.endpoint.poll_failure().is_some() {
-            self.counters.send_failures += 1;
+        while let Some(f) = self.endpoint.poll_failure() {
+            match f.reason {
+                FailureReason::ReceiverFailed { .. } => self.counters.aborted += 1,
+                _ => self.counters.send_failures += 1,
+            }
         }
     }
 }
@@ -239,6 +281,7 @@ impl Node for SimHost {
         // Malformed frames are counted by the endpoint and dropped.
         let _ = self.endpoint.handle_frame(self.local(now), frame);
         self.drain(now);
+        self.observe(now);
     }
 
     fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
@@ -267,6 +310,7 @@ impl Node for SimHost {
             self.endpoint.handle_timeout(local);
         }
         self.drain(now);
+        self.observe(now);
     }
 }
 

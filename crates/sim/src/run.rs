@@ -7,17 +7,18 @@ use crate::config::{ConfigError, FailTarget, SimConfig};
 use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
+use crate::manage::{Mgmt, RouteCache, SimController, management_links, mgmt_port};
 use crate::traffic::{Generator, Traffic};
+use onepipe::controller::Member;
 use onepipe::endpoint::{Endpoint, EndpointConfig};
 use onepipe::hash::SplitMix;
 use onepipe::switch::{Switch, SwitchConfig};
-use onepipe_check::{ProcessLog, check_all, check_no_loss};
-use onepipe_fabric::{Either, Wiring, routing};
+use onepipe_check::{ProcessLog, check_all, check_atomicity, check_no_loss};
+use onepipe_fabric::{Wiring, routing};
 use onepipe_wire::Instant;
 use serde::Serialize;
 
-/// A simulated 1Pipe node: a switch or a process.
-pub type SimNode = Either<Box<Switch>, Box<SimHost>>;
+pub use crate::node::SimNode;
 
 /// Virtual time starts here, so that negative clock offsets stay above zero.
 pub(crate) const START: Instant = Instant::from_nanos(1_000_000);
@@ -45,6 +46,34 @@ pub struct SimChecks {
     pub no_loss: bool,
     /// Every message sent after the faults healed (plus `settle`) was delivered.
     pub liveness: bool,
+    /// With the controller: each scattering was delivered by all of its correct receivers or
+    /// by none (true otherwise).
+    pub atomicity: bool,
+}
+
+/// What the controller made of the failures (runs with the controller only).
+#[derive(Clone, Debug, Serialize)]
+pub struct SimFailureOutcome {
+    /// The processes declared failed, with their failure timestamps (ns).
+    pub failed_processes: Vec<(u32, u64)>,
+    /// From the first failure to the first link-down report reaching the controller.
+    pub detection_us: Option<f64>,
+    /// From the first failure to the controller's last Resume.
+    pub resume_us: Option<f64>,
+    /// The paper's recovery time (Fig. 10): how long the commit barrier of a correct process
+    /// stalls, from the failure until it passes the failure time, over correct processes.
+    pub recovery_us: Option<StallUs>,
+    /// Correct processes whose commit barrier never passed the failure time.
+    pub stalled_processes: u64,
+    /// Reliable scatterings aborted because a receiver failed (Recall).
+    pub aborted: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StallUs {
+    pub mean: f64,
+    pub p5: f64,
+    pub p95: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -101,6 +130,8 @@ pub struct SimReport {
     pub liveness_messages: u64,
     pub engine: Stats,
     pub peak_memory_bytes: u64,
+    /// Runs with the controller: what it decided and how long recovery took.
+    pub failure: Option<SimFailureOutcome>,
 }
 
 /// Builds, runs and checks one simulation. `progress` is told the virtual time reached now and
@@ -159,6 +190,8 @@ pub struct Times {
     pub liveness_from: Option<Instant>,
     /// Every host's delivery latencies.
     pub latency: crate::host::SharedLatency,
+    /// The first failure, if any.
+    pub first_failure_at: Option<Instant>,
 }
 
 pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
@@ -190,10 +223,25 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         dead_after_intervals: config.dead_after_intervals,
         ecmp_seed: config.seed,
     };
-    let mut nodes: Vec<(SimNode, Role)> = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
+    let mut nodes: Vec<(SimNode, Role)> =
+        Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);
+    let routes_avoiding = RouteCache::shared(&wiring);
+    fn manage<N: onepipe_fabric::Node + onepipe::control::Manage>(
+        on: Option<(&Wiring, &crate::manage::SharedRoutes)>,
+        node: N,
+        member: Member,
+        index: usize,
+    ) -> Mgmt<N> {
+        match on {
+            Some((wiring, routes)) => Mgmt::managed(node, member, mgmt_port(wiring, index), routes.clone()),
+            None => Mgmt::unmanaged(node),
+        }
+    }
+    let on = config.controller.then_some((&wiring, &routes_avoiding));
     for (s, routes) in tables.into_iter().enumerate() {
         let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START);
-        nodes.push((Either::Left(Box::new(sw)), Role::Switch));
+        let node = manage(on, sw, Member::Switch(s), s);
+        nodes.push((SimNode::Switch(Box::new(node)), Role::Switch));
     }
     let count = wiring.process_count() as u32;
     let mut rng = SplitMix::new(config.seed ^ 0x5eed_c10c);
@@ -225,10 +273,24 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             liveness_from.unwrap_or(Instant::from_nanos(u64::MAX)),
             latency.clone(),
         );
-        nodes.push((Either::Right(Box::new(host)), Role::Host));
+        let index = wiring.node_of_process(p);
+        let node = manage(on, host, Member::Process(p), index);
+        nodes.push((SimNode::Host(Box::new(node)), Role::Host));
     }
     let model = model_for(config, send_from);
-    let links = links_for(&wiring, config);
+    let mut links = links_for(&wiring, config);
+    if config.controller {
+        let index = nodes.len();
+        if index > onepipe_fabric::PortId::MAX as usize {
+            return Err(SimError::Wiring(format!(
+                "the controller has a port per node and {index} nodes are too many"
+            )));
+        }
+        let controller = SimController::new(&wiring, config.controller_config, START);
+        // Not a host: its CPU is not the one the model charges per frame.
+        nodes.push((SimNode::Controller(Box::new(controller)), Role::Switch));
+        links.extend(management_links(&wiring, index, config.control_delay));
+    }
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
     for f in &config.failures {
         let target = match &f.target {
@@ -256,12 +318,21 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             heal_at: f.lasts.map(|d| send_from + f.at + d),
         });
     }
+    let first_failure_at = config.failures.iter().map(|f| send_from + f.at).min();
+    if let Some(at) = first_failure_at {
+        for i in wiring.switch_count()..wiring.switch_count() + wiring.process_count() {
+            if let Some(h) = engine.node_mut(i).host_mut() {
+                h.watch_commit_barrier(at);
+            }
+        }
+    }
     let times = Times {
         send_from,
         send_until,
         end,
         liveness_from,
         latency,
+        first_failure_at,
     };
     Ok((engine, wiring, times))
 }
@@ -311,10 +382,7 @@ fn switch_index(wiring: &Wiring, name: &str) -> Result<usize, ConfigError> {
 
 /// The hosts of an engine built by [`build`].
 pub fn hosts<'a>(engine: &'a Engine<SimNode>, wiring: &Wiring) -> impl Iterator<Item = &'a SimHost> {
-    (wiring.switch_count()..engine.node_count()).filter_map(|i| match engine.node(i) {
-        Either::Right(h) => Some(&**h),
-        Either::Left(_) => None,
-    })
+    (wiring.switch_count()..engine.node_count()).filter_map(|i| engine.node(i).host())
 }
 
 fn report(
@@ -374,6 +442,15 @@ fn report(
     }
     violations += stalled.len() as u64;
     examples.extend(stalled.iter().take(3).map(|v| format!("liveness: {v}")));
+    let mut atomicity = true;
+    let failure = engine.nodes().find_map(|n| n.controller()).map(|c| {
+        let failed: Vec<u32> = c.timeline.failures.iter().map(|f| f.process).collect();
+        let partial = check_atomicity(&logs, &failed);
+        atomicity = partial.is_empty();
+        violations += partial.len() as u64;
+        examples.extend(partial.iter().take(3).map(|v| format!("atomicity: {v}")));
+        failure_outcome(engine, wiring, times, c, &failed)
+    });
     let c = checked.checks();
     let checks = SimChecks {
         total_order: c.total_order,
@@ -383,6 +460,7 @@ fn report(
         no_creation: c.no_creation,
         no_loss,
         liveness: stalled.is_empty(),
+        atomicity,
     };
     let latency = times
         .latency
@@ -408,7 +486,7 @@ fn report(
         acks_piggybacked += rc.acks_piggybacked;
     }
     for i in 0..wiring.switch_count() {
-        if let Either::Left(s) = engine.node(i) {
+        if let Some(s) = engine.node(i).switch() {
             beacons += s.counters().beacons_sent;
         }
     }
@@ -463,5 +541,48 @@ fn report(
         liveness_messages,
         engine: stats,
         peak_memory_bytes: crate::memory::peak_resident_bytes(),
+        failure,
+    }
+}
+
+fn failure_outcome(
+    engine: &Engine<SimNode>,
+    wiring: &Wiring,
+    times: &Times,
+    controller: &SimController,
+    failed: &[u32],
+) -> SimFailureOutcome {
+    let t = &controller.timeline;
+    let since = |at: Option<Instant>| {
+        let (at, from) = (at?, times.first_failure_at?);
+        Some((at.as_nanos() as f64 - from.as_nanos() as f64) / 1e3)
+    };
+    let mut stalls_us = Vec::new();
+    let mut stalled_processes = 0;
+    let mut aborted = 0;
+    for h in hosts(engine, wiring) {
+        aborted += h.counters.aborted;
+        if failed.contains(&h.endpoint.config().process) {
+            continue;
+        }
+        match (h.commit_barrier_passed_at(), times.first_failure_at) {
+            (Some(at), Some(from)) => stalls_us.push(at.saturating_since(from).as_nanos() as f64 / 1e3),
+            (None, Some(_)) => stalled_processes += 1,
+            _ => {}
+        }
+    }
+    stalls_us.sort_by(f64::total_cmp);
+    let quantile = |q: f64| stalls_us[((stalls_us.len() - 1) as f64 * q).round() as usize];
+    SimFailureOutcome {
+        failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
+        detection_us: since(t.first_report_at),
+        resume_us: since(t.last_resume_at),
+        recovery_us: (!stalls_us.is_empty()).then(|| StallUs {
+            mean: stalls_us.iter().sum::<f64>() / stalls_us.len() as f64,
+            p5: quantile(0.05),
+            p95: quantile(0.95),
+        }),
+        stalled_processes,
+        aborted,
     }
 }

@@ -65,6 +65,8 @@ pub struct Generator {
     next_at: Instant,
     payload: Vec<u8>,
     destinations: Vec<u32>,
+    /// Processes declared failed: left out of every scattering from now on.
+    excluded: Vec<u32>,
 }
 
 impl Generator {
@@ -79,6 +81,7 @@ impl Generator {
             next_at,
             payload: Vec::new(),
             destinations: Vec::new(),
+            excluded: Vec::new(),
         }
     }
 
@@ -132,7 +135,16 @@ impl Generator {
                 }
             }
         }
+        let excluded = &self.excluded;
+        self.destinations.retain(|d| !excluded.contains(d));
         Some((&self.destinations, &self.payload))
+    }
+
+    /// Leaves `process` out of every scattering drawn from now on.
+    pub fn exclude(&mut self, process: u32) {
+        if !self.excluded.contains(&process) {
+            self.excluded.push(process);
+        }
     }
 
     /// Schedules the next scattering (open loop: a stall does not cause a burst afterwards).

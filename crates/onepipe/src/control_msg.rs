@@ -1,0 +1,173 @@
+//! The management plane's messages as frames, for a runtime whose management plane is a
+//! network (the simulator's management links): a tag byte, then the message as JSON.
+//!
+//! Control messages are rare (a registration per process, a few per failure), so a
+//! self-describing encoding costs nothing measurable and keeps captures readable. Routing
+//! tables do not travel: the controller names the links out of use and each switch builds its
+//! own tables avoiding them.
+
+use crate::control::Command;
+use crate::controller::{Failure, Input};
+use onepipe_wire::Instant;
+use serde::{Deserialize, Serialize};
+
+/// First byte of every control frame; a frame without it is not one of ours.
+pub const CONTROL_TAG: u8 = 0xC7;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlMsg {
+    /// A member to the controller.
+    Input(Input),
+    /// The controller to a process: failures, each `(process, failure timestamp ns)`.
+    Announce { epoch: u64, failures: Vec<(u32, u64)> },
+    /// The controller to a switch: Resume, stop waiting for these inputs.
+    RemoveInputs(Vec<u16>),
+    /// The controller to a switch: stop taking frames on this input and report it.
+    CutInput(u16),
+    /// The controller to a switch: these `(switch, port)` link ends are out of use; route
+    /// around them.
+    Avoid(Vec<(usize, u16)>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlDecodeError {
+    #[error("not a control frame (tag {0:#04x})")]
+    Tag(u8),
+    #[error("empty control frame")]
+    Empty,
+    #[error("control frame does not parse")]
+    Body,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("control message of {len} bytes does not fit a frame of {room}")]
+pub struct ControlEncodeError {
+    pub len: usize,
+    pub room: usize,
+}
+
+impl ControlMsg {
+    /// The message for a command, or `None` for one that names tables (they do not travel:
+    /// send [`ControlMsg::Avoid`]).
+    pub fn from_command(command: &Command) -> Option<ControlMsg> {
+        Some(match command {
+            Command::Announce { epoch, failures } => ControlMsg::Announce {
+                epoch: *epoch,
+                failures: failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
+            },
+            Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
+            Command::CutInput(port) => ControlMsg::CutInput(*port),
+            Command::Routes(_) => return None,
+        })
+    }
+
+    /// The command a node acts on; `None` for inputs and [`ControlMsg::Avoid`], which the
+    /// runtime resolves first.
+    pub fn into_command(self) -> Option<Command> {
+        Some(match self {
+            ControlMsg::Announce { epoch, failures } => Command::Announce {
+                epoch,
+                failures: failures
+                    .into_iter()
+                    .map(|(process, ts_ns)| Failure {
+                        process,
+                        ts: Instant::from_nanos(ts_ns),
+                    })
+                    .collect(),
+            },
+            ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
+            ControlMsg::CutInput(port) => Command::CutInput(port),
+            ControlMsg::Input(_) | ControlMsg::Avoid(_) => return None,
+        })
+    }
+
+    /// Writes the frame into `buf`; returns its length.
+    pub fn encode(&self, buf: &mut [u8]) -> Result<usize, ControlEncodeError> {
+        let body = serde_json::to_vec(self).expect("control messages always serialize");
+        let len = body.len() + 1;
+        if len > buf.len() {
+            return Err(ControlEncodeError { len, room: buf.len() });
+        }
+        buf[0] = CONTROL_TAG;
+        buf[1..len].copy_from_slice(&body);
+        Ok(len)
+    }
+
+    /// Parses a frame; never panics.
+    pub fn decode(frame: &[u8]) -> Result<ControlMsg, ControlDecodeError> {
+        let (&tag, body) = frame.split_first().ok_or(ControlDecodeError::Empty)?;
+        if tag != CONTROL_TAG {
+            return Err(ControlDecodeError::Tag(tag));
+        }
+        serde_json::from_slice(body).map_err(|_| ControlDecodeError::Body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::Member;
+
+    #[test]
+    fn every_message_round_trips() {
+        let msgs = [
+            ControlMsg::Input(Input::Register { process: 7 }),
+            ControlMsg::Input(Input::LinkDown {
+                member: Member::Switch(3),
+                port: 2,
+                last_commit_ns: 123_456_789,
+            }),
+            ControlMsg::Input(Input::Completed { process: 1, epoch: 4 }),
+            ControlMsg::Announce {
+                epoch: 2,
+                failures: vec![(5, 1_000), (6, 2_000)],
+            },
+            ControlMsg::RemoveInputs(vec![0, 9]),
+            ControlMsg::CutInput(4),
+            ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
+        ];
+        let mut buf = [0u8; 512];
+        for m in msgs {
+            let len = m.encode(&mut buf).unwrap();
+            assert_eq!(buf[0], CONTROL_TAG);
+            assert_eq!(ControlMsg::decode(&buf[..len]).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn commands_survive_the_trip() {
+        let c = Command::Announce {
+            epoch: 3,
+            failures: vec![Failure {
+                process: 2,
+                ts: Instant::from_nanos(77),
+            }],
+        };
+        let m = ControlMsg::from_command(&c).unwrap();
+        match m.into_command().unwrap() {
+            Command::Announce { epoch, failures } => {
+                assert_eq!(epoch, 3);
+                assert_eq!(failures[0].process, 2);
+                assert_eq!(failures[0].ts, Instant::from_nanos(77));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        assert_eq!(ControlMsg::decode(&[]), Err(ControlDecodeError::Empty));
+        assert_eq!(
+            ControlMsg::decode(&[0x01, b'{']),
+            Err(ControlDecodeError::Tag(0x01))
+        );
+        assert_eq!(
+            ControlMsg::decode(&[CONTROL_TAG, b'{']),
+            Err(ControlDecodeError::Body)
+        );
+        assert_eq!(ControlMsg::decode(&[CONTROL_TAG]), Err(ControlDecodeError::Body));
+        let big = ControlMsg::RemoveInputs((0..100).collect());
+        let mut small = [0u8; 16];
+        assert!(big.encode(&mut small).is_err());
+    }
+}

@@ -1,0 +1,326 @@
+//! The management plane in the simulator (paper 5.2, 6.1): the [`Controller`] as a node of its
+//! own, joined to every switch and process by a management link of its own, so that its
+//! messages take virtual time and its decisions interleave with the fabric's events exactly
+//! and reproducibly. The management links are not part of the fabric: fabric failures leave
+//! them up, as the paper's separate management network would (a failed node says nothing,
+//! though).
+//!
+//! Nodes speak through [`Mgmt`], which carries [`ControlMsg`] frames on one extra port; the
+//! node's side of the conversation is the runtimes' own ([`Manage`]).
+
+use crate::host::SimHost;
+use onepipe::control::{Command, ControlPort, ControlTimeline, Manage};
+use onepipe::control_msg::ControlMsg;
+use onepipe::controller::graph::Graph;
+use onepipe::controller::store::{MemoryStore, Service};
+use onepipe::controller::{Controller, ControllerConfig, Input, Member, Output};
+use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_wire::{Duration, Instant};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+/// Tables avoiding a set of links, built once per set and shared by every switch: a switch
+/// told to avoid links builds only its own view, but building one table builds them all.
+pub struct RouteCache {
+    wiring: Wiring,
+    /// The last set of link ends avoided, sorted, and every switch's tables for it.
+    last: Option<(DownLinks, Arc<Vec<Routes>>)>,
+}
+
+/// Link ends out of use, as `(switch, port)`.
+type DownLinks = Vec<(usize, u16)>;
+
+pub type SharedRoutes = Arc<Mutex<RouteCache>>;
+
+impl RouteCache {
+    pub fn shared(wiring: &Wiring) -> SharedRoutes {
+        Arc::new(Mutex::new(RouteCache {
+            wiring: wiring.clone(),
+            last: None,
+        }))
+    }
+
+    fn table(&mut self, switch: usize, mut down: DownLinks) -> Option<Routes> {
+        down.sort_unstable();
+        let fresh = self.last.as_ref().is_none_or(|(d, _)| *d != down);
+        if fresh {
+            let tables = routing::build_avoiding(&self.wiring, &|s, p| down.binary_search(&(s, p)).is_ok());
+            self.last = Some((down, Arc::new(tables)));
+        }
+        let (_, tables) = self.last.as_ref().expect("just built");
+        tables.get(switch).cloned()
+    }
+}
+
+/// What the management plane of a node counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MgmtCounters {
+    /// Frames on the management port that were not control messages for this node.
+    pub malformed: u64,
+}
+
+/// A node's end of its management link.
+struct MgmtLink {
+    port: ControlPort,
+    /// The node's port that the management link leaves from (one past its fabric ports).
+    mgmt_port: PortId,
+    pending: VecDeque<Input>,
+    routes: SharedRoutes,
+    counters: MgmtCounters,
+}
+
+/// A switch or process, with (or without) a management link.
+pub struct Mgmt<N> {
+    pub node: N,
+    link: Option<MgmtLink>,
+}
+
+impl<N: Node + Manage> Mgmt<N> {
+    pub fn unmanaged(node: N) -> Mgmt<N> {
+        Mgmt { node, link: None }
+    }
+
+    pub fn managed(node: N, member: Member, mgmt_port: PortId, routes: SharedRoutes) -> Mgmt<N> {
+        Mgmt {
+            node,
+            link: Some(MgmtLink {
+                port: ControlPort::new(member),
+                mgmt_port,
+                pending: VecDeque::new(),
+                routes,
+                counters: MgmtCounters::default(),
+            }),
+        }
+    }
+
+    pub fn counters(&self) -> MgmtCounters {
+        self.link.as_ref().map(|l| l.counters.clone()).unwrap_or_default()
+    }
+
+    fn is_mgmt(&self, port: PortId) -> bool {
+        self.link.as_ref().is_some_and(|l| l.mgmt_port == port)
+    }
+
+    fn exchange(&mut self, now: Instant) {
+        if let Some(l) = &mut self.link {
+            self.node.exchange(now, &mut l.port);
+            l.pending.extend(l.port.take_inputs());
+        }
+    }
+
+    fn receive_control(&mut self, now: Instant, frame: &[u8]) {
+        let Some(l) = &mut self.link else { return };
+        let command = match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Avoid(down)) => match l.port.member {
+                Member::Switch(s) => l
+                    .routes
+                    .lock()
+                    .expect("the engine runs on one thread")
+                    .table(s, down)
+                    .map(|t| Command::Routes(Box::new(t))),
+                Member::Process(_) => None,
+            },
+            Ok(msg) => msg.into_command(),
+            Err(_) => None,
+        };
+        match command {
+            Some(c) => l.port.deliver(c),
+            None => l.counters.malformed += 1,
+        }
+        self.exchange(now);
+    }
+}
+
+impl<N: Node + Manage> Node for Mgmt<N> {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        if self.is_mgmt(port) {
+            return Route::Consume;
+        }
+        self.node.classify(now, port, frame)
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        if self.is_mgmt(port) {
+            self.receive_control(now, frame);
+            return;
+        }
+        self.node.handle_frame(now, port, frame, route)
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        if !self.is_mgmt(port) {
+            self.node.handle_stalled(now, port, frame)
+        }
+    }
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        self.node.mark_congestion(frame)
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        if let Some(l) = self.link.as_mut().filter(|l| l.mgmt_port == port) {
+            let input = l.pending.pop_front()?;
+            return Some(
+                ControlMsg::Input(input)
+                    .encode(buf)
+                    .expect("an input is a few dozen bytes"),
+            );
+        }
+        self.node.poll_transmit(now, port, buf)
+    }
+    fn wants_transmit(&self) -> bool {
+        self.node.wants_transmit() || self.link.as_ref().is_some_and(|l| !l.pending.is_empty())
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.poll_timeout()
+    }
+    /// Every node has a timer at least once a beacon interval, so reports and answers leave
+    /// within one (the paper's switches and hosts poll their state no less often).
+    fn handle_timeout(&mut self, now: Instant) {
+        self.node.handle_timeout(now);
+        self.exchange(now);
+    }
+}
+
+impl Manage for SimHost {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        let local = self.local(now);
+        port.exchange_endpoint(local, &mut self.endpoint);
+        self.on_process_failures();
+    }
+}
+
+/// The controller as a simulated node: port `i` leads to node `i` (switches, then processes,
+/// as [`Wiring::node_of_process`] numbers them).
+pub struct SimController {
+    service: Service<MemoryStore>,
+    queues: Vec<VecDeque<ControlMsg>>,
+    queued: usize,
+    switches: usize,
+    pub timeline: ControlTimeline,
+}
+
+impl SimController {
+    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> SimController {
+        let controller = Controller::new(Graph::new(wiring), config);
+        let service = Service::open(controller, MemoryStore::default(), now).expect("memory never fails");
+        SimController {
+            service,
+            queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
+            queued: 0,
+            switches: wiring.switch_count(),
+            timeline: ControlTimeline::default(),
+        }
+    }
+
+    pub fn controller(&self) -> &Controller {
+        self.service.controller()
+    }
+
+    fn push(&mut self, node: usize, msg: ControlMsg) {
+        self.queues[node].push_back(msg);
+        self.queued += 1;
+    }
+
+    fn dispatch(&mut self, now: Instant) {
+        if let Some(down) = self.service.take_reroute() {
+            for s in 0..self.switches {
+                self.push(s, ControlMsg::Avoid(down.clone()));
+            }
+        }
+        while let Some(out) = self.service.poll_output() {
+            let (node, command) = match out {
+                Output::Announce { to, epoch, failures } => {
+                    self.timeline.first_announce_at.get_or_insert(now);
+                    (self.switches + to as usize, Command::Announce { epoch, failures })
+                }
+                Output::RemoveInputs { switch, ports } => {
+                    self.timeline.last_resume_at = Some(now);
+                    (switch, Command::RemoveInputs(ports))
+                }
+                Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+            };
+            let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
+            self.push(node, msg);
+        }
+        self.timeline.failures = self.service.controller().failures();
+        self.timeline.counters = self.service.controller().counters().clone();
+    }
+}
+
+impl Node for SimController {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        Route::Consume
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], _route: Route) {
+        let input = match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Input(i)) => i,
+            _ => {
+                self.timeline.refused += 1;
+                return;
+            }
+        };
+        // A member speaks for itself only: an input naming another is refused.
+        let member = match input {
+            Input::Register { process } | Input::Completed { process, .. } => Member::Process(process),
+            Input::LinkDown { member, .. } => member,
+        };
+        let from = match member {
+            Member::Switch(s) => s,
+            Member::Process(p) => self.switches + p as usize,
+        };
+        if from != port as usize {
+            self.timeline.refused += 1;
+            return;
+        }
+        if matches!(input, Input::LinkDown { .. }) {
+            self.timeline.first_report_at.get_or_insert(now);
+        }
+        if self.service.handle(now, input).is_err() {
+            self.timeline.refused += 1;
+        }
+        self.dispatch(now);
+    }
+    fn poll_transmit(&mut self, _now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        let msg = self.queues.get_mut(port as usize)?.pop_front()?;
+        self.queued -= 1;
+        Some(msg.encode(buf).expect("control messages fit a frame"))
+    }
+    fn wants_transmit(&self) -> bool {
+        self.queued > 0
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.service.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        // The log is memory: it cannot fail.
+        let _ = self.service.handle_timeout(now);
+        self.dispatch(now);
+    }
+}
+
+/// The management links between the controller (node `controller`) and every other node:
+/// `delay` each way. A node's management port is one past its fabric ports.
+pub fn management_links(wiring: &Wiring, controller: usize, delay: Duration) -> Vec<DirectedLink> {
+    let mut links = Vec::new();
+    for node in 0..wiring.switch_count() + wiring.process_count() {
+        let mgmt = mgmt_port(wiring, node);
+        links.push(DirectedLink {
+            from: (node, mgmt),
+            to: (controller, node as PortId),
+            delay,
+        });
+        links.push(DirectedLink {
+            from: (controller, node as PortId),
+            to: (node, mgmt),
+            delay,
+        });
+    }
+    links
+}
+
+/// The management port of node `node`: switches number their fabric ports from 0, a process
+/// has one (to its ToR).
+pub fn mgmt_port(wiring: &Wiring, node: usize) -> PortId {
+    if node < wiring.switch_count() {
+        wiring.switch_ports[node].len() as PortId
+    } else {
+        1
+    }
+}

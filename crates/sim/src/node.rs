@@ -1,0 +1,78 @@
+//! What a simulated node is: a switch, a process, or the controller.
+
+use crate::host::SimHost;
+use crate::manage::{Mgmt, SimController};
+use onepipe::switch::Switch;
+use onepipe_fabric::{Node, PortId, Route};
+use onepipe_wire::Instant;
+
+pub enum SimNode {
+    Switch(Box<Mgmt<Switch>>),
+    Host(Box<Mgmt<SimHost>>),
+    Controller(Box<SimController>),
+}
+
+impl SimNode {
+    pub fn switch(&self) -> Option<&Switch> {
+        match self {
+            SimNode::Switch(s) => Some(&s.node),
+            _ => None,
+        }
+    }
+    pub fn host(&self) -> Option<&SimHost> {
+        match self {
+            SimNode::Host(h) => Some(&h.node),
+            _ => None,
+        }
+    }
+    pub fn host_mut(&mut self) -> Option<&mut SimHost> {
+        match self {
+            SimNode::Host(h) => Some(&mut h.node),
+            _ => None,
+        }
+    }
+    pub fn controller(&self) -> Option<&SimController> {
+        match self {
+            SimNode::Controller(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// Static dispatch to the node inside: this is the engine's innermost loop.
+macro_rules! each {
+    ($self:ident, $n:ident => $e:expr) => {
+        match $self {
+            SimNode::Switch($n) => $e,
+            SimNode::Host($n) => $e,
+            SimNode::Controller($n) => $e,
+        }
+    };
+}
+
+impl Node for SimNode {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
+        each!(self, n => n.classify(now, port, frame))
+    }
+    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
+        each!(self, n => n.handle_frame(now, port, frame, route))
+    }
+    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        each!(self, n => n.handle_stalled(now, port, frame))
+    }
+    fn mark_congestion(&self, frame: &mut [u8]) {
+        each!(self, n => n.mark_congestion(frame))
+    }
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        each!(self, n => n.poll_transmit(now, port, buf))
+    }
+    fn wants_transmit(&self) -> bool {
+        each!(self, n => n.wants_transmit())
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        each!(self, n => n.poll_timeout())
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        each!(self, n => n.handle_timeout(now))
+    }
+}
