@@ -7,10 +7,11 @@
 //! A message counts as discarded at a receiver only once that receiver's commit barrier is past
 //! its timestamp and it was not delivered: before that it might only be waiting.
 //!
-//! Rows the code does not handle yet, and so not here (docs/failures.md, "Not done yet"):
-//! controller forwarding ("The network path between S and R fails ..., but S and R are reachable
-//! from the controller") and receiver recovery (R fails after ACK, or its path fails before the
-//! commit barrier reaches it, and it comes back).
+//! Not done in the code yet (docs/failures.md, "Not done yet"), so not checked here: controller
+//! forwarding (the row "The network path between S and R fails ..., but S and R are reachable
+//! from the controller" has no test), and receiver recovery (for the two rows where R fails
+//! after its ACK, or its path fails before the commit barrier reaches it, only the correct side
+//! and R's buffer are checked, not what R does when it comes back).
 
 mod common;
 
@@ -656,4 +657,26 @@ fn path_to_receiver_fails_after_it_received_the_commit_barrier() {
     assert_eq!((sc.deliveries(R1, m), sc.deliveries(R2, m)), (1, 1));
     sc.check_logs();
     sc.check_delivery_resumes(S, &[R1, X]);
+}
+
+/// "The network path to R fails before R receives commit barrier T: deliver after R recovers
+/// according to Receiver Recovery." Checked here: the part that needs no recovery. R2 had
+/// acknowledged M; cut off, it keeps M undelivered (nothing tells it M is committed), while S
+/// does not recall M and R1 delivers it. R2 delivering M when it comes back is not done yet.
+#[test]
+fn path_to_receiver_fails_before_it_received_the_commit_barrier() {
+    let mut sc = Scenario::new();
+    let m = sc.send(S, &[R1, R2]);
+    sc.run_until("S has every ACK", |s| {
+        s.net.endpoints[S as usize].reliable_sender().is_idle()
+    });
+    assert!(sc.net.endpoints[R2 as usize].commit_barrier() <= m.ts);
+    sc.cut_off(R2);
+    sc.run_until_recovered(&[R2], m.ts, &[S, R1, X]);
+    assert_eq!(sc.declared_failed(), vec![R2]);
+    assert!(sc.send_failures(S).is_empty());
+    assert_eq!(sc.deliveries(R1, m), 1);
+    assert!(sc.net.endpoints[R2 as usize].commit_barrier() <= m.ts);
+    assert_eq!((sc.prepared(R2), sc.deliveries(R2, m)), (1, 0));
+    sc.check_logs();
 }
