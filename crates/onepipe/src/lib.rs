@@ -11,6 +11,7 @@ pub mod api;
 pub mod clock;
 pub mod control;
 pub mod control_msg;
+pub mod control_node;
 pub mod controller;
 pub mod demo;
 pub mod endpoint;

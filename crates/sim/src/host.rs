@@ -8,6 +8,7 @@
 use crate::traffic::Generator;
 use hdrhistogram::Histogram;
 use onepipe::FailureReason;
+use onepipe::control::{ControlPort, Manage};
 use onepipe::endpoint::Endpoint;
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, PortId, Route};
@@ -270,6 +271,14 @@ fn sent_time(payload: &[u8]) -> u64 {
     payload
         .get(..8)
         .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+impl Manage for SimHost {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        let local = self.local(now);
+        port.exchange_endpoint(local, &mut self.endpoint);
+        self.on_process_failures();
+    }
 }
 
 impl Node for SimHost {

@@ -4,7 +4,6 @@
 pub mod engine;
 pub mod fault;
 pub mod host;
-pub mod manage;
 pub mod memory;
 pub mod node;
 pub mod traffic;

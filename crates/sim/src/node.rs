@@ -1,7 +1,7 @@
 //! What a simulated node is: a switch, a process, or the controller.
 
 use crate::host::SimHost;
-use crate::manage::{Mgmt, SimController};
+use onepipe::control_node::{ControllerNode, Mgmt};
 use onepipe::switch::Switch;
 use onepipe_fabric::{Node, PortId, Route};
 use onepipe_wire::Instant;
@@ -9,7 +9,7 @@ use onepipe_wire::Instant;
 pub enum SimNode {
     Switch(Box<Mgmt<Switch>>),
     Host(Box<Mgmt<SimHost>>),
-    Controller(Box<SimController>),
+    Controller(Box<ControllerNode>),
 }
 
 impl SimNode {
@@ -31,7 +31,7 @@ impl SimNode {
             _ => None,
         }
     }
-    pub fn controller(&self) -> Option<&SimController> {
+    pub fn controller(&self) -> Option<&ControllerNode> {
         match self {
             SimNode::Controller(c) => Some(c),
             _ => None,

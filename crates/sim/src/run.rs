@@ -7,8 +7,8 @@ use crate::config::{ConfigError, FailTarget, SimConfig};
 use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
-use crate::manage::{Mgmt, RouteCache, SimController, management_links, mgmt_port};
 use crate::traffic::{Generator, Traffic};
+use onepipe::control_node::{ControllerNode, Mgmt, RouteCache, management_links, mgmt_port};
 use onepipe::controller::Member;
 use onepipe::endpoint::{Endpoint, EndpointConfig};
 use onepipe::hash::SplitMix;
@@ -227,7 +227,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);
     let routes_avoiding = RouteCache::shared(&wiring);
     fn manage<N: onepipe_fabric::Node + onepipe::control::Manage>(
-        on: Option<(&Wiring, &crate::manage::SharedRoutes)>,
+        on: Option<(&Wiring, &onepipe::control_node::SharedRoutes)>,
         node: N,
         member: Member,
         index: usize,
@@ -286,7 +286,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
                 "the controller has a port per node and {index} nodes are too many"
             )));
         }
-        let controller = SimController::new(&wiring, config.controller_config, START);
+        let controller = ControllerNode::new(&wiring, config.controller_config, START);
         // Not a host: its CPU is not the one the model charges per frame.
         nodes.push((SimNode::Controller(Box::new(controller)), Role::Switch));
         links.extend(management_links(&wiring, index, config.control_delay));
@@ -549,7 +549,7 @@ fn failure_outcome(
     engine: &Engine<SimNode>,
     wiring: &Wiring,
     times: &Times,
-    controller: &SimController,
+    controller: &ControllerNode,
     failed: &[u32],
 ) -> SimFailureOutcome {
     let t = &controller.timeline;

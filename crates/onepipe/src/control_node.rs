@@ -1,19 +1,18 @@
-//! The management plane in the simulator (paper 5.2, 6.1): the [`Controller`] as a node of its
-//! own, joined to every switch and process by a management link of its own, so that its
-//! messages take virtual time and its decisions interleave with the fabric's events exactly
-//! and reproducibly. The management links are not part of the fabric: fabric failures leave
-//! them up, as the paper's separate management network would (a failed node says nothing,
-//! though).
+//! A management plane made of links (paper 5.2, 6.1): the [`Controller`] as a node of its own
+//! ([`ControllerNode`]), joined to every switch and process by a management link, over which
+//! [`ControlMsg`] frames travel. In the simulator the links take virtual time, so the
+//! controller's decisions interleave with the fabric's events exactly and reproducibly. The
+//! management links are not part of the fabric: fabric failures leave them up, as the paper's
+//! separate management network would (a failed node says nothing, though).
 //!
-//! Nodes speak through [`Mgmt`], which carries [`ControlMsg`] frames on one extra port; the
-//! node's side of the conversation is the runtimes' own ([`Manage`]).
+//! Nodes speak through [`Mgmt`], which carries the frames on one extra port; the node's side of
+//! the conversation is the same as over channels ([`Manage`]).
 
-use crate::host::SimHost;
-use onepipe::control::{Command, ControlPort, ControlTimeline, Manage};
-use onepipe::control_msg::ControlMsg;
-use onepipe::controller::graph::Graph;
-use onepipe::controller::store::{MemoryStore, Service};
-use onepipe::controller::{Controller, ControllerConfig, Input, Member, Output};
+use crate::control::{Command, ControlPort, ControlTimeline, Manage};
+use crate::control_msg::ControlMsg;
+use crate::controller::graph::Graph;
+use crate::controller::store::{MemoryStore, Service};
+use crate::controller::{Controller, ControllerConfig, Input, Member, Output};
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
@@ -115,7 +114,7 @@ impl<N: Node + Manage> Mgmt<N> {
                 Member::Switch(s) => l
                     .routes
                     .lock()
-                    .expect("the engine runs on one thread")
+                    .expect("no thread panicked holding it")
                     .table(s, down)
                     .map(|t| Command::Routes(Box::new(t))),
                 Member::Process(_) => None,
@@ -178,17 +177,9 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     }
 }
 
-impl Manage for SimHost {
-    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
-        let local = self.local(now);
-        port.exchange_endpoint(local, &mut self.endpoint);
-        self.on_process_failures();
-    }
-}
-
-/// The controller as a simulated node: port `i` leads to node `i` (switches, then processes,
+/// The controller as a node: port `i` leads to node `i` (switches, then processes,
 /// as [`Wiring::node_of_process`] numbers them).
-pub struct SimController {
+pub struct ControllerNode {
     service: Service<MemoryStore>,
     queues: Vec<VecDeque<ControlMsg>>,
     queued: usize,
@@ -196,11 +187,11 @@ pub struct SimController {
     pub timeline: ControlTimeline,
 }
 
-impl SimController {
-    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> SimController {
+impl ControllerNode {
+    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> ControllerNode {
         let controller = Controller::new(Graph::new(wiring), config);
         let service = Service::open(controller, MemoryStore::default(), now).expect("memory never fails");
-        SimController {
+        ControllerNode {
             service,
             queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
             queued: 0,
@@ -244,7 +235,7 @@ impl SimController {
     }
 }
 
-impl Node for SimController {
+impl Node for ControllerNode {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
