@@ -198,6 +198,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
     let term = b.wait_for_leadership(std::time::Duration::from_secs(15)).unwrap();
     assert!(term.is_some(), "b never took over: {:?}", b.known_leader());
     let waited = crashed.elapsed();
+    eprintln!("b took over {waited:?} after a stopped renewing its lease of 2 s");
     assert!(
         waited >= std::time::Duration::from_millis(500),
         "took over after {waited:?}"
