@@ -7,7 +7,8 @@
 //! progress ([`Controller::take_over`]).
 //!
 //! Backends: [`MemoryStore`] (tests, a single run), [`FileStore`] (the embedded default: one
-//! JSON record per line, appended and synced).
+//! JSON record per line, appended and synced), and etcd in the `onepipe-etcd` crate, whose
+//! appends are fenced by a leader election ([`StoreError::NotLeader`]).
 
 use super::{Controller, ControllerError, Input, Output};
 use onepipe_wire::Instant;
@@ -40,6 +41,10 @@ pub enum StoreError {
         line: usize,
         reason: String,
     },
+    /// The log takes appends only from the elected controller, and this one no longer is (a
+    /// standby took over): the input was not logged and must not be acted on.
+    #[error("controller log {store}: append refused, not the leader ({reason})")]
+    NotLeader { store: String, reason: String },
 }
 
 pub trait Store {

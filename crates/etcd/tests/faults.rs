@@ -1,0 +1,224 @@
+//! What etcd's unavailability or nonsense looks like to a caller: typed errors that name the
+//! endpoint, never a panic or a hang. Fake servers on loopback stand in for a broken etcd.
+// These tests measure that a call gives up in time, on the real clock.
+#![allow(clippy::disallowed_methods)]
+
+use onepipe::controller::store::{Event, Record, Store, StoreError};
+use onepipe_etcd::{Client, ElectionConfig, EtcdError, EtcdStore, Leadership, Replica};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A server on loopback that reads a request on each of its first connections and answers it
+/// with the next of `answers` (raw bytes); `None` never answers, until the client gave up.
+fn fake_seq(answers: Vec<Option<&'static [u8]>>) -> (String, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        for answer in answers {
+            let Ok((mut conn, _)) = listener.accept() else {
+                return;
+            };
+            conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Headers, then as much body as Content-Length says.
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                request.extend_from_slice(&buf[..n]);
+                if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+            }
+            match answer {
+                Some(bytes) => {
+                    let _ = conn.write_all(bytes);
+                }
+                // Hold the connection until the client hangs up.
+                None => {
+                    let _ = conn.read(&mut buf);
+                }
+            }
+        }
+    });
+    (endpoint, server)
+}
+
+fn fake(answer: Option<&'static [u8]>) -> (String, std::thread::JoinHandle<()>) {
+    fake_seq(vec![answer])
+}
+
+fn http(status: &str, body: &str) -> &'static [u8] {
+    let text = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    Box::leak(text.into_bytes().into_boxed_slice())
+}
+
+fn term() -> Leadership {
+    Leadership {
+        lease: 1,
+        revision: 2,
+    }
+}
+
+#[test]
+fn an_unreachable_etcd_is_an_error_naming_it() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let client = Client::new(&endpoint, TIMEOUT).unwrap();
+    let e = client.grant(2).unwrap_err();
+    assert!(matches!(e, EtcdError::Unreachable { .. }), "{e:?}");
+    assert!(e.to_string().contains(&endpoint), "{e}");
+    // The store says where the log is and that it could not reach it.
+    let mut store = EtcdStore::new(client.clone(), "/t", "a", term());
+    match store.load() {
+        Err(StoreError::Io { path, reason }) => {
+            assert!(path.contains(&endpoint) && path.contains("/t"), "{path}");
+            assert!(reason.contains("unreachable"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A replica that cannot reach etcd keeps trying and never leads.
+    let mut r = Replica::new(client, "/t", "a", ElectionConfig::with_ttl_secs(2));
+    assert!(r.step().is_err());
+    assert!(r.leadership().is_none() && r.store().is_none());
+}
+
+#[test]
+fn an_etcd_that_does_not_answer_times_out() {
+    let (endpoint, server) = fake(None);
+    let client = Client::new(&endpoint, TIMEOUT).unwrap();
+    let started = std::time::Instant::now();
+    let e = client.keep_alive(7).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        e,
+        EtcdError::Timeout {
+            endpoint: endpoint.clone(),
+            call: "/v3/lease/keepalive",
+            timeout: TIMEOUT
+        }
+    );
+    assert!(e.outcome_unknown());
+    server.join().unwrap();
+}
+
+#[test]
+fn an_append_that_timed_out_stops_appends_until_the_log_is_reloaded() {
+    // The append finds the end of the log (empty), then its write gets no answer.
+    let empty = http("200 OK", r#"{"header":{"revision":"3"}}"#);
+    let (endpoint, server) = fake_seq(vec![Some(empty), None, Some(empty)]);
+    let mut store = EtcdStore::new(Client::new(&endpoint, TIMEOUT).unwrap(), "/t", "a", term());
+    let record = Record {
+        at_ns: 1,
+        event: Event::Tick,
+    };
+    match store.append(&record) {
+        Err(StoreError::Io { reason, .. }) => assert!(reason.contains("did not answer"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // It may have been written: no further append is even tried.
+    match store.append(&record) {
+        Err(StoreError::Io { reason, .. }) => assert!(reason.contains("reopen"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // Reloading the log is what ends the doubt.
+    assert_eq!(store.load().unwrap(), vec![]);
+    server.join().unwrap();
+}
+
+#[test]
+fn http_errors_and_bad_json_are_typed_errors() {
+    let (endpoint, server) = fake(Some(http(
+        "503 Service Unavailable",
+        r#"{"error":"etcdserver: no leader","message":"etcdserver: no leader","code":14}"#,
+    )));
+    let client = Client::new(&endpoint, TIMEOUT).unwrap();
+    match client.grant(2).unwrap_err() {
+        EtcdError::Refused {
+            status: 503,
+            code: 14,
+            message,
+            ..
+        } => assert_eq!(message, "etcdserver: no leader"),
+        other => panic!("{other:?}"),
+    }
+    server.join().unwrap();
+
+    for (status, body) in [
+        ("200 OK", "not json at all"),
+        ("200 OK", r#"{"kvs":[{"key":"!!"}]}"#),
+        (
+            "200 OK",
+            r#"{"kvs":[{"key":"L3QvbG9nLzAwMDAwMDAwMDAwMDAwMDAwMDAw","value":"bm90IGEgcmVjb3Jk"}]}"#,
+        ),
+        (
+            "200 OK",
+            r#"{"kvs":[{"key":"L3QvbG9nLzAwMDAwMDAwMDAwMDAwMDAwMDA1","value":"e30="}]}"#,
+        ),
+        ("200 OK", r#"{"more":true}"#),
+        ("404 Not Found", "404 page not found"),
+    ] {
+        let (endpoint, server) = fake(Some(http(status, body)));
+        let mut store = EtcdStore::new(Client::new(&endpoint, TIMEOUT).unwrap(), "/t", "a", term());
+        let e = store.load().unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains(&endpoint), "{text}");
+        match (status, body) {
+            ("404 Not Found", _) => assert!(
+                text.contains("HTTP 404") && text.contains("page not found"),
+                "{text}"
+            ),
+            (_, b) if b.contains("bm90") || b.contains("e30") => {
+                assert!(matches!(e, StoreError::Corrupt { line: 1, .. }), "{e:?}")
+            }
+            _ => assert!(text.contains("does not send"), "{text}"),
+        }
+        server.join().unwrap();
+    }
+
+    // Something that is not HTTP.
+    let (endpoint, server) = fake(Some(b"SSH-2.0-OpenSSH\r\n"));
+    let e = Client::new(&endpoint, TIMEOUT).unwrap().revoke(3).unwrap_err();
+    assert!(
+        matches!(e, EtcdError::BadAnswer { .. } | EtcdError::Unreachable { .. }),
+        "{e:?}"
+    );
+    server.join().unwrap();
+}
+
+#[test]
+fn endpoints_must_be_plain_http_addresses() {
+    for bad in [
+        "127.0.0.1:2379",
+        "https://127.0.0.1:2379",
+        "http://",
+        "http://h:1/v3",
+    ] {
+        let e = Client::new(bad, TIMEOUT).unwrap_err();
+        assert!(matches!(e, EtcdError::BadEndpoint { .. }), "{bad}: {e:?}");
+        assert!(e.to_string().contains(bad), "{e}");
+    }
+    assert!(Client::new("http://127.0.0.1:2379", Duration::ZERO).is_err());
+    assert_eq!(
+        Client::new("http://127.0.0.1:2379/", TIMEOUT).unwrap().endpoint(),
+        "http://127.0.0.1:2379"
+    );
+}
