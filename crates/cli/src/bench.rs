@@ -19,6 +19,9 @@ pub enum BenchCommand {
     Fig8(crate::bench_fig8::Fig8Args),
     /// The raw loopback UDP datagram rate of this machine: the udp runtime's physical limit
     UdpLimit(crate::udp_limit::UdpLimitArgs),
+    /// Paper Fig. 10: recovery time of reliable 1Pipe after host, ToR, core-link and core-switch
+    /// failures as hosts grow, in the simulator (paper timing) and on the inproc runtime
+    Recovery(crate::bench_recovery::RecoveryArgs),
 }
 
 #[derive(Args, Debug)]
@@ -118,6 +121,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
         BenchCommand::Modes(args) => modes(args),
         BenchCommand::Fig8(args) => crate::bench_fig8::run(args),
         BenchCommand::UdpLimit(args) => crate::udp_limit::run(args),
+        BenchCommand::Recovery(args) => crate::bench_recovery::run(args),
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_fig8;
+mod bench_recovery;
 mod demo;
 mod fabric;
 mod inspect;

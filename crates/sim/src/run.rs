@@ -67,6 +67,9 @@ pub struct SimFailureOutcome {
     pub stalled_processes: u64,
     /// Reliable scatterings aborted because a receiver failed (Recall).
     pub aborted: u64,
+    /// Every correct process's stall, for pooling over runs.
+    #[serde(skip)]
+    pub stalls_us: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -74,6 +77,22 @@ pub struct StallUs {
     pub mean: f64,
     pub p5: f64,
     pub p95: f64,
+}
+
+impl StallUs {
+    /// Mean and percentiles of `values` (sorted in place); `None` if empty.
+    pub fn of(values: &mut [f64]) -> Option<StallUs> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let quantile = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+        Some(StallUs {
+            mean: values.iter().sum::<f64>() / values.len() as f64,
+            p5: quantile(0.05),
+            p95: quantile(0.95),
+        })
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -571,18 +590,13 @@ fn failure_outcome(
             _ => {}
         }
     }
-    stalls_us.sort_by(f64::total_cmp);
-    let quantile = |q: f64| stalls_us[((stalls_us.len() - 1) as f64 * q).round() as usize];
     SimFailureOutcome {
         failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
         detection_us: since(t.first_report_at),
         resume_us: since(t.last_resume_at),
-        recovery_us: (!stalls_us.is_empty()).then(|| StallUs {
-            mean: stalls_us.iter().sum::<f64>() / stalls_us.len() as f64,
-            p5: quantile(0.05),
-            p95: quantile(0.95),
-        }),
+        recovery_us: StallUs::of(&mut stalls_us),
         stalled_processes,
         aborted,
+        stalls_us,
     }
 }

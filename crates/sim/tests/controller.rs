@@ -104,3 +104,24 @@ fn controller_needs_the_reliable_service_and_permanent_failures() {
     let e = onepipe_sim::run(&c, &mut |_, _| {}).unwrap_err().to_string();
     assert!(e.contains("permanent"), "{e}");
 }
+
+/// Paper Fig. 10's sweep at its smallest and at the testbed's size: every kind recovers, with
+/// no violation, and the recovery takes longer than detection.
+#[test]
+fn the_recovery_sweep_recovers_from_every_kind() {
+    use onepipe_sim::recovery::{FailureKind, recovery};
+    let rows = recovery(&[2, 32], 1, &mut |_| {}).unwrap();
+    assert_eq!(rows.len(), 2 * FailureKind::ALL.len());
+    for r in &rows {
+        assert_eq!(r.violations, 0, "{r:?}");
+        assert_eq!(r.stalled_processes, 0, "{r:?}");
+        assert!(r.recovery_us.mean > r.detection_us_mean, "{r:?}");
+        let expect_failed = match (r.kind, r.hosts) {
+            (FailureKind::Host, _) => 1,
+            (FailureKind::Tor, 2) => 1,
+            (FailureKind::Tor, h) => h as usize / 4,
+            _ => 0,
+        };
+        assert_eq!(r.failed_processes, expect_failed, "{r:?}");
+    }
+}

@@ -32,6 +32,8 @@ pub struct Graph {
     by_end: Vec<Vec<Option<usize>>>,
     /// Top-layer switches: where the controller's management network meets the fabric.
     roots: Vec<NodeId>,
+    /// Each node's layer: processes 0, ToRs 1, and so on up.
+    layers: Vec<u8>,
 }
 
 impl Graph {
@@ -75,6 +77,10 @@ impl Graph {
             adjacent[l.ends[0].node].push((i, l.ends[1].node));
             adjacent[l.ends[1].node].push((i, l.ends[0].node));
         }
+        let mut layers = vec![0u8; nodes];
+        for (s, spec) in wiring.topology.switches.iter().enumerate() {
+            layers[s] = spec.layer;
+        }
         let top = wiring.topology.layers();
         let roots = (0..switches)
             .filter(|&s| wiring.topology.switches[s].layer == top)
@@ -86,6 +92,7 @@ impl Graph {
             adjacent,
             by_end,
             roots,
+            layers,
         }
     }
 
@@ -166,6 +173,39 @@ impl Graph {
         (0..count)
             .max_by_key(|&c| (processes[c], rooted[c], std::cmp::Reverse(first_process[c])))
             .unwrap_or(0)
+    }
+
+    /// Switch ends of links over which no correct process can ever send again: the link's
+    /// lower node reaches no `correct` process downwards over links `up` allows (a rack whose
+    /// hosts all failed, a spine above only such racks). A switch with no source in its uplink
+    /// half holds its barrier where it was, so the switch above must stop counting it, as it
+    /// would a failed link (paper 5.2, Resume).
+    pub fn sourceless_inputs(&self, up: impl Fn(usize) -> bool, correct: impl Fn(u32) -> bool) -> Vec<End> {
+        let nodes = self.adjacent.len();
+        let mut order: Vec<NodeId> = (0..nodes).collect();
+        order.sort_by_key(|&n| self.layers[n]);
+        let mut source = vec![false; nodes];
+        for &n in &order {
+            source[n] = match self.process_at(n) {
+                Some(p) => correct(p),
+                None => self.adjacent[n]
+                    .iter()
+                    .any(|&(link, far)| self.layers[far] < self.layers[n] && up(link) && source[far]),
+            };
+        }
+        let mut ends = Vec::new();
+        for (i, l) in self.links.iter().enumerate() {
+            let [a, b] = l.ends;
+            let (lower, upper) = if self.layers[a.node] < self.layers[b.node] {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            if up(i) && !source[lower.node] && upper.node < self.switches {
+                ends.push(upper);
+            }
+        }
+        ends
     }
 
     /// The links leaving the set of nodes in component `c`.

@@ -140,6 +140,8 @@ pub struct Controller {
     outputs: VecDeque<Output>,
     /// A decision took links out of use since [`Controller::take_reroute`] last looked.
     reroute: bool,
+    /// Inputs removed because nothing that can send is behind them any more.
+    sourceless: BTreeSet<End>,
     counters: ControllerCounters,
 }
 
@@ -159,6 +161,7 @@ impl Controller {
             decide_at: None,
             outputs: VecDeque::new(),
             reroute: false,
+            sourceless: BTreeSet::new(),
             counters: ControllerCounters::default(),
         }
     }
@@ -468,6 +471,17 @@ impl Controller {
                 if end.node < self.graph.switch_count() && component[end.node] == home {
                     inputs.entry(end.node).or_default().push(end.port);
                 }
+            }
+        }
+        // Correct switches left with nothing below them that can send (found by the simulator:
+        // the only host of a rack failing stalled every commit barrier behind its ToR).
+        let (down, failed) = (&self.down, &self.failed);
+        for end in self
+            .graph
+            .sourceless_inputs(|l| !down[l], |p| failed[p as usize].is_none())
+        {
+            if component[end.node] == home && self.sourceless.insert(end) {
+                inputs.entry(end.node).or_default().push(end.port);
             }
         }
         let awaiting: BTreeSet<u32> = (0..self.graph.process_count() as u32)

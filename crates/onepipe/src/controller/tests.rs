@@ -109,6 +109,46 @@ fn a_failed_host_is_announced_with_its_tors_last_commit_and_resumed_after_every_
     assert_eq!(c.failure_of(0), Some(t(7)));
 }
 
+/// The only host of a rack fails: its ToR is alive but nothing below it can send again, so its
+/// uplink barrier would hold forever. Resume removes the ToR's inputs at the spines too (found
+/// by the simulator: every commit barrier stalled behind that ToR).
+#[test]
+fn a_rack_left_without_correct_processes_is_no_longer_waited_for() {
+    let w = wiring(2, 1);
+    let mut c = controller(&w);
+    c.handle(t(10), tor_down(&w, 1, t(7))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(1, t(7))], &[0], 0));
+    complete(&mut c, t(20), 0, &[0]);
+    let tor = w.processes[1];
+    let mut removed = outputs(&mut c);
+    removed.sort_by_key(|o| format!("{o:?}"));
+    assert_eq!(
+        removed,
+        vec![
+            Output::RemoveInputs {
+                switch: tor.tor,
+                ports: vec![tor.tor_port]
+            },
+            Output::RemoveInputs {
+                switch: 2,
+                ports: vec![port_to(&w, 2, tor.tor)]
+            },
+            Output::RemoveInputs {
+                switch: 3,
+                ports: vec![port_to(&w, 3, tor.tor)]
+            },
+        ]
+    );
+    // The rack of the correct process keeps being counted.
+    let mut c2 = controller(&wiring(2, 2));
+    c2.handle(t(10), tor_down(&wiring(2, 2), 1, t(7))).unwrap();
+    c2.handle_timeout(t(10) + SETTLE);
+    outputs(&mut c2);
+    complete(&mut c2, t(20), 0, &[0, 2, 3]);
+    assert_eq!(outputs(&mut c2).len(), 1, "only the failed host's input");
+}
+
 #[test]
 fn a_failed_tor_fails_its_rack_at_the_largest_commit_the_spines_saw() {
     let w = wiring(2, 2);
