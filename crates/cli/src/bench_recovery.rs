@@ -41,14 +41,16 @@ enum Where {
     Both,
 }
 
-/// An inproc point: the controller's own timeline (the runtime has no per-process barrier
-/// watch; the stall is the time to the last Resume plus a beacon interval or so).
+/// An inproc point: the controller's timeline, and the barrier stall of correct processes (from
+/// the failure to their first delivery of a message stamped after it).
 #[derive(Clone, Debug, Serialize)]
 struct InprocRow {
     kind: FailureKind,
     hosts: u32,
     detection_us: Option<f64>,
     resume_us: Option<f64>,
+    recovery_us: Option<f64>,
+    stalled_processes: u64,
     failed_processes: usize,
     aborted: u64,
     /// Ordering checks and atomicity over every process's log.
@@ -183,7 +185,9 @@ fn inproc_point(kind: FailureKind, hosts: u32, seconds: f64) -> Result<InprocRow
         kind,
         hosts,
         detection_us: outcome.detection_us,
-        resume_us: outcome.recovery_us,
+        resume_us: outcome.resume_us,
+        recovery_us: outcome.recovery_us,
+        stalled_processes: outcome.stalled_processes,
         failed_processes: failed.len(),
         aborted: outcome.aborted,
         checks_pass,
@@ -225,16 +229,17 @@ fn print_report(r: &Report) {
             s.beacon_interval_us, s.dead_after_intervals
         );
         println!(
-            "{:<12} {:>5} {:>10} {:>10} {:>6} {:>7} {:>6}",
-            "failure", "hosts", "detect", "resume", "failed", "aborted", "checks"
+            "{:<12} {:>5} {:>10} {:>10} {:>10} {:>6} {:>7} {:>6}",
+            "failure", "hosts", "detect", "resume", "recovery", "failed", "aborted", "checks"
         );
         for row in &s.rows {
             println!(
-                "{:<12} {:>5} {:>10} {:>10} {:>6} {:>7} {:>6}",
+                "{:<12} {:>5} {:>10} {:>10} {:>10} {:>6} {:>7} {:>6}",
                 row.kind.label(),
                 row.hosts,
                 opt(row.detection_us),
                 opt(row.resume_us),
+                opt(row.recovery_us),
                 row.failed_processes,
                 row.aborted,
                 if row.checks_pass { "pass" } else { "FAIL" }

@@ -155,9 +155,13 @@ struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     failed_processes: Option<Vec<u32>>,
     /// Runs with --fail: from the first failure to the first report reaching the controller,
-    /// and to the last Resume (the commit barrier stalls that long for correct processes).
+    /// and to the controller's last Resume.
     #[serde(skip_serializing_if = "Option::is_none")]
     detection_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resume_us: Option<f64>,
+    /// Runs with --fail: the barrier stall correct processes saw, from the failure to their
+    /// first delivery of a message stamped after it (mean over them).
     #[serde(skip_serializing_if = "Option::is_none")]
     recovery_us: Option<f64>,
     /// Runs with --fail: reliable scatterings aborted because a receiver failed (Recall).
@@ -472,6 +476,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         },
         failed_processes: failure.map(|_| failed.clone()),
         detection_us: failure.and_then(|f| f.detection_us),
+        resume_us: failure.and_then(|f| f.resume_us),
         recovery_us: failure.and_then(|f| f.recovery_us),
         aborted: failure.map(|f| f.aborted),
     };
@@ -580,9 +585,11 @@ fn print_summary(s: &Summary, report: &Report) {
     if let Some(failed) = &s.failed_processes {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} us"));
         println!(
-            "failures           processes {:?} declared failed; detected after {}, resumed after {}; {} scatterings aborted",
+            "failures           processes {:?} declared failed; detected after {}, resumed after {}, \
+             commit barrier stalled {} on average; {} scatterings aborted",
             failed,
             us(s.detection_us),
+            us(s.resume_us),
             us(s.recovery_us),
             s.aborted.unwrap_or(0)
         );

@@ -284,9 +284,14 @@ fn a_failed_host_is_reported_and_delivery_stays_atomic() {
     ] {
         assert_eq!(v["checks"][check], true, "{check} in {v}");
     }
-    let (detected, resumed) = (
+    let (detected, resumed, recovered) = (
         v["detection_us"].as_f64().unwrap(),
+        v["resume_us"].as_f64().unwrap(),
         v["recovery_us"].as_f64().unwrap(),
     );
-    assert!(0.0 < detected && detected <= resumed, "{v}");
+    // The barrier of correct processes flows again only after the Resume.
+    assert!(
+        0.0 < detected && detected <= resumed && resumed <= recovered,
+        "{v}"
+    );
 }

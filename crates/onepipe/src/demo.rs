@@ -89,8 +89,14 @@ pub struct FailureOutcome {
     /// From the first failure to the first link-down report reaching the controller; negative
     /// if a report came before it (a false detection).
     pub detection_us: Option<f64>,
-    /// From the first failure to the last Resume (the commit barrier flows again).
+    /// From the first failure to the controller's last Resume.
+    pub resume_us: Option<f64>,
+    /// The paper's recovery time (Fig. 10): how long the commit barrier of correct processes
+    /// stalls, from the failure to their first delivery of a message stamped after it, on
+    /// average over the correct processes that delivered one.
     pub recovery_us: Option<f64>,
+    /// Correct processes that delivered nothing stamped after the failure.
+    pub stalled_processes: u64,
     /// Reliable scatterings aborted because a receiver failed.
     pub aborted: u64,
 }
@@ -314,9 +320,10 @@ pub fn run_phase(
     } else {
         Duration::ZERO
     };
+    let failure_at_ns = Arc::new(AtomicU64::new(0));
     let apps = (0..count)
         .map(|p| {
-            App::Workload(Box::new(Broadcast::new(
+            let mut w = Broadcast::new(
                 p,
                 count,
                 config.message_bytes,
@@ -329,7 +336,9 @@ pub fn run_phase(
                     reliable: config.reliable,
                 },
                 delivered.clone(),
-            )))
+            );
+            w.watch_failure(failure_at_ns.clone());
+            App::Workload(Box::new(w))
         })
         .collect();
     let (control, ports) = if injections.is_empty() {
@@ -371,7 +380,8 @@ pub fn run_phase(
                 if since < *at {
                     return true;
                 }
-                first_failure_at.get_or_insert(clock.now());
+                let now = *first_failure_at.get_or_insert(clock.now());
+                failure_at_ns.store(now.as_nanos(), Ordering::Relaxed);
                 for f in faults {
                     match *f {
                         Fault::Node(n) => rt.crash(n),
@@ -436,6 +446,7 @@ pub fn run_phase(
         failure: None,
     };
     let mut aborted = 0;
+    let mut past_failure: Vec<(u32, Option<Instant>)> = Vec::new();
     for node in nodes {
         match node.node {
             Either::Left(s) => sum_switch(&mut result.switch, s.counters()),
@@ -460,6 +471,7 @@ pub fn run_phase(
                     result.delivered_in_window += w.delivered_in_window;
                     result.send_failures += w.send_failures;
                     aborted += w.aborted;
+                    past_failure.push((w.process(), w.delivered_past_failure_at));
                     result.latency_ns.add(&w.latency_ns).expect("same bounds");
                     result.logs.push(ProcessLog {
                         process: w.process(),
@@ -476,10 +488,23 @@ pub fn run_phase(
         // past the dead-link timeout), and shows as a negative time.
         let since =
             |at: Option<Instant>| Some((at?.as_nanos() as f64 - first_failure_at?.as_nanos() as f64) / 1e3);
+        let (mut stalls_us, mut stalled_processes) = (Vec::new(), 0);
+        for (p, at) in past_failure {
+            if t.failures.iter().any(|f| f.process == p) {
+                continue;
+            }
+            match since(at) {
+                Some(us) => stalls_us.push(us),
+                None => stalled_processes += 1,
+            }
+        }
         result.failure = Some(FailureOutcome {
             failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
             detection_us: since(t.first_report_at),
-            recovery_us: since(t.last_resume_at),
+            resume_us: since(t.last_resume_at),
+            recovery_us: (!stalls_us.is_empty())
+                .then(|| stalls_us.iter().sum::<f64>() / stalls_us.len() as f64),
+            stalled_processes,
             aborted,
         });
     }

@@ -44,6 +44,11 @@ pub struct Broadcast {
     pub aborted: u64,
     unreported: u64,
     progress: Arc<AtomicU64>,
+    /// When a failure was injected (shared-clock ns, 0 before), set by whoever injects it.
+    failure_at_ns: Option<Arc<AtomicU64>>,
+    /// The first delivery of a message stamped at or after the failure: the commit barrier
+    /// had passed the failure (the end of the stall the paper's Fig. 10 measures).
+    pub delivered_past_failure_at: Option<Instant>,
 }
 
 /// When a broadcast workload sends and records.
@@ -102,7 +107,15 @@ impl Broadcast {
             aborted: 0,
             unreported: 0,
             progress,
+            failure_at_ns: None,
+            delivered_past_failure_at: None,
         }
+    }
+
+    /// Watches for the first delivery stamped at or after the time stored in `failure_at_ns`
+    /// once it is set (non-zero).
+    pub fn watch_failure(&mut self, failure_at_ns: Arc<AtomicU64>) {
+        self.failure_at_ns = Some(failure_at_ns);
     }
 
     pub fn process(&self) -> u32 {
@@ -194,6 +207,14 @@ impl Broadcast {
                 src,
                 msg_id,
             });
+        }
+        if self.delivered_past_failure_at.is_none()
+            && let Some(at) = &self.failure_at_ns
+        {
+            let at = at.load(Ordering::Relaxed);
+            if at != 0 && ts.as_nanos() >= at {
+                self.delivered_past_failure_at = Some(now);
+            }
         }
         self.delivered += 1;
         if now < self.send_until {

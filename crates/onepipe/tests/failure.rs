@@ -39,7 +39,7 @@ fn judge(r: &PhaseResult) -> Vec<u32> {
         partial[0]
     );
     assert!(
-        outcome.detection_us.is_some() && outcome.recovery_us.is_some(),
+        outcome.detection_us.is_some() && outcome.recovery_us.is_some() && outcome.stalled_processes == 0,
         "{outcome:?}"
     );
     // Recovery is more than a formality: a correct process delivers what was sent well after
