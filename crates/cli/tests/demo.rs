@@ -230,10 +230,12 @@ fn bench_modes_prints_every_row() {
     let args = [
         "bench",
         "modes",
+        // Long enough that a loaded machine still delivers within each window (at 0.2 s a
+        // mode once measured nothing while two builds ran beside it).
         "--seconds",
-        "0.2",
+        "0.5",
         "--loss-seconds",
-        "0.2",
+        "0.5",
         "--losses",
         "0.001",
         "--json",

@@ -34,6 +34,9 @@ pub enum Command {
     CutInput(PortId),
     /// New forwarding tables, avoiding failed links.
     Routes(Box<Routes>),
+    /// To a process: the switches now route around failed links; retransmit what timed out
+    /// on them without waiting out the backed-off timer.
+    PathsChanged,
 }
 
 /// A node's end of the management plane, whatever carries it: the node's side of the
@@ -98,6 +101,10 @@ impl ControlPort {
             self.send(Input::Register { process: me });
         }
         while let Some(c) = self.try_command() {
+            if let Command::PathsChanged = c {
+                endpoint.on_paths_changed(now);
+                continue;
+            }
             if let Command::Announce { epoch, failures } = c {
                 for f in &failures {
                     // The controller never names the process it announces to, nor one that does
@@ -173,7 +180,7 @@ impl Manage for Switch {
                     let _ = self.cut_input(p);
                 }
                 Command::Routes(r) => self.set_routes(*r),
-                Command::Announce { .. } => {}
+                Command::Announce { .. } | Command::PathsChanged => {}
             }
         }
     }
@@ -368,6 +375,9 @@ fn run<S: Store>(
             let tables = routing::build_avoiding(wiring, &|s, p| down.contains(&(s, p)));
             for (s, table) in tables.into_iter().enumerate() {
                 let _ = commands[s].send(Command::Routes(Box::new(table)));
+            }
+            for p in 0..wiring.process_count() as u32 {
+                let _ = commands[wiring.node_of_process(p)].send(Command::PathsChanged);
             }
         }
         while let Some(out) = service.poll_output() {

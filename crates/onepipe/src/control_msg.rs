@@ -27,6 +27,8 @@ pub enum ControlMsg {
     /// The controller to a switch: these `(switch, port)` link ends are out of use; route
     /// around them.
     Avoid(Vec<(usize, u16)>),
+    /// The controller to a process: paths changed (see [`Command::PathsChanged`]).
+    PathsChanged,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +59,7 @@ impl ControlMsg {
             },
             Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
             Command::CutInput(port) => ControlMsg::CutInput(*port),
+            Command::PathsChanged => ControlMsg::PathsChanged,
             Command::Routes(_) => return None,
         })
     }
@@ -77,6 +80,7 @@ impl ControlMsg {
             },
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
+            ControlMsg::PathsChanged => Command::PathsChanged,
             ControlMsg::Input(_) | ControlMsg::Avoid(_) => return None,
         })
     }
@@ -125,6 +129,7 @@ mod tests {
             ControlMsg::RemoveInputs(vec![0, 9]),
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
+            ControlMsg::PathsChanged,
         ];
         let mut buf = [0u8; 512];
         for m in msgs {

@@ -214,6 +214,9 @@ impl ControllerNode {
             for s in 0..self.switches {
                 self.push(s, ControlMsg::Avoid(down.clone()));
             }
+            for node in self.switches..self.queues.len() {
+                self.push(node, ControlMsg::PathsChanged);
+            }
         }
         while let Some(out) = self.service.poll_output() {
             let (node, command) = match out {

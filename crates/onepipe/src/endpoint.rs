@@ -879,6 +879,13 @@ impl Endpoint {
     /// process are refused from now on ([`SendError::ProcessFailed`]). A repeated announcement
     /// changes nothing (the first timestamp stands; counted in `failures_repeated`); one about
     /// this process itself, or a process that does not exist, is refused.
+    /// The controller rerouted around failed links: what timed out on them is sent again
+    /// now, and timers start over from the measured RTO (their backoff was the dead path's,
+    /// not congestion).
+    pub fn on_paths_changed(&mut self, now: Instant) {
+        self.sender.on_paths_changed(now);
+    }
+
     pub fn on_process_failed(
         &mut self,
         now: Instant,

@@ -671,6 +671,26 @@ impl ReliableSender {
         self.rto_deadline
     }
 
+    /// Paths changed (the controller rerouted around a failed link): connections that timed
+    /// out start over from the un-backed-off RTO, and what has waited that long goes again now
+    /// instead of at its backed-off deadline (a link failure otherwise costs a full backoff
+    /// step after the reroute: paper Fig. 10's core-link case in the simulator).
+    pub fn on_paths_changed(&mut self, now: Instant) {
+        let mut any = false;
+        for k in 0..self.connections.peer_count() {
+            let dst = self.connections.peer_at(k);
+            let c = self.connections.get_mut(dst).expect("listed");
+            if c.backoff > 0 {
+                c.backoff = 0;
+                any = true;
+            }
+        }
+        if any {
+            self.rto_deadline = Some(now);
+            self.on_timeout(now);
+        }
+    }
+
     /// Retransmits what has waited longer than its RTO; gives up on messages whose packets
     /// used up the retry budget (paper Table 1 send-failure callback).
     pub fn on_timeout(&mut self, now: Instant) {
