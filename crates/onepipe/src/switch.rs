@@ -477,6 +477,9 @@ impl Switch {
         }
         match commit {
             CommitInput::Counted => {}
+            // Removed while it was still live: nothing behind it can send any more (the
+            // controller's sourceless inputs), and its frozen barrier must not hold ours.
+            CommitInput::Removed if state == InputState::Live => {}
             CommitInput::Removed => {
                 // As for best effort: the output holds while the returning link catches up.
                 self.ports[port].commit = CommitInput::Joining;

@@ -432,6 +432,27 @@ fn a_removed_input_heard_again_rejoins_without_pulling_the_commit_barrier_back()
     );
 }
 
+/// An input removed while it is live (nothing behind it can send: a rack whose hosts all
+/// failed) stays out of the commit lane although it keeps beaconing: its barrier is frozen, and
+/// rejoining would freeze ours with it (found by `onepipe bench recovery`: a failed host alone
+/// in its rack stalled every commit barrier on the inproc runtime).
+#[test]
+fn a_live_input_removed_stays_out_of_the_commit_lane() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for p in 0..3 {
+        pass(&mut s, 1_000, p, beacon(1_000));
+    }
+    s.remove_input(2).unwrap();
+    // Port 2 keeps saying 1_000 (it has no sources); the others move on.
+    for at in [2_000, 3_000] {
+        pass(&mut s, at, 2, beacon(1_000));
+        pass(&mut s, at, 1, beacon(at));
+        pass(&mut s, at, 0, beacon(at));
+    }
+    let (_, out) = pass(&mut s, 3_100, 0, frame(Opcode::Data, 0, 1, 3_100, 3_100));
+    assert_eq!(commit_of(&out), 3_000);
+}
+
 /// The controller cuts an input whose far end it declares failed: nothing from it is taken
 /// any more, best effort stops waiting for it, and it is reported with its last commit
 /// barrier; the commit barrier waits for the controller's Resume.
