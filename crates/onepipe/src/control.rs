@@ -214,6 +214,9 @@ impl<N: Node + Manage> Node for Managed<N> {
     fn mark_congestion(&self, frame: &mut [u8]) {
         self.node.mark_congestion(frame)
     }
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.node.peer_gone(port)
+    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         self.node.poll_transmit(now, port, buf)
     }

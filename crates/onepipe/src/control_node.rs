@@ -152,6 +152,9 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     fn mark_congestion(&self, frame: &mut [u8]) {
         self.node.mark_congestion(frame)
     }
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.node.peer_gone(port)
+    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         if let Some(l) = self.link.as_mut().filter(|l| l.mgmt_port == port) {
             let input = l.pending.pop_front()?;

@@ -778,6 +778,14 @@ impl Node for Switch {
         }
     }
 
+    /// The neighbour is gone once its input is dead (silent past the dead-link timeout: links
+    /// are full duplex, so nothing it sends means nothing it takes) or the controller cut it.
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.ports
+            .get(port as usize)
+            .is_some_and(|p| p.cut || p.state == InputState::Dead)
+    }
+
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let p = port as usize;
         if !self.ports.get(p)?.beacon_pending {

@@ -157,7 +157,9 @@ mod tests {
             Some("127.3.0.1:47000".parse().unwrap())
         );
         assert_eq!(
-            named("[controller]\naddr = \"10.0.0.9:4000\"").unwrap().controller,
+            named("[controller]\naddr = \"10.0.0.9:4000\"")
+                .unwrap()
+                .controller,
             Some("10.0.0.9:4000".parse().unwrap())
         );
     }
@@ -177,7 +179,11 @@ mod tests {
             "address 127.1.0.1:47000 is given to both switch `tor` and the controller"
         );
         let bad = Topology::from_toml("[[switch]]\nname = \"tor\"\nhosts = 1\n[controller]\naddr = \"x\"");
-        assert!(bad.unwrap_err().to_string().contains("`controller` has address `x`"));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("`controller` has address `x`")
+        );
         let unknown = Topology::from_toml("[[switch]]\nname = \"tor\"\nhosts = 1\n[controller]\nport = 1");
         assert!(matches!(unknown, Err(crate::TopologyError::Syntax(_))));
     }
