@@ -11,8 +11,8 @@
 use crate::control::{Command, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use crate::controller::graph::Graph;
-use crate::controller::store::{MemoryStore, Service};
-use crate::controller::{Controller, ControllerConfig, Input, Member, Output};
+use crate::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
+use crate::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
@@ -180,31 +180,113 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     }
 }
 
+/// What the controller did, for a service that reports as it goes (`onepipe controller`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// Detect: `member` reported its input at `port` down, `last_commit` the last commit
+    /// barrier it carried.
+    Report {
+        at: Instant,
+        member: Member,
+        port: u16,
+        last_commit: Instant,
+    },
+    /// Determine and Broadcast: these processes are declared failed, and `announced_to`
+    /// correct processes are told.
+    Declared {
+        at: Instant,
+        failures: Vec<Failure>,
+        announced_to: usize,
+    },
+    /// Every switch is told to route around these `(switch, port)` link ends.
+    Rerouted { at: Instant, avoid: Vec<(usize, u16)> },
+    /// Resume: `switch` stops waiting for its inputs at `ports`.
+    Resumed {
+        at: Instant,
+        switch: usize,
+        ports: Vec<u16>,
+    },
+    /// `switch` is told to cut its input at `port` (the far end is to be declared failed).
+    Cut { at: Instant, switch: usize, port: u16 },
+    /// A frame on `port` that was not an input of node `port`, or an input the controller
+    /// could not use (`reason`).
+    Refused {
+        at: Instant,
+        port: PortId,
+        reason: String,
+    },
+}
+
+/// Events kept for [`ControllerNode::take_events`]; a controller nobody asks (the simulator's)
+/// keeps only the latest.
+const EVENTS_MAX: usize = 4096;
+
 /// The controller as a node: port `i` leads to node `i` (switches, then processes,
-/// as [`Wiring::node_of_process`] numbers them).
-pub struct ControllerNode {
-    service: Service<MemoryStore>,
+/// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
+/// restarted controller replays ([`crate::controller::store::FileStore`]).
+pub struct ControllerNode<S: Store = MemoryStore> {
+    service: Service<S>,
     queues: Vec<VecDeque<ControlMsg>>,
     queued: usize,
     switches: usize,
     pub timeline: ControlTimeline,
+    events: VecDeque<ControlEvent>,
+    /// The last error of the log: an input it could not take is not acted on (write-ahead).
+    store_error: Option<StoreError>,
 }
 
-impl ControllerNode {
-    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> ControllerNode {
+impl ControllerNode<MemoryStore> {
+    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> ControllerNode<MemoryStore> {
+        ControllerNode::open(wiring, config, MemoryStore::default(), now).expect("memory never fails")
+    }
+}
+
+impl<S: Store> ControllerNode<S> {
+    /// A controller for `wiring` on the log in `store`: what the log holds is replayed, and
+    /// what a controller taking over must send (announcements of a recovery in progress, cuts,
+    /// Resumes, routes) is queued ([`Controller::take_over`]).
+    pub fn open(
+        wiring: &Wiring,
+        config: ControllerConfig,
+        store: S,
+        now: Instant,
+    ) -> Result<ControllerNode<S>, StoreError> {
         let controller = Controller::new(Graph::new(wiring), config);
-        let service = Service::open(controller, MemoryStore::default(), now).expect("memory never fails");
-        ControllerNode {
+        let service = Service::open(controller, store, now)?;
+        let mut node = ControllerNode {
             service,
             queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
             queued: 0,
             switches: wiring.switch_count(),
             timeline: ControlTimeline::default(),
-        }
+            events: VecDeque::new(),
+            store_error: None,
+        };
+        // Failures the log already decided are not news.
+        node.timeline.failures = node.service.controller().failures();
+        node.dispatch(now);
+        Ok(node)
     }
 
     pub fn controller(&self) -> &Controller {
         self.service.controller()
+    }
+
+    /// What happened since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<ControlEvent> {
+        self.events.drain(..).collect()
+    }
+
+    /// The last error of the log since the last call, if it refused an input or a tick.
+    pub fn take_store_error(&mut self) -> Option<StoreError> {
+        self.store_error.take()
+    }
+
+    fn event(&mut self, e: ControlEvent) {
+        if self.events.len() == EVENTS_MAX {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
     }
 
     fn push(&mut self, node: usize, msg: ControlMsg) {
@@ -217,38 +299,74 @@ impl ControllerNode {
             for s in 0..self.switches {
                 self.push(s, ControlMsg::Avoid(down.clone()));
             }
+            self.event(ControlEvent::Rerouted { at: now, avoid: down });
         }
+        let mut announced = 0;
         while let Some(out) = self.service.poll_output() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {
                     self.timeline.first_announce_at.get_or_insert(now);
+                    announced += 1;
                     (self.switches + to as usize, Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
                     self.timeline.last_resume_at = Some(now);
+                    self.event(ControlEvent::Resumed {
+                        at: now,
+                        switch,
+                        ports: ports.clone(),
+                    });
                     (switch, Command::RemoveInputs(ports))
                 }
-                Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+                Output::CutInput { switch, port } => {
+                    self.event(ControlEvent::Cut {
+                        at: now,
+                        switch,
+                        port,
+                    });
+                    (switch, Command::CutInput(port))
+                }
             };
             let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
             self.push(node, msg);
         }
-        self.timeline.failures = self.service.controller().failures();
+        let failures = self.service.controller().failures();
+        let known = &self.timeline.failures;
+        let new: Vec<Failure> = failures
+            .iter()
+            .filter(|f| !known.iter().any(|k| k.process == f.process))
+            .copied()
+            .collect();
+        if !new.is_empty() {
+            self.event(ControlEvent::Declared {
+                at: now,
+                failures: new,
+                announced_to: announced,
+            });
+        }
+        self.timeline.failures = failures;
         self.timeline.counters = self.service.controller().counters().clone();
+    }
+
+    fn refuse(&mut self, now: Instant, port: PortId, reason: String) {
+        self.timeline.refused += 1;
+        self.event(ControlEvent::Refused {
+            at: now,
+            port,
+            reason,
+        });
     }
 }
 
-impl Node for ControllerNode {
+impl<S: Store + Send> Node for ControllerNode<S> {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], _route: Route) {
         let input = match ControlMsg::decode(frame) {
             Ok(ControlMsg::Input(i)) => i,
-            _ => {
-                self.timeline.refused += 1;
-                return;
-            }
+            Ok(other) => return self.refuse(now, port, format!("not an input: {other:?}")),
+            Err(e) => return self.refuse(now, port, e.to_string()),
         };
         // A member speaks for itself only: an input naming another is refused.
         let member = match input {
@@ -260,14 +378,29 @@ impl Node for ControllerNode {
             Member::Process(p) => self.switches + p as usize,
         };
         if from != port as usize {
-            self.timeline.refused += 1;
-            return;
+            return self.refuse(now, port, format!("{input:?} names another member"));
         }
-        if matches!(input, Input::LinkDown { .. }) {
+        if let Input::LinkDown {
+            member,
+            port: input_port,
+            last_commit_ns,
+        } = input
+        {
             self.timeline.first_report_at.get_or_insert(now);
+            self.event(ControlEvent::Report {
+                at: now,
+                member,
+                port: input_port,
+                last_commit: Instant::from_nanos(last_commit_ns),
+            });
         }
-        if self.service.handle(now, input).is_err() {
-            self.timeline.refused += 1;
+        match self.service.handle(now, input) {
+            Ok(()) => {}
+            Err(ServiceError::Store(e)) => {
+                self.timeline.refused += 1;
+                self.store_error = Some(e);
+            }
+            Err(e) => self.refuse(now, port, e.to_string()),
         }
         self.dispatch(now);
     }
@@ -283,8 +416,12 @@ impl Node for ControllerNode {
         self.service.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
-        // The log is memory: it cannot fail.
-        let _ = self.service.handle_timeout(now);
+        match self.service.handle_timeout(now) {
+            // Not logged, so not acted on: the timer fires again on the next call.
+            Err(ServiceError::Store(e)) => self.store_error = Some(e),
+            // A tick names nothing the graph could lack.
+            Err(ServiceError::Input(_)) | Ok(()) => {}
+        }
         self.dispatch(now);
     }
 }

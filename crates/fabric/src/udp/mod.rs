@@ -330,8 +330,8 @@ impl UdpDriver {
         self.run_observed(node, clock, stop, counters, Duration::MAX, &mut |_, _| {});
     }
 
-    /// Runs `node` until `stop` is set, showing it to `observe` about every `period` (for
-    /// status reports; the node cannot be reached otherwise while it runs).
+    /// Runs `node` until `stop` is set, handing it to `observe` about every `period` (for
+    /// status reports and events; the node cannot be reached otherwise while it runs).
     pub fn run_observed<N: Node>(
         &mut self,
         node: &mut N,
@@ -339,7 +339,7 @@ impl UdpDriver {
         stop: &AtomicBool,
         counters: &UdpCounters,
         period: Duration,
-        observe: &mut dyn FnMut(&N, Instant),
+        observe: &mut dyn FnMut(&mut N, Instant),
     ) {
         let mut idle_passes = 0u32;
         let mut observe_at = clock.now();
