@@ -510,7 +510,8 @@ impl Started {
     }
 }
 
-/// A controller that exits this soon after it started is not restarted (it cannot start).
+/// A controller that exits with an error this soon after it started is not restarted (it
+/// cannot start: a taken address, a bad log). One killed by a signal always is.
 const CONTROLLER_RESTART_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn up_inner(args: UpArgs) -> Res<ExitCode> {
@@ -625,7 +626,8 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         if let Some((c, since)) = &mut started.controller
             && let Ok(Some(status)) = c.try_wait()
         {
-            if since.elapsed() < CONTROLLER_RESTART_AFTER {
+            let killed = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
+            if !killed && since.elapsed() < CONTROLLER_RESTART_AFTER {
                 failed = Some(format!("the controller exited ({status})"));
             } else {
                 eprintln!("the controller exited ({status}); restarting it on its log");

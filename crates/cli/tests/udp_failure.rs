@@ -4,7 +4,8 @@
 //! an application process). The controller must declare exactly the processes behind it
 //! failed; every correct process is called back for each of them, keeps delivering in one
 //! total order, and every scattering is delivered by all of its correct receivers or by none
-//! (paper 2.1, 5.2). Nothing is left running afterwards.
+//! (paper 2.1, 5.2). Nothing is left running afterwards. One scenario first kills the
+//! controller, which `onepipe up` restarts on its log.
 //!
 //! The application processes are this test binary run again (`app_process`), so that each is
 //! an OS process of its own that can be killed. Timing is not judged: the dead-link timeout is
@@ -386,7 +387,9 @@ fn first_at(lines: &[String], what: &str) -> Option<u64> {
     Some(s.parse::<u64>().ok()? * 1_000_000_000 + us.parse::<u64>().ok()? * 1_000)
 }
 
-fn scenario(port: u16, target: Target, expect_failed: &[u32]) {
+/// Runs the applications, kills `target` mid-traffic (after killing the controller, which
+/// `onepipe up` restarts on its log, if `restart_controller`), and judges the run.
+fn scenario(port: u16, target: Target, expect_failed: &[u32], restart_controller: bool) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("onepipe-udp-failure-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -404,7 +407,29 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32]) {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    std::thread::sleep(FAIL_AFTER);
+    if restart_controller {
+        std::thread::sleep(FAIL_AFTER / 2);
+        kill(run.pid_of("controller"));
+        run.wait_for("restarting it on its log", std::time::Duration::from_secs(10));
+        let started = std::time::Instant::now();
+        while run
+            .output()
+            .iter()
+            .filter(|l| l.starts_with("controller of"))
+            .count()
+            < 2
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the controller did not come back: {:#?}",
+                run.output()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(FAIL_AFTER / 2);
+    } else {
+        std::thread::sleep(FAIL_AFTER);
+    }
     let killed_at = unix_ns();
     match target {
         Target::Switch(name) => kill(run.pid_of(name)),
@@ -569,15 +594,22 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32]) {
 
 #[test]
 fn a_killed_tor_fails_its_rack_and_delivery_resumes_atomically() {
-    scenario(7301, Target::Switch("tor1"), &[2, 3]);
+    scenario(7301, Target::Switch("tor1"), &[2, 3], false);
 }
 
 #[test]
 fn a_killed_spine_is_routed_around_and_nobody_fails() {
-    scenario(7302, Target::Switch("spine0"), &[]);
+    scenario(7302, Target::Switch("spine0"), &[], false);
 }
 
 #[test]
 fn a_killed_application_process_is_declared_failed() {
-    scenario(7303, Target::App(1), &[1]);
+    scenario(7303, Target::App(1), &[1], false);
+}
+
+/// The controller is killed first; `onepipe up` restarts it on its log (registrations
+/// replayed, and repeated on its Hello), and the restarted controller handles a ToR failure.
+#[test]
+fn a_restarted_controller_handles_a_later_failure() {
+    scenario(7304, Target::Switch("tor1"), &[2, 3], true);
 }

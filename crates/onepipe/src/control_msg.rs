@@ -27,6 +27,10 @@ pub enum ControlMsg {
     /// The controller to a switch: these `(switch, port)` link ends are out of use; route
     /// around them.
     Avoid(Vec<(usize, u16)>),
+    /// The controller (re)started: a member says again what it said before (a process
+    /// registers, a switch repeats its link-down reports), since what it sent while no
+    /// controller listened was lost. Repeats change nothing at a controller that heard them.
+    Hello,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -61,8 +65,8 @@ impl ControlMsg {
         })
     }
 
-    /// The command a node acts on; `None` for inputs and [`ControlMsg::Avoid`], which the
-    /// runtime resolves first.
+    /// The command a node acts on; `None` for inputs, and for [`ControlMsg::Avoid`] and
+    /// [`ControlMsg::Hello`], which the runtime resolves first.
     pub fn into_command(self) -> Option<Command> {
         Some(match self {
             ControlMsg::Announce { epoch, failures } => Command::Announce {
@@ -77,7 +81,7 @@ impl ControlMsg {
             },
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
-            ControlMsg::Input(_) | ControlMsg::Avoid(_) => return None,
+            ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
         })
     }
 
@@ -125,6 +129,7 @@ mod tests {
             ControlMsg::RemoveInputs(vec![0, 9]),
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
+            ControlMsg::Hello,
         ];
         let mut buf = [0u8; 512];
         for m in msgs {

@@ -110,6 +110,11 @@ impl<N: Node + Manage> Mgmt<N> {
     fn receive_control(&mut self, now: Instant, frame: &[u8]) {
         let Some(l) = &mut self.link else { return };
         let command = match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Hello) => {
+                // Answers to announcements are repeated when the announcements are.
+                self.node.hello(&mut l.port);
+                return self.exchange(now);
+            }
             Ok(ControlMsg::Avoid(down)) => match l.port.member {
                 Member::Switch(s) => l
                     .routes
@@ -275,6 +280,14 @@ impl<S: Store> ControllerNode<S> {
     /// What happened since the last call, oldest first.
     pub fn take_events(&mut self) -> Vec<ControlEvent> {
         self.events.drain(..).collect()
+    }
+
+    /// Asks every member to say again what it said before ([`ControlMsg::Hello`]): for a
+    /// controller that (re)starts while the others run, and missed what they said meanwhile.
+    pub fn greet(&mut self) {
+        for node in 0..self.queues.len() {
+            self.push(node, ControlMsg::Hello);
+        }
     }
 
     /// The last error of the log since the last call, if it refused an input or a tick.
@@ -453,5 +466,64 @@ pub fn mgmt_port(wiring: &Wiring, node: usize) -> PortId {
         wiring.switch_ports[node].len() as PortId
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::{Switch, SwitchConfig};
+    use onepipe_fabric::Topology;
+
+    /// The control messages node `n` sends on its management port now.
+    fn said<N: Node + Manage>(n: &mut Mgmt<N>, now: Instant, mgmt: PortId) -> Vec<ControlMsg> {
+        let mut buf = [0u8; 1024];
+        let mut out = Vec::new();
+        while let Some(len) = n.poll_transmit(now, mgmt, &mut buf) {
+            out.push(ControlMsg::decode(&buf[..len]).unwrap());
+        }
+        out
+    }
+
+    /// A controller that restarts says Hello; a switch then repeats the reports of its inputs
+    /// still down, since the first ones may have reached no controller.
+    #[test]
+    fn a_switch_repeats_its_reports_when_the_controller_says_hello() {
+        let wiring = Wiring::new(Topology::single_switch(2).unwrap(), 1).unwrap();
+        let routes = routing::build(&wiring).unwrap().swap_remove(0);
+        let config = SwitchConfig {
+            beacon_interval: Duration::from_nanos(1_000),
+            dead_after_intervals: 10,
+            ecmp_seed: 1,
+        };
+        let t = Instant::from_nanos;
+        let switch = Switch::new(0, &wiring, routes, config, t(0));
+        let mgmt = mgmt_port(&wiring, 0);
+        let mut n = Mgmt::managed(switch, Member::Switch(0), mgmt, RouteCache::shared(&wiring));
+        // Port 1 speaks once, then port 0 alone beacons on.
+        let mut beacon = crate::test_packets::beacon(500);
+        n.handle_frame(t(500), 1, &mut beacon, Route::Consume);
+        for k in 1..=12u64 {
+            let mut b = crate::test_packets::beacon(k * 1_000);
+            n.handle_frame(t(k * 1_000), 0, &mut b, Route::Consume);
+            n.handle_timeout(t(k * 1_000));
+        }
+        let report = ControlMsg::Input(Input::LinkDown {
+            member: Member::Switch(0),
+            port: 1,
+            last_commit_ns: 500,
+        });
+        assert_eq!(said(&mut n, t(12_000), mgmt), vec![report.clone()]);
+        assert_eq!(said(&mut n, t(12_000), mgmt), vec![]);
+        let mut hello = [0u8; 16];
+        let len = ControlMsg::Hello.encode(&mut hello).unwrap();
+        n.handle_frame(t(12_100), mgmt, &mut hello[..len], Route::Consume);
+        assert_eq!(said(&mut n, t(12_100), mgmt), vec![report]);
+        // Hello on a fabric port is no order.
+        let mut hello = [0u8; 16];
+        let len = ControlMsg::Hello.encode(&mut hello).unwrap();
+        n.handle_frame(t(12_200), 0, &mut hello[..len], Route::Drop);
+        assert_eq!(said(&mut n, t(12_200), mgmt), vec![]);
+        assert_eq!(n.counters(), MgmtCounters::default());
     }
 }

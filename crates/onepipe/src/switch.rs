@@ -504,6 +504,19 @@ impl Switch {
         self.reports.pop_front()
     }
 
+    /// Every input reported down and not heard from since, with its last commit barrier: what
+    /// a restarted controller must hear again.
+    pub fn reported_down(&self) -> impl Iterator<Item = InputReport> + '_ {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.reported)
+            .map(|(i, p)| InputReport {
+                port: i as PortId,
+                last_commit: p.barrier[Lane::Commit as usize],
+            })
+    }
+
     fn report(&mut self, port: usize) {
         let cap = REPORTS_MAX_PER_PORT * self.ports.len();
         let p = &mut self.ports[port];

@@ -475,3 +475,19 @@ fn a_dead_or_cut_neighbour_is_gone_until_heard_again() {
     s.cut_input(1).unwrap();
     assert!(s.peer_gone(1));
 }
+
+/// What a restarted controller must hear again: inputs reported down and not heard since.
+#[test]
+fn reported_down_lists_dead_inputs_until_they_are_heard_again() {
+    let mut s = switch_with_port_2_dead_at_500();
+    let down: Vec<InputReport> = s.reported_down().collect();
+    assert_eq!(
+        down,
+        vec![InputReport {
+            port: 2,
+            last_commit: t(500)
+        }]
+    );
+    pass(&mut s, 12_100, 2, beacon(12_100));
+    assert_eq!(s.reported_down().count(), 0);
+}

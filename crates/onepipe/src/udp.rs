@@ -280,6 +280,8 @@ pub fn run_controller<S: Store + Send>(
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
     let clock = Clock::from_system_time();
     let mut controller = ControllerNode::open(&wiring, config, store, clock.now())?;
+    // Whatever was said while no controller listened (it restarted) is said again.
+    controller.greet();
     let happened = controller.take_events();
     events(&controller, happened);
     let mut failed = None;
