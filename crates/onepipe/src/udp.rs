@@ -8,11 +8,12 @@
 //!
 //! A process that has not joined yet holds its ToR's barrier back until the switch declares
 //! its link dead (`dead_after_intervals`), and rejoins when it starts; the reliable service's
-//! commit barrier waits for every process of the topology, or, when the topology names a
-//! controller ([`run_controller`], `onepipe controller`), until the controller has declared
-//! the silent ones failed (paper 5.2). Every switch and process then reports to it over a
-//! management port of its own (one past its fabric ports, [`mgmt_port`]) that leads to the
-//! controller's address; the controller's port `i` leads to node `i`.
+//! commit barrier waits for every process of the topology. When the topology names a
+//! controller ([`run_controller`], `onepipe controller`), a process that joined and then went
+//! silent is declared failed by it and no longer waited for (paper 5.2). Every switch and
+//! process then reports to it over a management port of its own (one past its fabric ports,
+//! [`mgmt_port`]) that leads to the controller's address; the controller's port `i` leads to
+//! node `i`.
 
 #![allow(clippy::disallowed_methods)] // threads and the system clock live here
 
