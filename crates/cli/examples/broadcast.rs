@@ -7,7 +7,9 @@
 //! cargo run --release --example broadcast -- --topology topologies/two-racks.toml --process 0 --count 1000
 //! ```
 //! Every process of the topology should join: one that never does holds best-effort delivery
-//! back until its switch declares it dead (`--dead-after-beacons` intervals).
+//! back until its switch declares it dead (`--dead-after-beacons` intervals). With a controller
+//! in the topology (docs/udp.md), processes it declares failed are left out of later
+//! broadcasts.
 
 #![allow(clippy::disallowed_methods)] // an application: it paces on real time
 
@@ -15,6 +17,7 @@ mod common;
 
 use clap::Parser;
 use onepipe::SendError;
+use std::sync::{Arc, Mutex};
 
 #[derive(Parser)]
 struct Args {
@@ -33,11 +36,18 @@ struct Args {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut me = common::join_fabric(&args.join)?;
-    let everyone: Vec<u32> = (0..me.process_count()).collect();
+    let failed = Arc::new(Mutex::new(Vec::new()));
+    let f = failed.clone();
+    me.on_process_failure(move |p, ts| {
+        eprintln!("broadcast: process {p} failed (failure timestamp {ts})");
+        f.lock().unwrap().push(p);
+    });
+    let mut everyone: Vec<u32> = (0..me.process_count()).collect();
     let gap = (args.rate > 0).then(|| std::time::Duration::from_secs_f64(1.0 / args.rate as f64));
     let start = std::time::Instant::now();
     let mut delivered = 0u64;
     for i in 0..args.count {
+        everyone.retain(|p| !failed.lock().unwrap().contains(p));
         let text = format!("{} says {i}", args.join.process);
         let scatter: Vec<(u32, &[u8])> = everyone.iter().map(|&d| (d, text.as_bytes())).collect();
         loop {

@@ -26,6 +26,8 @@ struct Args {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let mut me = common::join_fabric(&args.join)?;
+    // With a controller in the topology (docs/udp.md), failed processes are announced here.
+    me.on_process_failure(|p, ts| eprintln!("print: process {p} failed (failure timestamp {ts})"));
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     ctrlc::set_handler(move || s.store(true, Ordering::Relaxed))?;

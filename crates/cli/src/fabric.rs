@@ -1,13 +1,16 @@
-//! `onepipe switch`, `onepipe up` and `onepipe down`: a topology as separate OS processes over
-//! UDP (docs/udp.md).
+//! `onepipe switch`, `onepipe controller`, `onepipe up` and `onepipe down`: a topology as
+//! separate OS processes over UDP (docs/udp.md).
 
 #![allow(clippy::disallowed_methods)] // supervision waits on real time
 
 use clap::Args;
-use onepipe::udp::{SwitchStatus, UdpOptions, run_switch_reporting};
-use onepipe_fabric::Topology;
+use onepipe::control_node::{ControlEvent, ControllerNode};
+use onepipe::controller::store::{FileStore, MemoryStore, Store};
+use onepipe::controller::{ControllerConfig, Member};
+use onepipe::udp::{SwitchStatus, UdpOptions, run_controller, run_switch_reporting};
 use onepipe_fabric::udp::plan::AddressPlan;
 use onepipe_fabric::udp::{IdlePolicy, UdpCounters};
+use onepipe_fabric::{Peer, Topology};
 use onepipe_fabric::{Wiring, udp::UdpConfig};
 use onepipe_wire::Duration;
 use std::path::{Path, PathBuf};
@@ -91,12 +94,66 @@ pub struct SwitchArgs {
     status_file: Option<PathBuf>,
 }
 
+/// How the controller decides (paper 5.2).
+#[derive(Args, Clone, Debug)]
+pub struct DecideArgs {
+    /// After a first link-down report, wait this long for the others one failure causes
+    /// before deciding (neighbours time out at slightly different times)
+    #[arg(long, default_value_t = 20)]
+    pub settle_ms: u64,
+    /// A correct process that has not answered a failure announcement this long after it is
+    /// declared failed too (paper 5.2); generous, since processes share the cores here
+    #[arg(long, default_value_t = 2_000)]
+    pub answer_timeout_ms: u64,
+}
+
+impl DecideArgs {
+    fn config(&self) -> ControllerConfig {
+        ControllerConfig {
+            settle: Duration::from_millis(self.settle_ms),
+            answer_timeout: Duration::from_millis(self.answer_timeout_ms.max(1)),
+        }
+    }
+
+    fn to_cli(&self) -> Vec<String> {
+        vec![
+            format!("--settle-ms={}", self.settle_ms),
+            format!("--answer-timeout-ms={}", self.answer_timeout_ms),
+        ]
+    }
+}
+
+#[derive(Args)]
+pub struct ControllerArgs {
+    /// Topology file with a [controller] table (docs/udp.md)
+    #[arg(long)]
+    topology: PathBuf,
+    /// Keep the controller's log in this file (JSON lines, synced before each decision): a
+    /// controller restarted on it replays it and finishes a recovery in progress. Without it
+    /// the log is kept in memory and lost with the process
+    #[arg(long, value_name = "PATH")]
+    log: Option<PathBuf>,
+    #[command(flatten)]
+    decide: DecideArgs,
+    #[command(flatten)]
+    fabric: FabricArgs,
+    /// Exit when the process that started this one goes (used by `onepipe up`)
+    #[arg(long, hide = true)]
+    exit_with_parent: bool,
+}
+
 #[derive(Args)]
 pub struct UpArgs {
     /// Topology file (docs/topology.md)
     topology: PathBuf,
     #[command(flatten)]
     fabric: FabricArgs,
+    #[command(flatten)]
+    decide: DecideArgs,
+    /// Where the controller keeps its log (topologies with a [controller] table); by default
+    /// a file next to the switches' status files, removed with them
+    #[arg(long, value_name = "PATH")]
+    controller_log: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -119,6 +176,18 @@ fn stop_on_signal() -> Res<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// Sets `stop` once the process that started this one has gone.
+fn stop_with_parent(stop: &Arc<AtomicBool>) {
+    let parent = std::os::unix::process::parent_id();
+    let stop = stop.clone();
+    std::thread::spawn(move || {
+        while std::os::unix::process::parent_id() == parent {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
 pub fn switch(args: SwitchArgs) -> Result<ExitCode, String> {
     switch_inner(args).map_err(|e| e.to_string())
 }
@@ -127,14 +196,7 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
     let options = args.fabric.options(load(&args.topology)?)?;
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
-        let parent = std::os::unix::process::parent_id();
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while std::os::unix::process::parent_id() == parent {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            stop.store(true, Ordering::Relaxed);
-        });
+        stop_with_parent(&stop);
     }
     let counters = UdpCounters::default();
     let mut warned = false;
@@ -165,6 +227,201 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         c.reordered,
         c.malformed,
         c.unknown_source,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn controller(args: ControllerArgs) -> Result<ExitCode, String> {
+    controller_inner(args).map_err(|e| e.to_string())
+}
+
+fn controller_inner(args: ControllerArgs) -> Res<ExitCode> {
+    let options = args.fabric.options(load(&args.topology)?)?;
+    let stop = stop_on_signal()?;
+    if args.exit_with_parent {
+        stop_with_parent(&stop);
+    }
+    match &args.log {
+        Some(path) => serve(&args, &options, FileStore::open(path)?, &stop),
+        None => serve(&args, &options, MemoryStore::default(), &stop),
+    }
+}
+
+/// `t=SECONDS.MICROS` since the Unix epoch: the controller's clock is the system clock.
+fn at(t: onepipe_wire::Instant) -> String {
+    let ns = t.as_nanos();
+    format!("t={}.{:06}", ns / 1_000_000_000, ns % 1_000_000_000 / 1_000)
+}
+
+/// Names for what the controller's events number.
+struct Names {
+    wiring: Wiring,
+}
+
+impl Names {
+    fn switch(&self, s: usize) -> String {
+        self.wiring
+            .topology
+            .switches
+            .get(s)
+            .map_or(format!("switch {s}"), |x| x.name.clone())
+    }
+
+    /// What is behind `port` of `member`.
+    fn peer(&self, member: Member, port: u16) -> String {
+        match member {
+            Member::Switch(s) => match self.wiring.switch_ports.get(s).and_then(|p| p.get(port as usize)) {
+                Some(p) => match p.peer {
+                    Peer::Process(p) => format!("process {p}"),
+                    Peer::Switch { switch, .. } => self.switch(switch),
+                },
+                None => format!("port {port}"),
+            },
+            Member::Process(p) => self
+                .wiring
+                .processes
+                .get(p as usize)
+                .map_or(format!("port {port}"), |spec| self.switch(spec.tor)),
+        }
+    }
+
+    fn member(&self, member: Member) -> String {
+        match member {
+            Member::Switch(s) => self.switch(s),
+            Member::Process(p) => format!("process {p}"),
+        }
+    }
+
+    fn describe(&self, e: &ControlEvent) -> String {
+        match e {
+            ControlEvent::Report {
+                at: t,
+                member,
+                port,
+                last_commit,
+            } => format!(
+                "{} report: {} lost its link from {} (last commit barrier {})",
+                at(*t),
+                self.member(*member),
+                self.peer(*member, *port),
+                at(*last_commit)
+            ),
+            ControlEvent::Declared {
+                at: t,
+                failures,
+                announced_to,
+            } => {
+                let list: Vec<String> = failures
+                    .iter()
+                    .map(|f| format!("process {} (failure timestamp {})", f.process, at(f.ts)))
+                    .collect();
+                format!(
+                    "{} declared failed: {}; announced to {announced_to} correct processes",
+                    at(*t),
+                    list.join(", ")
+                )
+            }
+            ControlEvent::Rerouted { at: t, avoid } => {
+                let ends: Vec<String> = avoid
+                    .iter()
+                    .map(|&(s, p)| format!("{}->{}", self.switch(s), self.peer(Member::Switch(s), p)))
+                    .collect();
+                format!("{} reroute: every switch avoids {}", at(*t), ends.join(", "))
+            }
+            ControlEvent::Resumed { at: t, switch, ports } => {
+                let from: Vec<String> = ports
+                    .iter()
+                    .map(|&p| self.peer(Member::Switch(*switch), p))
+                    .collect();
+                format!(
+                    "{} resume: {} stops waiting for {}",
+                    at(*t),
+                    self.switch(*switch),
+                    from.join(", ")
+                )
+            }
+            ControlEvent::Cut { at: t, switch, port } => format!(
+                "{} cut: {} cuts its link from {}",
+                at(*t),
+                self.switch(*switch),
+                self.peer(Member::Switch(*switch), *port)
+            ),
+            ControlEvent::Refused { at: t, port, reason } => {
+                format!("{} refused a frame on its port {port}: {reason}", at(*t))
+            }
+        }
+    }
+}
+
+fn serve<S: Store + Send>(
+    args: &ControllerArgs,
+    options: &UdpOptions,
+    store: S,
+    stop: &AtomicBool,
+) -> Res<ExitCode> {
+    let wiring = Wiring::new(options.topology.clone(), options.processes_per_host)?;
+    let plan = AddressPlan::new(&wiring)?;
+    let names = Names { wiring };
+    let counters = UdpCounters::default();
+    let mut started = false;
+    let mut on_events = |c: &ControllerNode<S>, events: Vec<ControlEvent>| {
+        if !std::mem::replace(&mut started, true) {
+            let failed: Vec<String> = c
+                .controller()
+                .failures()
+                .iter()
+                .map(|f| f.process.to_string())
+                .collect();
+            println!(
+                "controller of `{}` at {} for {} switches and {} processes; log {}{}",
+                names.wiring.topology.name,
+                plan.controller.map_or("?".into(), |a| a.to_string()),
+                names.wiring.switch_count(),
+                names.wiring.process_count(),
+                args.log
+                    .as_ref()
+                    .map_or("in memory".into(), |p| p.display().to_string()),
+                if failed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (replayed: processes {} failed{})",
+                        failed.join(", "),
+                        if c.controller().recovering() {
+                            ", recovery in progress"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+            );
+        }
+        for e in &events {
+            println!("{}", names.describe(e));
+        }
+    };
+    let c = run_controller(
+        options,
+        args.decide.config(),
+        store,
+        stop,
+        &counters,
+        &mut on_events,
+    )?;
+    let k = c.controller().counters();
+    let s = counters.snapshot();
+    println!(
+        "controller stopped: {} processes failed; {} reports ({} repeated), {} inputs refused, {} late answers, {} processes silent; datagrams in {} out {}, from strangers {}, malformed {}",
+        c.timeline.failures.len(),
+        k.reports,
+        k.duplicate_reports,
+        c.timeline.refused,
+        k.stale_completions,
+        k.unanswered,
+        s.datagrams_in,
+        s.datagrams_out,
+        s.unknown_source,
+        s.malformed,
     );
     Ok(ExitCode::SUCCESS)
 }
@@ -223,6 +480,40 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
     up_inner(args).map_err(|e| e.to_string())
 }
 
+/// What `onepipe up` started: the controller (if any) and the switches.
+struct Started {
+    controller: Option<(Child, std::time::Instant)>,
+    switches: Vec<(String, Child)>,
+}
+
+impl Started {
+    /// The record `onepipe down` reads: this process first, then every child.
+    fn record(&self) -> String {
+        let mut record = format!("{}\n", std::process::id());
+        for c in self
+            .controller
+            .iter()
+            .map(|(c, _)| c)
+            .chain(self.switches.iter().map(|(_, c)| c))
+        {
+            record += &format!("{}\n", c.id());
+        }
+        record
+    }
+
+    fn stop(&mut self, grace: std::time::Duration) {
+        let mut all: Vec<(String, Child)> = std::mem::take(&mut self.switches);
+        if let Some((c, _)) = self.controller.take() {
+            all.push(("controller".into(), c));
+        }
+        stop_children(&mut all, grace);
+    }
+}
+
+/// A controller that exits with an error this soon after it started is not restarted (it
+/// cannot start: a taken address, a bad log). One killed by a signal always is.
+const CONTROLLER_RESTART_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 fn up_inner(args: UpArgs) -> Res<ExitCode> {
     let topology = load(&args.topology)?;
     let options = args.fabric.options(topology.clone())?;
@@ -245,7 +536,32 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     let status = status_dir(&args.topology)?;
     let _ = std::fs::remove_dir_all(&status);
     std::fs::create_dir_all(&status)?;
-    let mut children: Vec<(String, Child)> = Vec::new();
+    let controller_log = args
+        .controller_log
+        .clone()
+        .unwrap_or_else(|| status.join("controller.log"));
+    let start_controller = || {
+        Command::new(&exe)
+            .arg("controller")
+            .arg("--topology")
+            .arg(&args.topology)
+            .arg("--log")
+            .arg(&controller_log)
+            .args(args.decide.to_cli())
+            .args(args.fabric.to_cli())
+            .arg("--exit-with-parent")
+            .spawn()
+            .map(|c| (c, std::time::Instant::now()))
+            .map_err(|e| format!("cannot start the controller: {e}"))
+    };
+    let mut started = Started {
+        controller: None,
+        switches: Vec::new(),
+    };
+    // The controller first, so that it hears the switches' and processes' first words.
+    if plan.controller.is_some() {
+        started.controller = Some(start_controller()?);
+    }
     for s in &topology.switches {
         let child = Command::new(&exe)
             .arg("switch")
@@ -259,26 +575,31 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
             .arg(status.join(format!("{}.json", s.name)))
             .spawn();
         match child {
-            Ok(c) => children.push((s.name.clone(), c)),
+            Ok(c) => started.switches.push((s.name.clone(), c)),
             Err(e) => {
-                stop_children(&mut children, std::time::Duration::from_secs(2));
+                started.stop(std::time::Duration::from_secs(2));
                 return Err(format!("cannot start switch {}: {e}", s.name).into());
             }
         }
     }
-    let mut record = format!("{}\n", std::process::id());
-    for (_, c) in &children {
-        record += &format!("{}\n", c.id());
-    }
-    std::fs::write(&state, record)?;
+    std::fs::write(&state, started.record())?;
     eprintln!(
         "{} switches of `{}` up over UDP ({} processes may join):",
-        children.len(),
+        started.switches.len(),
         topology.name,
         wiring.process_count()
     );
-    for (i, s) in topology.switches.iter().enumerate() {
-        eprintln!("  {:<12} {}", s.name, plan.switches[i]);
+    for (i, (name, c)) in started.switches.iter().enumerate() {
+        eprintln!("  {:<12} {:<22} pid {}", name, plan.switches[i], c.id());
+    }
+    if let (Some(addr), Some((c, _))) = (plan.controller, &started.controller) {
+        eprintln!(
+            "  {:<12} {:<22} pid {} (log {})",
+            "controller",
+            addr,
+            c.id(),
+            controller_log.display()
+        );
     }
     eprintln!(
         "`onepipe inspect {0}` shows them; Ctrl-C here, or `onepipe down {0}`, stops them.",
@@ -286,14 +607,37 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     );
     let mut failed = None;
     while !stop.load(Ordering::Relaxed) && failed.is_none() {
-        for (name, c) in children.iter_mut() {
+        let managed = started.controller.is_some();
+        let mut exited = Vec::new();
+        for (i, (name, c)) in started.switches.iter_mut().enumerate() {
             if let Ok(Some(status)) = c.try_wait() {
-                failed = Some(format!("switch {name} exited ({status})"));
+                if managed {
+                    // A failed switch is what the controller is there for: the rest go on.
+                    eprintln!("switch {name} exited ({status}); the controller handles its failure");
+                    exited.push(i);
+                } else {
+                    failed = Some(format!("switch {name} exited ({status})"));
+                }
+            }
+        }
+        for i in exited.into_iter().rev() {
+            started.switches.remove(i);
+        }
+        if let Some((c, since)) = &mut started.controller
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            let killed = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
+            if !killed && since.elapsed() < CONTROLLER_RESTART_AFTER {
+                failed = Some(format!("the controller exited ({status})"));
+            } else {
+                eprintln!("the controller exited ({status}); restarting it on its log");
+                started.controller = Some(start_controller()?);
+                std::fs::write(&state, started.record())?;
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    stop_children(&mut children, std::time::Duration::from_secs(3));
+    started.stop(std::time::Duration::from_secs(3));
     let _ = std::fs::remove_file(&state);
     let _ = std::fs::remove_dir_all(&status);
     match failed {

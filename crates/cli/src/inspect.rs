@@ -108,7 +108,7 @@ fn print(i: &Inspection, stall_ms: f64) {
             k.overrun,
             k.blocked_frames,
             k.unknown_source,
-            k.malformed + s.malformed
+            k.malformed + s.malformed + s.control_malformed
         );
         println!(
             "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",

@@ -35,7 +35,11 @@ enum Command {
     Sim(sim::SimArgs),
     /// Run one switch of a topology file over UDP (until Ctrl-C or SIGTERM)
     Switch(fabric::SwitchArgs),
-    /// Start every switch of a topology file as its own process over UDP; Ctrl-C stops them
+    /// Run the controller of a topology file's [controller] over UDP: switches and processes
+    /// report failures to it, and it runs the failure procedure (paper 5.2)
+    Controller(fabric::ControllerArgs),
+    /// Start every switch of a topology file (and its controller, if it names one) as its own
+    /// process over UDP; Ctrl-C stops them
     Up(fabric::UpArgs),
     /// Stop what `onepipe up FILE` started
     Down(fabric::DownArgs),
@@ -51,6 +55,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Sim(args) => sim::run(args),
         Command::Switch(args) => fabric::switch(args),
+        Command::Controller(args) => fabric::controller(args),
         Command::Up(args) => fabric::up(args),
         Command::Down(args) => fabric::down(args),
         Command::Inspect(args) => inspect::run(args),

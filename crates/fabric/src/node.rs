@@ -45,6 +45,15 @@ pub trait Node: Send {
     /// its protocol carries congestion marks (DCTCP, paper 6.1). Called after `handle_frame`.
     fn mark_congestion(&self, _frame: &mut [u8]) {}
 
+    /// Whether the neighbour behind `port` is gone: the node has heard nothing from it for
+    /// longer than a live neighbour stays silent (a switch's dead-link timeout). A runtime whose
+    /// links hold frames until the next hop has room (the udp runtime's credits) drops what is
+    /// forwarded there instead, as a switch drops frames for a link that is down: waiting for
+    /// credit that never comes would hold back every input that carries frames for that port.
+    fn peer_gone(&self, _port: PortId) -> bool {
+        false
+    }
+
     /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
     /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;
@@ -73,6 +82,9 @@ impl<T: Node + ?Sized> Node for Box<T> {
     }
     fn mark_congestion(&self, frame: &mut [u8]) {
         (**self).mark_congestion(frame)
+    }
+    fn peer_gone(&self, port: PortId) -> bool {
+        (**self).peer_gone(port)
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         (**self).poll_transmit(now, port, buf)
@@ -118,6 +130,12 @@ impl<L: Node, R: Node> Node for Either<L, R> {
         match self {
             Either::Left(n) => n.mark_congestion(frame),
             Either::Right(n) => n.mark_congestion(frame),
+        }
+    }
+    fn peer_gone(&self, port: PortId) -> bool {
+        match self {
+            Either::Left(n) => n.peer_gone(port),
+            Either::Right(n) => n.peer_gone(port),
         }
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {

@@ -49,12 +49,24 @@ pub struct LinkSpec {
     pub delay_ns: u64,
 }
 
+/// The controller of the failure procedure (paper 5.2, 6.1) as a udp service
+/// (`onepipe controller`): with one named, every switch and process of the udp runtime reports
+/// to it over a management port of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// Where the controller listens; `None` takes the default plan
+    /// (`onepipe_fabric::udp::AddressPlan`).
+    pub addr: Option<SocketAddr>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     pub name: String,
     pub switches: Vec<SwitchSpec>,
     pub hosts: Vec<HostSpec>,
     pub links: Vec<LinkSpec>,
+    /// Files with a `[controller]` table; presets have none.
+    pub controller: Option<ControllerSpec>,
 }
 
 /// What is wrong with a topology; each names the offending element.
@@ -126,6 +138,13 @@ struct FileTopology {
     host: Vec<FileHost>,
     #[serde(default)]
     link: Vec<FileLink>,
+    controller: Option<FileController>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileController {
+    addr: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -361,6 +380,14 @@ impl Topology {
             switches,
             hosts,
             links,
+            controller: file
+                .controller
+                .map(|c| {
+                    Ok::<_, TopologyError>(ControllerSpec {
+                        addr: parse_addr("controller", c.addr.as_deref())?,
+                    })
+                })
+                .transpose()?,
         };
         t.assign_layers()?;
         for (i, declared) in declared_layers.into_iter().enumerate() {
@@ -525,6 +552,7 @@ impl Builder {
                 switches: Vec::new(),
                 hosts: Vec::new(),
                 links: Vec::new(),
+                controller: None,
             },
         }
     }

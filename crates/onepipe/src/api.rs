@@ -7,6 +7,7 @@
 //! | `onepipe_unreliable_send(vec)` | [`Process::send_unreliable`]           |
 //! | `onepipe_unreliable_recv()`    | [`Process::recv`], [`Process::recv_timeout`] |
 //! | `onepipe_send_fail_callback`   | [`Process::on_send_failure`]           |
+//! | `onepipe_proc_fail_callback`   | [`Process::on_process_failure`]        |
 //! | `onepipe_get_timestamp()`      | [`Process::timestamp`]                 |
 //! | `onepipe_exit()`               | dropping the [`Process`]               |
 //!
@@ -340,6 +341,25 @@ impl Process {
     pub fn on_send_failure(&mut self, callback: impl FnMut(SendFailure) + Send + 'static) {
         // A full command queue only delays registration until it has room.
         let mut cmd = Command::OnSendFailure(Box::new(callback));
+        loop {
+            match self.commands.push(cmd) {
+                Ok(()) => return,
+                Err(rtrb::PushError::Full(c)) => {
+                    cmd = c;
+                    std::thread::yield_now();
+                }
+            }
+        }
+    }
+
+    /// Paper Table 1 `onepipe_proc_fail_callback`: `callback(process, failure timestamp)` runs
+    /// once for each process the controller declares failed, after this process has discarded
+    /// its messages from the failure timestamp on and recalled the scatterings it had not
+    /// acknowledged (paper 5.2). Sends naming a failed process are refused from then on, so an
+    /// application leaves it out of later scatterings. It runs on the runtime's thread: keep
+    /// it short. Failures announced before it is registered are not repeated.
+    pub fn on_process_failure(&mut self, callback: impl FnMut(u32, Instant) + Send + 'static) {
+        let mut cmd = Command::OnProcessFailure(Box::new(callback));
         loop {
             match self.commands.push(cmd) {
                 Ok(()) => return,

@@ -85,6 +85,14 @@ impl ControlPort {
         self.outbox.drain(..)
     }
 
+    /// The controller (re)started ([`crate::control_msg::ControlMsg::Hello`]): a registered
+    /// process registers again. A switch repeats its reports ([`Manage::hello`]).
+    pub fn hello(&mut self) {
+        if let (Member::Process(process), true) = (self.member, self.registered) {
+            self.send(Input::Register { process });
+        }
+    }
+
     /// Whether the node has something for the controller.
     pub fn has_inputs(&self) -> bool {
         !self.outbox.is_empty()
@@ -157,9 +165,25 @@ impl ChannelPort {
 /// What a node does with its management channel, between its own steps.
 pub trait Manage {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort);
+
+    /// The controller (re)started and may have missed what the node said: say it again.
+    fn hello(&mut self, port: &mut ControlPort) {
+        port.hello();
+    }
 }
 
 impl Manage for Switch {
+    /// Inputs still down are reported again; healed ones are not.
+    fn hello(&mut self, port: &mut ControlPort) {
+        for r in self.reported_down() {
+            port.send(Input::LinkDown {
+                member: port.member,
+                port: r.port,
+                last_commit_ns: r.last_commit.as_nanos(),
+            });
+        }
+    }
+
     fn exchange(&mut self, _now: Instant, port: &mut ControlPort) {
         while let Some(r) = self.poll_report() {
             port.send(Input::LinkDown {
@@ -200,6 +224,12 @@ impl<A: Manage, B: Manage> Manage for Either<Box<A>, Box<B>> {
             Either::Right(b) => b.exchange(now, port),
         }
     }
+    fn hello(&mut self, port: &mut ControlPort) {
+        match self {
+            Either::Left(a) => a.hello(port),
+            Either::Right(b) => b.hello(port),
+        }
+    }
 }
 
 /// A node with (or without) a management channel.
@@ -220,6 +250,9 @@ impl<N: Node + Manage> Node for Managed<N> {
     }
     fn mark_congestion(&self, frame: &mut [u8]) {
         self.node.mark_congestion(frame)
+    }
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.node.peer_gone(port)
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         self.node.poll_transmit(now, port, buf)

@@ -29,6 +29,10 @@ pub enum ControlMsg {
     Avoid(Vec<(usize, u16)>),
     /// The controller to a process: paths changed (see [`Command::PathsChanged`]).
     PathsChanged,
+    /// The controller (re)started: a member says again what it said before (a process
+    /// registers, a switch repeats its link-down reports), since what it sent while no
+    /// controller listened was lost. Repeats change nothing at a controller that heard them.
+    Hello,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,8 +68,8 @@ impl ControlMsg {
         })
     }
 
-    /// The command a node acts on; `None` for inputs and [`ControlMsg::Avoid`], which the
-    /// runtime resolves first.
+    /// The command a node acts on; `None` for inputs, and for [`ControlMsg::Avoid`] and
+    /// [`ControlMsg::Hello`], which the runtime resolves first.
     pub fn into_command(self) -> Option<Command> {
         Some(match self {
             ControlMsg::Announce { epoch, failures } => Command::Announce {
@@ -81,7 +85,7 @@ impl ControlMsg {
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
             ControlMsg::PathsChanged => Command::PathsChanged,
-            ControlMsg::Input(_) | ControlMsg::Avoid(_) => return None,
+            ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
         })
     }
 
@@ -130,6 +134,7 @@ mod tests {
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
+            ControlMsg::Hello,
         ];
         let mut buf = [0u8; 512];
         for m in msgs {

@@ -11,8 +11,8 @@
 use crate::control::{Command, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use crate::controller::graph::Graph;
-use crate::controller::store::{MemoryStore, Service};
-use crate::controller::{Controller, ControllerConfig, Input, Member, Output};
+use crate::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
+use crate::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
@@ -110,6 +110,11 @@ impl<N: Node + Manage> Mgmt<N> {
     fn receive_control(&mut self, now: Instant, frame: &[u8]) {
         let Some(l) = &mut self.link else { return };
         let command = match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Hello) => {
+                // Answers to announcements are repeated when the announcements are.
+                self.node.hello(&mut l.port);
+                return self.exchange(now);
+            }
             Ok(ControlMsg::Avoid(down)) => match l.port.member {
                 Member::Switch(s) => l
                     .routes
@@ -152,6 +157,9 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     fn mark_congestion(&self, frame: &mut [u8]) {
         self.node.mark_congestion(frame)
     }
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.node.peer_gone(port)
+    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         if let Some(l) = self.link.as_mut().filter(|l| l.mgmt_port == port) {
             let input = l.pending.pop_front()?;
@@ -177,31 +185,121 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     }
 }
 
+/// What the controller did, for a service that reports as it goes (`onepipe controller`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControlEvent {
+    /// Detect: `member` reported its input at `port` down, `last_commit` the last commit
+    /// barrier it carried.
+    Report {
+        at: Instant,
+        member: Member,
+        port: u16,
+        last_commit: Instant,
+    },
+    /// Determine and Broadcast: these processes are declared failed, and `announced_to`
+    /// correct processes are told.
+    Declared {
+        at: Instant,
+        failures: Vec<Failure>,
+        announced_to: usize,
+    },
+    /// Every switch is told to route around these `(switch, port)` link ends.
+    Rerouted { at: Instant, avoid: Vec<(usize, u16)> },
+    /// Resume: `switch` stops waiting for its inputs at `ports`.
+    Resumed {
+        at: Instant,
+        switch: usize,
+        ports: Vec<u16>,
+    },
+    /// `switch` is told to cut its input at `port` (the far end is to be declared failed).
+    Cut { at: Instant, switch: usize, port: u16 },
+    /// A frame on `port` that was not an input of node `port`, or an input the controller
+    /// could not use (`reason`).
+    Refused {
+        at: Instant,
+        port: PortId,
+        reason: String,
+    },
+}
+
+/// Events kept for [`ControllerNode::take_events`]; a controller nobody asks (the simulator's)
+/// keeps only the latest.
+const EVENTS_MAX: usize = 4096;
+
 /// The controller as a node: port `i` leads to node `i` (switches, then processes,
-/// as [`Wiring::node_of_process`] numbers them).
-pub struct ControllerNode {
-    service: Service<MemoryStore>,
+/// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
+/// restarted controller replays ([`crate::controller::store::FileStore`]).
+pub struct ControllerNode<S: Store = MemoryStore> {
+    service: Service<S>,
     queues: Vec<VecDeque<ControlMsg>>,
     queued: usize,
     switches: usize,
     pub timeline: ControlTimeline,
+    events: VecDeque<ControlEvent>,
+    /// The last error of the log: an input it could not take is not acted on (write-ahead).
+    store_error: Option<StoreError>,
 }
 
-impl ControllerNode {
-    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> ControllerNode {
+impl ControllerNode<MemoryStore> {
+    pub fn new(wiring: &Wiring, config: ControllerConfig, now: Instant) -> ControllerNode<MemoryStore> {
+        ControllerNode::open(wiring, config, MemoryStore::default(), now).expect("memory never fails")
+    }
+}
+
+impl<S: Store> ControllerNode<S> {
+    /// A controller for `wiring` on the log in `store`: what the log holds is replayed, and
+    /// what a controller taking over must send (announcements of a recovery in progress, cuts,
+    /// Resumes, routes) is queued ([`Controller::take_over`]).
+    pub fn open(
+        wiring: &Wiring,
+        config: ControllerConfig,
+        store: S,
+        now: Instant,
+    ) -> Result<ControllerNode<S>, StoreError> {
         let controller = Controller::new(Graph::new(wiring), config);
-        let service = Service::open(controller, MemoryStore::default(), now).expect("memory never fails");
-        ControllerNode {
+        let service = Service::open(controller, store, now)?;
+        let mut node = ControllerNode {
             service,
             queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
             queued: 0,
             switches: wiring.switch_count(),
             timeline: ControlTimeline::default(),
-        }
+            events: VecDeque::new(),
+            store_error: None,
+        };
+        // Failures the log already decided are not news.
+        node.timeline.failures = node.service.controller().failures();
+        node.dispatch(now);
+        Ok(node)
     }
 
     pub fn controller(&self) -> &Controller {
         self.service.controller()
+    }
+
+    /// What happened since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<ControlEvent> {
+        self.events.drain(..).collect()
+    }
+
+    /// Asks every member to say again what it said before ([`ControlMsg::Hello`]): for a
+    /// controller that (re)starts while the others run, and missed what they said meanwhile.
+    pub fn greet(&mut self) {
+        for node in 0..self.queues.len() {
+            self.push(node, ControlMsg::Hello);
+        }
+    }
+
+    /// The last error of the log since the last call, if it refused an input or a tick.
+    pub fn take_store_error(&mut self) -> Option<StoreError> {
+        self.store_error.take()
+    }
+
+    fn event(&mut self, e: ControlEvent) {
+        if self.events.len() == EVENTS_MAX {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
     }
 
     fn push(&mut self, node: usize, msg: ControlMsg) {
@@ -217,38 +315,74 @@ impl ControllerNode {
             for node in self.switches..self.queues.len() {
                 self.push(node, ControlMsg::PathsChanged);
             }
+            self.event(ControlEvent::Rerouted { at: now, avoid: down });
         }
+        let mut announced = 0;
         while let Some(out) = self.service.poll_output() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {
                     self.timeline.first_announce_at.get_or_insert(now);
+                    announced += 1;
                     (self.switches + to as usize, Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
                     self.timeline.last_resume_at = Some(now);
+                    self.event(ControlEvent::Resumed {
+                        at: now,
+                        switch,
+                        ports: ports.clone(),
+                    });
                     (switch, Command::RemoveInputs(ports))
                 }
-                Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+                Output::CutInput { switch, port } => {
+                    self.event(ControlEvent::Cut {
+                        at: now,
+                        switch,
+                        port,
+                    });
+                    (switch, Command::CutInput(port))
+                }
             };
             let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
             self.push(node, msg);
         }
-        self.timeline.failures = self.service.controller().failures();
+        let failures = self.service.controller().failures();
+        let known = &self.timeline.failures;
+        let new: Vec<Failure> = failures
+            .iter()
+            .filter(|f| !known.iter().any(|k| k.process == f.process))
+            .copied()
+            .collect();
+        if !new.is_empty() {
+            self.event(ControlEvent::Declared {
+                at: now,
+                failures: new,
+                announced_to: announced,
+            });
+        }
+        self.timeline.failures = failures;
         self.timeline.counters = self.service.controller().counters().clone();
+    }
+
+    fn refuse(&mut self, now: Instant, port: PortId, reason: String) {
+        self.timeline.refused += 1;
+        self.event(ControlEvent::Refused {
+            at: now,
+            port,
+            reason,
+        });
     }
 }
 
-impl Node for ControllerNode {
+impl<S: Store + Send> Node for ControllerNode<S> {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], _route: Route) {
         let input = match ControlMsg::decode(frame) {
             Ok(ControlMsg::Input(i)) => i,
-            _ => {
-                self.timeline.refused += 1;
-                return;
-            }
+            Ok(other) => return self.refuse(now, port, format!("not an input: {other:?}")),
+            Err(e) => return self.refuse(now, port, e.to_string()),
         };
         // A member speaks for itself only: an input naming another is refused.
         let member = match input {
@@ -260,14 +394,29 @@ impl Node for ControllerNode {
             Member::Process(p) => self.switches + p as usize,
         };
         if from != port as usize {
-            self.timeline.refused += 1;
-            return;
+            return self.refuse(now, port, format!("{input:?} names another member"));
         }
-        if matches!(input, Input::LinkDown { .. }) {
+        if let Input::LinkDown {
+            member,
+            port: input_port,
+            last_commit_ns,
+        } = input
+        {
             self.timeline.first_report_at.get_or_insert(now);
+            self.event(ControlEvent::Report {
+                at: now,
+                member,
+                port: input_port,
+                last_commit: Instant::from_nanos(last_commit_ns),
+            });
         }
-        if self.service.handle(now, input).is_err() {
-            self.timeline.refused += 1;
+        match self.service.handle(now, input) {
+            Ok(()) => {}
+            Err(ServiceError::Store(e)) => {
+                self.timeline.refused += 1;
+                self.store_error = Some(e);
+            }
+            Err(e) => self.refuse(now, port, e.to_string()),
         }
         self.dispatch(now);
     }
@@ -283,8 +432,12 @@ impl Node for ControllerNode {
         self.service.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
-        // The log is memory: it cannot fail.
-        let _ = self.service.handle_timeout(now);
+        match self.service.handle_timeout(now) {
+            // Not logged, so not acted on: the timer fires again on the next call.
+            Err(ServiceError::Store(e)) => self.store_error = Some(e),
+            // A tick names nothing the graph could lack.
+            Err(ServiceError::Input(_)) | Ok(()) => {}
+        }
         self.dispatch(now);
     }
 }
@@ -316,5 +469,64 @@ pub fn mgmt_port(wiring: &Wiring, node: usize) -> PortId {
         wiring.switch_ports[node].len() as PortId
     } else {
         1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::switch::{Switch, SwitchConfig};
+    use onepipe_fabric::Topology;
+
+    /// The control messages node `n` sends on its management port now.
+    fn said<N: Node + Manage>(n: &mut Mgmt<N>, now: Instant, mgmt: PortId) -> Vec<ControlMsg> {
+        let mut buf = [0u8; 1024];
+        let mut out = Vec::new();
+        while let Some(len) = n.poll_transmit(now, mgmt, &mut buf) {
+            out.push(ControlMsg::decode(&buf[..len]).unwrap());
+        }
+        out
+    }
+
+    /// A controller that restarts says Hello; a switch then repeats the reports of its inputs
+    /// still down, since the first ones may have reached no controller.
+    #[test]
+    fn a_switch_repeats_its_reports_when_the_controller_says_hello() {
+        let wiring = Wiring::new(Topology::single_switch(2).unwrap(), 1).unwrap();
+        let routes = routing::build(&wiring).unwrap().swap_remove(0);
+        let config = SwitchConfig {
+            beacon_interval: Duration::from_nanos(1_000),
+            dead_after_intervals: 10,
+            ecmp_seed: 1,
+        };
+        let t = Instant::from_nanos;
+        let switch = Switch::new(0, &wiring, routes, config, t(0));
+        let mgmt = mgmt_port(&wiring, 0);
+        let mut n = Mgmt::managed(switch, Member::Switch(0), mgmt, RouteCache::shared(&wiring));
+        // Port 1 speaks once, then port 0 alone beacons on.
+        let mut beacon = crate::test_packets::beacon(500);
+        n.handle_frame(t(500), 1, &mut beacon, Route::Consume);
+        for k in 1..=12u64 {
+            let mut b = crate::test_packets::beacon(k * 1_000);
+            n.handle_frame(t(k * 1_000), 0, &mut b, Route::Consume);
+            n.handle_timeout(t(k * 1_000));
+        }
+        let report = ControlMsg::Input(Input::LinkDown {
+            member: Member::Switch(0),
+            port: 1,
+            last_commit_ns: 500,
+        });
+        assert_eq!(said(&mut n, t(12_000), mgmt), vec![report.clone()]);
+        assert_eq!(said(&mut n, t(12_000), mgmt), vec![]);
+        let mut hello = [0u8; 16];
+        let len = ControlMsg::Hello.encode(&mut hello).unwrap();
+        n.handle_frame(t(12_100), mgmt, &mut hello[..len], Route::Consume);
+        assert_eq!(said(&mut n, t(12_100), mgmt), vec![report]);
+        // Hello on a fabric port is no order.
+        let mut hello = [0u8; 16];
+        let len = ControlMsg::Hello.encode(&mut hello).unwrap();
+        n.handle_frame(t(12_200), 0, &mut hello[..len], Route::Drop);
+        assert_eq!(said(&mut n, t(12_200), mgmt), vec![]);
+        assert_eq!(n.counters(), MgmtCounters::default());
     }
 }

@@ -15,6 +15,7 @@ pub enum Command {
     Send(Vec<(u32, Vec<u8>)>),
     SendReliable(Vec<(u32, Vec<u8>)>),
     OnSendFailure(Box<dyn FnMut(SendFailure) + Send>),
+    OnProcessFailure(Box<dyn FnMut(u32, Instant) + Send>),
 }
 
 /// The worker-side end of an application handle.
@@ -131,7 +132,7 @@ impl HostNode {
                                 .sum::<usize>()
                                 > ep.reliable_room_packets()
                         }
-                        Command::OnSendFailure(_) => false,
+                        Command::OnSendFailure(_) | Command::OnProcessFailure(_) => false,
                     };
                     if full {
                         break;
@@ -150,6 +151,7 @@ impl HostNode {
                             }
                         }
                         Ok(Command::OnSendFailure(cb)) => link.on_failure = Some(cb),
+                        Ok(Command::OnProcessFailure(cb)) => link.on_process_failure = Some(cb),
                         Err(_) => break,
                     }
                 }

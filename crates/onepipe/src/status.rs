@@ -36,6 +36,9 @@ pub struct SwitchStatus {
     pub beacons_sent: u64,
     pub beacons_received: u64,
     pub malformed: u64,
+    /// Frames on the management port that were not control messages for this switch.
+    #[serde(default)]
+    pub control_malformed: u64,
     pub links_removed: u64,
     pub socket: UdpSnapshot,
     pub inputs: Vec<LinkStatus>,
@@ -100,6 +103,7 @@ impl SwitchStatus {
             beacons_sent: c.beacons_sent,
             beacons_received: c.beacons_received,
             malformed: c.malformed,
+            control_malformed: 0,
             links_removed: c.links_removed,
             socket: socket.snapshot(),
             inputs: switch
@@ -217,6 +221,7 @@ mod tests {
             beacons_sent: 0,
             beacons_received: 0,
             malformed: 0,
+            control_malformed: 0,
             links_removed: 0,
             socket: UdpSnapshot::default(),
             inputs,

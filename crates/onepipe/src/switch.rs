@@ -507,6 +507,19 @@ impl Switch {
         self.reports.pop_front()
     }
 
+    /// Every input reported down and not heard from since, with its last commit barrier: what
+    /// a restarted controller must hear again.
+    pub fn reported_down(&self) -> impl Iterator<Item = InputReport> + '_ {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.reported)
+            .map(|(i, p)| InputReport {
+                port: i as PortId,
+                last_commit: p.barrier[Lane::Commit as usize],
+            })
+    }
+
     fn report(&mut self, port: usize) {
         let cap = REPORTS_MAX_PER_PORT * self.ports.len();
         let p = &mut self.ports[port];
@@ -779,6 +792,14 @@ impl Node for Switch {
             let f = packet.flags() | onepipe_wire::packet::flags::ECN;
             packet.set_flags(f);
         }
+    }
+
+    /// The neighbour is gone once its input is dead (silent past the dead-link timeout: links
+    /// are full duplex, so nothing it sends means nothing it takes) or the controller cut it.
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.ports
+            .get(port as usize)
+            .is_some_and(|p| p.cut || p.state == InputState::Dead)
     }
 
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {

@@ -482,3 +482,33 @@ fn a_cut_input_is_ignored_and_reported_and_holds_commit_until_removed() {
     assert_eq!(commit_of(&out), 2_000);
     assert_eq!(s.cut_input(7), Err(NoSuchPort(7)));
 }
+
+/// A neighbour silent past the dead-link timeout, or cut by the controller, is gone: a runtime
+/// with credits drops what is forwarded to it rather than wait. Heard again, it is back.
+#[test]
+fn a_dead_or_cut_neighbour_is_gone_until_heard_again() {
+    let mut s = switch_with_port_2_dead_at_500();
+    assert!(!s.peer_gone(0) && !s.peer_gone(1));
+    assert!(s.peer_gone(2));
+    assert!(!s.peer_gone(9));
+    pass(&mut s, 12_100, 2, beacon(12_100));
+    assert!(!s.peer_gone(2), "joining again");
+    s.cut_input(1).unwrap();
+    assert!(s.peer_gone(1));
+}
+
+/// What a restarted controller must hear again: inputs reported down and not heard since.
+#[test]
+fn reported_down_lists_dead_inputs_until_they_are_heard_again() {
+    let mut s = switch_with_port_2_dead_at_500();
+    let down: Vec<InputReport> = s.reported_down().collect();
+    assert_eq!(
+        down,
+        vec![InputReport {
+            port: 2,
+            last_commit: t(500)
+        }]
+    );
+    pass(&mut s, 12_100, 2, beacon(12_100));
+    assert_eq!(s.reported_down().count(), 0);
+}

@@ -8,11 +8,19 @@
 //!
 //! A process that has not joined yet holds its ToR's barrier back until the switch declares
 //! its link dead (`dead_after_intervals`), and rejoins when it starts; the reliable service's
-//! commit barrier waits for every process of the topology (failures are issue 6's controller).
+//! commit barrier waits for every process of the topology. When the topology names a
+//! controller ([`run_controller`], `onepipe controller`), a process that joined and then went
+//! silent is declared failed by it and no longer waited for (paper 5.2). Every switch and
+//! process then reports to it over a management port of its own (one past its fabric ports,
+//! [`mgmt_port`]) that leads to the controller's address; the controller's port `i` leads to
+//! node `i`.
 
 #![allow(clippy::disallowed_methods)] // threads and the system clock live here
 
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
+use crate::control_node::{ControlEvent, ControllerNode, Mgmt, RouteCache, mgmt_port};
+use crate::controller::store::{Store, StoreError};
+use crate::controller::{ControllerConfig, Member as ControlMember};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 pub use crate::status::{LinkStatus, PROCESS_PEER, Skew, SwitchStatus, skew};
@@ -90,6 +98,12 @@ pub enum UdpSystemError {
     UnknownProcess { process: u32, count: usize },
     #[error("the beacon interval must be positive")]
     ZeroBeaconInterval,
+    #[error("the topology names no controller: add a [controller] table (docs/udp.md)")]
+    NoController,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the controller has a port per node and {0} nodes are too many")]
+    TooManyNodes(usize),
 }
 
 fn wiring_and_plan(options: &UdpOptions) -> Result<(Wiring, AddressPlan), UdpSystemError> {
@@ -99,6 +113,35 @@ fn wiring_and_plan(options: &UdpOptions) -> Result<(Wiring, AddressPlan), UdpSys
     let wiring = Wiring::new(options.topology.clone(), options.processes_per_host)?;
     let plan = AddressPlan::new(&wiring)?;
     Ok((wiring, plan))
+}
+
+/// The links of runtime node `node`, its management port leading to the controller when the
+/// topology names one.
+fn links_of(wiring: &Wiring, plan: &AddressPlan, node: usize) -> Links {
+    let mut links = Links::of(wiring, plan, node);
+    if let Some(controller) = plan.controller {
+        let port = mgmt_port(wiring, node) as usize;
+        if links.ports.len() <= port {
+            links.ports.resize(port + 1, None);
+        }
+        links.ports[port] = Some(controller);
+    }
+    links
+}
+
+/// `node` (runtime node `index`, `member` to the controller), managed when the topology
+/// names a controller.
+fn manage<N: onepipe_fabric::Node + crate::control::Manage>(
+    wiring: &Wiring,
+    plan: &AddressPlan,
+    node: N,
+    member: ControlMember,
+    index: usize,
+) -> Mgmt<N> {
+    match plan.controller {
+        Some(_) => Mgmt::managed(node, member, mgmt_port(wiring, index), RouteCache::shared(wiring)),
+        None => Mgmt::unmanaged(node),
+    }
 }
 
 /// Runs switch `name` on this thread until `stop` is set; returns its counters.
@@ -130,14 +173,19 @@ pub fn run_switch_reporting(
         .position(|s| s.name == name)
         .ok_or_else(|| UdpSystemError::UnknownSwitch(name.to_string()))?;
     let routes = routing::build(&wiring)?.swap_remove(index);
-    let links = Links::of(&wiring, &plan, index);
+    let links = links_of(&wiring, &plan, index);
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
     let clock = Clock::from_system_time();
-    let mut switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
+    let switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
+    let mut switch = manage(&wiring, &plan, switch, ControlMember::Switch(index), index);
     let peers = peer_names(&wiring, index);
-    let mut observe = |s: &Switch, now| report(&SwitchStatus::of(s, name, &peers, counters, now));
+    let mut observe = |s: &mut Mgmt<Switch>, now| {
+        let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
+        status.control_malformed = s.counters().malformed;
+        report(&status)
+    };
     driver.run_observed(&mut switch, &clock, stop, counters, STATUS_PERIOD, &mut observe);
-    Ok(switch.counters().clone())
+    Ok(switch.node.counters().clone())
 }
 
 /// What is behind each port of switch `index`: `process P` or the neighbour switch's name.
@@ -160,7 +208,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         return Err(UdpSystemError::UnknownProcess { process, count });
     }
     let node = wiring.node_of_process(process);
-    let links = Links::of(&wiring, &plan, node);
+    let links = links_of(&wiring, &plan, node);
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
     let spec = wiring.processes[process as usize];
     let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
@@ -183,10 +231,11 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     };
     let clock = Clock::from_system_time();
     let (app, mut handle) = link(process, count as u32, &limits, clock, options.clock_offset_ns);
-    let mut host = HostNode {
+    let host = HostNode {
         endpoint: Endpoint::new(ec, clock.now()),
         app,
     };
+    let mut host = manage(&wiring, &plan, host, ControlMember::Process(process), node);
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(UdpCounters::default());
     let thread = {
@@ -201,6 +250,66 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         thread: Some(thread),
     });
     Ok((handle, counters))
+}
+
+/// How often [`run_controller`] hands on what the controller did.
+pub const EVENT_PERIOD: Duration = Duration::from_millis(10);
+
+/// Runs the controller of the topology's `[controller]` on this thread until `stop` is set,
+/// on the log in `store` (replayed first: a controller restarted on its log finishes a
+/// recovery in progress). `events` gets the controller and what it did, about every
+/// [`EVENT_PERIOD`]. Returns the controller's last state; stops with an error if the log
+/// fails (an input it cannot log is not acted on).
+pub fn run_controller<S: Store + Send>(
+    options: &UdpOptions,
+    config: ControllerConfig,
+    store: S,
+    stop: &AtomicBool,
+    counters: &UdpCounters,
+    events: &mut dyn FnMut(&ControllerNode<S>, Vec<ControlEvent>),
+) -> Result<ControllerNode<S>, UdpSystemError> {
+    let (wiring, plan) = wiring_and_plan(options)?;
+    let local = plan.controller.ok_or(UdpSystemError::NoController)?;
+    let nodes = wiring.switch_count() + wiring.process_count();
+    if nodes > onepipe_fabric::PortId::MAX as usize {
+        return Err(UdpSystemError::TooManyNodes(nodes));
+    }
+    let links = Links {
+        local,
+        ports: (0..nodes).map(|n| Some(plan.node(n))).collect(),
+    };
+    let mut driver = UdpDriver::bind(&links, &options.udp)?;
+    let clock = Clock::from_system_time();
+    let mut controller = ControllerNode::open(&wiring, config, store, clock.now())?;
+    // Whatever was said while no controller listened (it restarted) is said again.
+    controller.greet();
+    let happened = controller.take_events();
+    events(&controller, happened);
+    let mut failed = None;
+    let mut observe = |c: &mut ControllerNode<S>, _now| {
+        let happened = c.take_events();
+        if !happened.is_empty() {
+            events(c, happened);
+        }
+        if let Some(e) = c.take_store_error() {
+            failed = Some(e);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    driver.run_observed(
+        &mut controller,
+        &clock,
+        stop,
+        counters,
+        EVENT_PERIOD,
+        &mut observe,
+    );
+    let happened = controller.take_events();
+    events(&controller, happened);
+    match failed.or_else(|| controller.take_store_error()) {
+        Some(e) => Err(e.into()),
+        None => Ok(controller),
+    }
 }
 
 /// A whole topology over UDP inside this OS process (see [`onepipe_fabric::udp::local`]).

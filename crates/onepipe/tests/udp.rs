@@ -147,3 +147,125 @@ fn a_process_whose_switch_stops_reports_the_fabric_lost() {
     assert!(lost.silent > limit && lost.limit == limit, "{lost:?}");
     assert!(lost.to_string().contains("switch or its link is down"), "{lost}");
 }
+
+/// The datagram a neighbour would send: `frames` after a header numbered `seq`.
+fn datagram(seq: u32, frames: &[&[u8]]) -> Vec<u8> {
+    let mut p = onepipe_fabric::udp::datagram::Packer::new(9000);
+    for f in frames {
+        p.push(f);
+    }
+    p.seal(seq, None).to_vec()
+}
+
+/// The control messages in a datagram from the switch (none in a credit).
+fn control_messages(d: &[u8]) -> Vec<onepipe::control_msg::ControlMsg> {
+    use onepipe_fabric::udp::datagram::{HEADER_LEN, frame_at};
+    let mut out = Vec::new();
+    let mut at = HEADER_LEN;
+    while let Ok(Some((range, next))) = frame_at(d, at) {
+        out.extend(onepipe::control_msg::ControlMsg::decode(&d[range]).ok());
+        at = next;
+    }
+    out
+}
+
+/// With a controller in the topology, a switch takes orders on its management port from the
+/// controller's address only. A control frame from a stranger is dropped as from a stranger;
+/// one from a fabric neighbour is a malformed fabric frame; garbage from the controller's
+/// address is counted; and a real order from there is obeyed and answered there.
+#[test]
+fn control_frames_count_only_from_the_controller() {
+    use onepipe::control_msg::ControlMsg;
+    use onepipe::controller::{Input, Member};
+    let net = format!("127.{}.{}", 40 + 3, 1 + std::process::id() % 250);
+    let file = format!(
+        "[[switch]]\nname = \"tor\"\naddr = \"{net}.1:7000\"\n\
+         [[host]]\nname = \"h0\"\nswitch = \"tor\"\naddr = \"{net}.10:7000\"\n\
+         [[host]]\nname = \"h1\"\nswitch = \"tor\"\naddr = \"{net}.11:7000\"\n\
+         [controller]\naddr = \"{net}.100:7000\"\n"
+    );
+    let opts = options(Topology::from_toml(&file).unwrap());
+    let switch_addr: std::net::SocketAddr = format!("{net}.1:7000").parse().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(UdpCounters::default());
+    let status = Arc::new(std::sync::Mutex::new(None));
+    let switch = {
+        let (opts, stop, counters, status) = (opts.clone(), stop.clone(), counters.clone(), status.clone());
+        std::thread::spawn(move || {
+            onepipe::udp::run_switch_reporting(&opts, "tor", &stop, &counters, &mut |s| {
+                *status.lock().unwrap() = Some(s.clone())
+            })
+        })
+    };
+    let mut buf = [0u8; 256];
+    let cut_0 = {
+        let len = ControlMsg::CutInput(0).encode(&mut buf).unwrap();
+        buf[..len].to_vec()
+    };
+    // A stranger, and process 0's address (a fabric neighbour) sending an order.
+    let stranger = std::net::UdpSocket::bind(format!("{net}.50:0")).unwrap();
+    let neighbour = std::net::UdpSocket::bind(format!("{net}.10:7000")).unwrap();
+    let controller = std::net::UdpSocket::bind(format!("{net}.100:7000")).unwrap();
+    controller
+        .set_read_timeout(Some(std::time::Duration::from_millis(50)))
+        .unwrap();
+    let garbage = [onepipe::control_msg::CONTROL_TAG, b'{', b'x'];
+    let not_ours = ControlMsg::Input(Input::Register { process: 0 });
+    let len = not_ours.encode(&mut buf).unwrap();
+    let mut seq = 1_000;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let malformed = || {
+        let s = status.lock().unwrap();
+        s.as_ref().map_or((0, 0), |s: &onepipe::udp::SwitchStatus| {
+            (s.malformed, s.control_malformed)
+        })
+    };
+    while (counters.unknown_source.load(Ordering::Relaxed) == 0 || malformed().0 == 0 || malformed().1 < 2)
+        && std::time::Instant::now() < deadline
+    {
+        stranger.send_to(&datagram(seq, &[&cut_0]), switch_addr).unwrap();
+        neighbour.send_to(&datagram(seq, &[&cut_0]), switch_addr).unwrap();
+        controller
+            .send_to(&datagram(seq, &[&garbage, &buf[..len]]), switch_addr)
+            .unwrap();
+        seq += 1;
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(counters.unknown_source.load(Ordering::Relaxed) > 0);
+    let (fabric_malformed, control_malformed) = malformed();
+    assert!(
+        fabric_malformed > 0,
+        "the neighbour's order was not a fabric frame"
+    );
+    assert!(
+        control_malformed >= 2,
+        "garbage and a misdirected input on the management port"
+    );
+    // Only the controller's order makes the switch cut an input and report it, to the
+    // controller's address: had the neighbour's order to cut port 0 been taken, its report
+    // would be waiting here too.
+    let mut reports = Vec::new();
+    let cut_1 = {
+        let len = ControlMsg::CutInput(1).encode(&mut buf).unwrap();
+        buf[..len].to_vec()
+    };
+    controller
+        .send_to(&datagram(seq, &[&cut_1]), switch_addr)
+        .unwrap();
+    let mut d = [0u8; 65_536];
+    while reports.is_empty() && std::time::Instant::now() < deadline {
+        if let Ok((n, _)) = controller.recv_from(&mut d) {
+            reports.extend(control_messages(&d[..n]));
+        }
+    }
+    assert_eq!(
+        reports,
+        vec![ControlMsg::Input(Input::LinkDown {
+            member: Member::Switch(0),
+            port: 1,
+            last_commit_ns: 0,
+        })]
+    );
+    stop.store(true, Ordering::Relaxed);
+    switch.join().unwrap().unwrap();
+}

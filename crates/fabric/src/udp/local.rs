@@ -41,6 +41,8 @@ pub struct UdpTotals {
     pub reordered_datagrams: u64,
     /// Frames dropped at a sender (a socket that refused, or no link).
     pub dropped_frames: u64,
+    /// Frames dropped at a switch because the neighbour they were for is gone.
+    pub peer_gone_frames: u64,
     /// Datagrams dropped at a receiver whose inbox was full.
     pub overrun_datagrams: u64,
     /// Times a frame waited for credit on its output link.
@@ -105,6 +107,7 @@ impl<N: Node + 'static> LocalFabric<N> {
             t.lost_datagrams += c.lost;
             t.reordered_datagrams += c.reordered;
             t.dropped_frames += c.send_dropped_frames + c.no_link_frames;
+            t.peer_gone_frames += c.peer_gone_frames;
             t.overrun_datagrams += c.overrun;
             t.blocked_frames += c.blocked_frames;
             t.credit_datagrams += c.credits_out;

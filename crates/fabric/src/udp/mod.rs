@@ -103,6 +103,9 @@ pub struct UdpCounters {
     pub probes: AtomicU64,
     /// Frames a node forwarded or originated on a port with no neighbour.
     pub no_link_frames: AtomicU64,
+    /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
+    /// dropped rather than held for credit that will not come.
+    pub peer_gone_frames: AtomicU64,
 }
 
 impl UdpCounters {
@@ -124,6 +127,7 @@ impl UdpCounters {
             lost: l(&self.lost),
             send_dropped_frames: l(&self.send_dropped_frames),
             no_link_frames: l(&self.no_link_frames),
+            peer_gone_frames: l(&self.peer_gone_frames),
             overrun: l(&self.overrun),
             resyncs: l(&self.resyncs),
             blocked_frames: l(&self.blocked_frames),
@@ -147,6 +151,8 @@ pub struct UdpSnapshot {
     pub lost: u64,
     pub send_dropped_frames: u64,
     pub no_link_frames: u64,
+    #[serde(default)]
+    pub peer_gone_frames: u64,
     pub overrun: u64,
     pub resyncs: u64,
     pub blocked_frames: u64,
@@ -324,8 +330,8 @@ impl UdpDriver {
         self.run_observed(node, clock, stop, counters, Duration::MAX, &mut |_, _| {});
     }
 
-    /// Runs `node` until `stop` is set, showing it to `observe` about every `period` (for
-    /// status reports; the node cannot be reached otherwise while it runs).
+    /// Runs `node` until `stop` is set, handing it to `observe` about every `period` (for
+    /// status reports and events; the node cannot be reached otherwise while it runs).
     pub fn run_observed<N: Node>(
         &mut self,
         node: &mut N,
@@ -333,7 +339,7 @@ impl UdpDriver {
         stop: &AtomicBool,
         counters: &UdpCounters,
         period: Duration,
-        observe: &mut dyn FnMut(&N, Instant),
+        observe: &mut dyn FnMut(&mut N, Instant),
     ) {
         let mut idle_passes = 0u32;
         let mut observe_at = clock.now();
@@ -471,7 +477,8 @@ impl UdpDriver {
             let f = &mut self.scratch[..range.len()];
             f.copy_from_slice(&datagram[range]);
             let route = node.classify(now, port, f);
-            if let Route::Forward(out) = route
+            let gone = matches!(route, Route::Forward(out) if node.peer_gone(out));
+            if let (Route::Forward(out), false) = (route, gone)
                 && !self.ports.get(out as usize).is_none_or(|o| o.has_room(f.len()))
             {
                 node.handle_stalled(now, port, f);
@@ -480,7 +487,9 @@ impl UdpDriver {
             }
             UdpCounters::add(&counters.frames_in, 1);
             node.handle_frame(now, port, f, route);
-            if let Route::Forward(out) = route {
+            if gone {
+                UdpCounters::add(&counters.peer_gone_frames, 1);
+            } else if let Route::Forward(out) = route {
                 enqueue(&mut self.ports, out, f, &self.socket, &self.state, now, counters);
             }
             at = next;

@@ -4,7 +4,8 @@
 //! gets a loopback address of its own, so that a whole topology runs on one machine with no
 //! configuration: switch `i` at `127.1.x.y:47000`, process `p` at `127.2.x.y:47000`, with
 //! `x.y` counting from `0.1` (Linux routes all of 127.0.0.0/8 to the loopback interface).
-//! Process `k` of a host with an explicit address listens on the port `k` above it.
+//! Process `k` of a host with an explicit address listens on the port `k` above it. A
+//! controller named without an address listens at `127.3.0.1:47000`.
 
 use crate::wiring::Wiring;
 use std::collections::HashMap;
@@ -18,6 +19,8 @@ const PER_SUBNET: usize = 250;
 pub struct AddressPlan {
     pub switches: Vec<SocketAddr>,
     pub processes: Vec<SocketAddr>,
+    /// Where the controller listens, if the topology names one.
+    pub controller: Option<SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -93,7 +96,15 @@ impl AddressPlan {
             };
             processes.push(claim(addr, format!("process {p} (host `{}`)", host.name))?);
         }
-        Ok(AddressPlan { switches, processes })
+        let controller = match t.controller {
+            Some(c) => Some(claim(c.addr.unwrap_or(loopback(3, 0)?), "the controller".into())?),
+            None => None,
+        };
+        Ok(AddressPlan {
+            switches,
+            processes,
+            controller,
+        })
     }
 
     /// The address of runtime node `node` (switches first, then processes, as in [`Wiring`]).
@@ -135,6 +146,46 @@ mod tests {
         assert_eq!(plan.switches[0], "10.0.0.1:5000".parse().unwrap());
         assert_eq!(plan.processes[2], "10.0.0.2:6002".parse().unwrap());
         assert_eq!(plan.processes[3], "127.2.0.4:47000".parse().unwrap());
+        assert_eq!(plan.controller, None);
+
+        let named = |table: &str| {
+            let w = Wiring::new(Topology::from_toml(&format!("{file}\n{table}")).unwrap(), 1).unwrap();
+            AddressPlan::new(&w)
+        };
+        assert_eq!(
+            named("[controller]").unwrap().controller,
+            Some("127.3.0.1:47000".parse().unwrap())
+        );
+        assert_eq!(
+            named("[controller]\naddr = \"10.0.0.9:4000\"")
+                .unwrap()
+                .controller,
+            Some("10.0.0.9:4000".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_controller_on_a_nodes_address_is_rejected() {
+        let file = r#"
+            [[switch]]
+            name = "tor"
+            hosts = 1
+            [controller]
+            addr = "127.1.0.1:47000"
+        "#;
+        let w = Wiring::new(Topology::from_toml(file).unwrap(), 1).unwrap();
+        assert_eq!(
+            AddressPlan::new(&w).unwrap_err().to_string(),
+            "address 127.1.0.1:47000 is given to both switch `tor` and the controller"
+        );
+        let bad = Topology::from_toml("[[switch]]\nname = \"tor\"\nhosts = 1\n[controller]\naddr = \"x\"");
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("`controller` has address `x`")
+        );
+        let unknown = Topology::from_toml("[[switch]]\nname = \"tor\"\nhosts = 1\n[controller]\nport = 1");
+        assert!(matches!(unknown, Err(crate::TopologyError::Syntax(_))));
     }
 
     #[test]
