@@ -155,6 +155,9 @@ impl Graph {
     /// The component the controller reaches: the one holding the most of `counted` processes
     /// (paper 5.2: under a partition, the greedy choice that keeps as many receivers as
     /// possible), ties going to the one with a top-layer switch, then to the lowest process.
+    /// A process cut off alone never is: the controller reaches processes through switches
+    /// (found over udp: once every process had exited, each looked like a side of its own with
+    /// more processes than the fabric's, and the controller waited for reports from it).
     pub fn controller_component(&self, component: &[usize], counted: impl Fn(u32) -> bool) -> usize {
         let count = component.iter().copied().max().map_or(0, |m| m + 1);
         let mut processes = vec![0usize; count];
@@ -170,8 +173,19 @@ impl Graph {
         for &r in &self.roots {
             rooted[component[r]] = true;
         }
+        let mut switched = vec![false; count];
+        for &c in &component[..self.switches] {
+            switched[c] = true;
+        }
         (0..count)
-            .max_by_key(|&c| (processes[c], rooted[c], std::cmp::Reverse(first_process[c])))
+            .max_by_key(|&c| {
+                (
+                    switched[c],
+                    processes[c],
+                    rooted[c],
+                    std::cmp::Reverse(first_process[c]),
+                )
+            })
             .unwrap_or(0)
     }
 

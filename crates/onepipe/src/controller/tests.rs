@@ -149,6 +149,26 @@ fn a_rack_left_without_correct_processes_is_no_longer_waited_for() {
     assert_eq!(outputs(&mut c2).len(), 1, "only the failed host's input");
 }
 
+/// Every process goes (applications exit): each is cut off alone, and none of them is the
+/// side that stays, whatever the count. All are declared failed at once; nobody is left to
+/// answer, so Resume follows.
+#[test]
+fn when_every_process_goes_the_fabric_side_stays() {
+    let w = wiring(2, 1);
+    let mut c = controller(&w);
+    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle(t(10), tor_down(&w, 1, t(8))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(c.failure_of(0), Some(t(7)));
+    assert_eq!(c.failure_of(1), Some(t(8)));
+    let out = outputs(&mut c);
+    assert!(
+        out.iter().all(|o| matches!(o, Output::RemoveInputs { .. })),
+        "no announcement, no cut: {out:?}"
+    );
+    assert!(!c.recovering());
+}
+
 #[test]
 fn a_failed_tor_fails_its_rack_at_the_largest_commit_the_spines_saw() {
     let w = wiring(2, 2);
