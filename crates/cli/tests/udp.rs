@@ -48,24 +48,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Processes whose command line names `needle` (the topology file), with their command lines.
-fn processes_naming(needle: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) && pid != std::process::id() {
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
 enum Step {
     Sent(u64),
     Delivered { ts: u64, src: u32, id: u64 },
@@ -96,10 +78,10 @@ fn up_join_verify_down() {
     }
     // The switches may still be starting (a forked child names the file before it execs).
     let started = std::time::Instant::now();
-    let mut running = processes_naming(file.to_str().unwrap());
+    let mut running = common::processes_naming(file.to_str().unwrap());
     while running.len() != 4 && started.elapsed() < std::time::Duration::from_secs(5) {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        running = processes_naming(file.to_str().unwrap());
+        running = common::processes_naming(file.to_str().unwrap());
     }
     assert_eq!(running.len(), 4, "up and three switches: {running:?}");
 
@@ -206,7 +188,7 @@ fn up_join_verify_down() {
     let status = up.0.wait().unwrap();
     assert!(status.success(), "up exited with {status}");
     assert!(
-        processes_naming(file.to_str().unwrap()).is_empty(),
+        common::processes_naming(file.to_str().unwrap()).is_empty(),
         "processes left behind"
     );
 

@@ -74,24 +74,6 @@ fn write_topology(dir: &Path, port: u16) -> PathBuf {
     path
 }
 
-/// Processes whose command line names `needle` (the topology file).
-fn processes_naming(needle: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(needle) && pid != std::process::id() {
-            found.push((pid, cmdline));
-        }
-    }
-    found
-}
-
 fn kill(pid: u32) {
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
@@ -119,7 +101,7 @@ impl Drop for Run {
             kill(self.up.id());
             let _ = self.up.wait();
         }
-        for (pid, _) in processes_naming(self.file.to_str().unwrap()) {
+        for (pid, _) in common::processes_naming(self.file.to_str().unwrap()) {
             kill(pid);
         }
     }
@@ -469,9 +451,9 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], restart_controller
     }
     assert!(status.success(), "up exited with {status}: {lines:#?}");
     assert!(
-        processes_naming(file.to_str().unwrap()).is_empty(),
+        common::processes_naming(file.to_str().unwrap()).is_empty(),
         "processes left behind: {:?}",
-        processes_naming(file.to_str().unwrap())
+        common::processes_naming(file.to_str().unwrap())
     );
 
     // The controller declared exactly the processes behind the failed component.

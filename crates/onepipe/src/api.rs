@@ -339,17 +339,7 @@ impl Process {
 
     /// Registers the send-failure callback; it runs on a runtime worker, so keep it short.
     pub fn on_send_failure(&mut self, callback: impl FnMut(SendFailure) + Send + 'static) {
-        // A full command queue only delays registration until it has room.
-        let mut cmd = Command::OnSendFailure(Box::new(callback));
-        loop {
-            match self.commands.push(cmd) {
-                Ok(()) => return,
-                Err(rtrb::PushError::Full(c)) => {
-                    cmd = c;
-                    std::thread::yield_now();
-                }
-            }
-        }
+        self.register(Command::OnSendFailure(Box::new(callback)));
     }
 
     /// Paper Table 1 `onepipe_proc_fail_callback`: `callback(process, failure timestamp)` runs
@@ -359,7 +349,12 @@ impl Process {
     /// application leaves it out of later scatterings. It runs on the runtime's thread: keep
     /// it short. Failures announced before it is registered are not repeated.
     pub fn on_process_failure(&mut self, callback: impl FnMut(u32, Instant) + Send + 'static) {
-        let mut cmd = Command::OnProcessFailure(Box::new(callback));
+        self.register(Command::OnProcessFailure(Box::new(callback)));
+    }
+
+    /// Hands a callback registration to the runtime: a full command queue only delays it
+    /// until there is room.
+    fn register(&mut self, mut cmd: Command) {
         loop {
             match self.commands.push(cmd) {
                 Ok(()) => return,

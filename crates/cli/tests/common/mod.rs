@@ -24,3 +24,21 @@ pub fn run_json(args: &[&str], log_dir: Option<&std::path::Path>) -> serde_json:
     );
     serde_json::from_str(&stdout).expect("one JSON object")
 }
+
+/// Processes whose command line names `needle` (the topology file), with their command lines.
+pub fn processes_naming(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) && pid != std::process::id() {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
