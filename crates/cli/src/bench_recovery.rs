@@ -68,6 +68,8 @@ struct SimPart {
     beacon_interval_us: f64,
     dead_after_intervals: u32,
     control_delay_us: f64,
+    /// Controller CPU per control frame and per failure notification.
+    controller_frame_cost_us: f64,
     rows: Vec<RecoveryRow>,
 }
 
@@ -102,6 +104,7 @@ pub fn run(args: RecoveryArgs) -> Result<ExitCode, String> {
             beacon_interval_us: d.beacon_interval.as_nanos() as f64 / 1e3,
             dead_after_intervals: d.dead_after_intervals,
             control_delay_us: d.control_delay.as_nanos() as f64 / 1e3,
+            controller_frame_cost_us: d.controller_frame_cost.as_nanos() as f64 / 1e3,
             rows,
         })
     } else {
@@ -198,9 +201,9 @@ fn print_report(r: &Report) {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
     if let Some(s) = &r.sim {
         println!(
-            "simulator: {} us beacons, dead after {} intervals, controller {} us away; recovery = \
-             commit-barrier stall of correct processes (us)",
-            s.beacon_interval_us, s.dead_after_intervals, s.control_delay_us
+            "simulator: {} us beacons, dead after {} intervals, controller {} us away and {} us per \
+             frame or notification; recovery = commit-barrier stall of correct processes (us)",
+            s.beacon_interval_us, s.dead_after_intervals, s.control_delay_us, s.controller_frame_cost_us
         );
         println!(
             "{:<12} {:>5} {:>8} {:>8} {:>8} {:>8} {:>7} {:>6} {:>7} {:>6} {:>5}",

@@ -158,6 +158,10 @@ pub struct RunArgs {
     /// One-way delay of a management link between the controller and a node
     #[arg(long, default_value = "6us", value_parser = time)]
     control_delay: Duration,
+    /// Controller CPU time per control frame, and per failure notification an announcement
+    /// carries (0ns: an infinitely fast controller)
+    #[arg(long, default_value = "1us", value_parser = time)]
+    controller_frame_cost: Duration,
     /// How long traffic runs
     #[arg(long = "send", default_value = "500us", value_parser = time)]
     send_for: Duration,
@@ -229,6 +233,7 @@ impl RunArgs {
             reliable: self.reliable,
             controller: self.controller,
             control_delay: self.control_delay,
+            controller_frame_cost: self.controller_frame_cost,
             send_for: self.send_for,
             measure_after: self.measure_after,
             drain: self.drain,

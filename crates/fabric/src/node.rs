@@ -64,6 +64,12 @@ pub trait Node: Send {
         true
     }
 
+    /// How many units of CPU work receiving or sending `frame` is, for a runtime that models a
+    /// CPU (the simulator charges its per-frame cost once per unit). One for most frames.
+    fn work_units(&self, _frame: &[u8]) -> u32 {
+        1
+    }
+
     /// When the node next wants [`Node::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
 
@@ -91,6 +97,9 @@ impl<T: Node + ?Sized> Node for Box<T> {
     }
     fn wants_transmit(&self) -> bool {
         (**self).wants_transmit()
+    }
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        (**self).work_units(frame)
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()
@@ -148,6 +157,12 @@ impl<L: Node, R: Node> Node for Either<L, R> {
         match self {
             Either::Left(n) => n.wants_transmit(),
             Either::Right(n) => n.wants_transmit(),
+        }
+    }
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        match self {
+            Either::Left(n) => n.work_units(frame),
+            Either::Right(n) => n.work_units(frame),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {

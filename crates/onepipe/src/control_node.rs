@@ -378,6 +378,14 @@ impl<S: Store + Send> Node for ControllerNode<S> {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
+    /// An announcement is one failure notification per failed process it names (the paper's
+    /// controller notifies every correct process of every failed one); anything else is one.
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Announce { failures, .. }) => failures.len().max(1) as u32,
+            _ => 1,
+        }
+    }
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], _route: Route) {
         let input = match ControlMsg::decode(frame) {
             Ok(ControlMsg::Input(i)) => i,

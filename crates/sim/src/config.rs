@@ -148,6 +148,9 @@ pub struct SimConfig {
     pub control_delay: Duration,
     /// How long the controller waits after a first report for the others, and for answers.
     pub controller_config: ControllerConfig,
+    /// Controller CPU time per frame it receives or sends, and per failure notification an
+    /// announcement carries: the paper's recovery grows by 3-15 us per host (section 8).
+    pub controller_frame_cost: Duration,
 }
 
 impl Default for SimConfig {
@@ -195,6 +198,7 @@ impl Default for SimConfig {
             // Host, ToR, spine, core, spine, ToR, host: 6 hops of 0.8 us plus two NICs.
             control_delay: Duration::from_micros(6),
             controller_config: microsecond_controller(),
+            controller_frame_cost: Duration::from_micros(1),
         }
     }
 }

@@ -34,6 +34,8 @@ const MEMORY_CHECK_EVENTS: u64 = 1 << 20;
 pub enum Role {
     Switch,
     Host,
+    /// The failure controller: a server CPU of its own, charged `controller_frame_cost`.
+    Controller,
 }
 
 /// Parameters of the link and node model, shared by every link and node.
@@ -52,6 +54,9 @@ pub struct Model {
     pub switch_delay: Duration,
     /// CPU time a host spends per frame received or sent; zero means an infinitely fast host.
     pub host_frame_cost: Duration,
+    /// CPU time the controller spends per unit of work in a frame it receives or sends
+    /// ([`Node::work_units`]); zero means an infinitely fast controller.
+    pub controller_frame_cost: Duration,
     /// Probability that a frame is lost on a link, and that it arrives twice.
     pub loss: f64,
     pub duplicate: f64,
@@ -72,11 +77,23 @@ impl Default for Model {
             ecn_threshold_bytes: 100 * 1024,
             switch_delay: Duration::from_nanos(500),
             host_frame_cost: Duration::ZERO,
+            controller_frame_cost: Duration::ZERO,
             loss: 0.0,
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_micros(2),
             faults_until: Instant::from_nanos(u64::MAX),
+        }
+    }
+}
+
+impl Model {
+    /// CPU time per unit of work of a node in `role`; zero: its CPU is not modelled.
+    fn cpu_cost(&self, role: Role) -> Duration {
+        match role {
+            Role::Host => self.host_frame_cost,
+            Role::Controller => self.controller_frame_cost,
+            Role::Switch => Duration::ZERO,
         }
     }
 }
@@ -480,7 +497,7 @@ impl<N: Node> Engine<N> {
             return;
         }
         self.stats.frames_delivered += 1;
-        if s.role == Role::Host && self.model.host_frame_cost > Duration::ZERO {
+        if self.model.cpu_cost(s.role) > Duration::ZERO {
             if s.rx_bytes + frame.len() > self.model.queue_capacity_bytes {
                 self.stats.dropped_queue_full += 1;
                 self.recycle(frame);
@@ -577,7 +594,7 @@ impl<N: Node> Engine<N> {
         if !s.up {
             return;
         }
-        if s.role == Role::Host && self.model.host_frame_cost > Duration::ZERO {
+        if self.model.cpu_cost(s.role) > Duration::ZERO {
             if !s.cpu_scheduled {
                 let at = Instant::from_nanos(s.cpu_free_at.max(self.now.as_nanos()));
                 self.nodes[node as usize].cpu_scheduled = true;
@@ -614,10 +631,11 @@ impl<N: Node> Engine<N> {
         }
     }
 
-    /// One unit of host CPU work: a received frame or a sent one, alternating when both wait.
+    /// One frame of CPU work, received or sent, alternating when both wait; it keeps the CPU
+    /// busy for its cost times its units of work.
     fn cpu(&mut self, node: u32) {
-        let cost = self.model.host_frame_cost.as_nanos();
         let s = &mut self.nodes[node as usize];
+        let cost = self.model.cpu_cost(s.role).as_nanos();
         s.cpu_scheduled = false;
         if !s.up {
             return;
@@ -625,21 +643,28 @@ impl<N: Node> Engine<N> {
         let (first, count) = (s.first_port, s.port_count as u32);
         let rx_first = s.prefer_rx || (count > 0 && self.ports[first as usize].busy);
         s.prefer_rx = !s.prefer_rx;
-        let mut worked = rx_first && self.cpu_receive(node);
+        let mut units = if rx_first { self.cpu_receive(node) } else { 0 };
         // A host's fabric link is port 0; a port after it is its management link, whose rare
-        // frames go first.
-        for port in (first..first + count).rev() {
-            if worked {
+        // frames go first. The controller's first ports lead to switches: it resumes the
+        // fabric before it tells processes that paths changed.
+        let controller = self.nodes[node as usize].role == Role::Controller;
+        for i in 0..count {
+            if units > 0 {
                 break;
             }
-            worked = self.cpu_transmit(node, port);
+            let port = if controller {
+                first + i
+            } else {
+                first + count - 1 - i
+            };
+            units = self.cpu_transmit(node, port);
         }
-        if !worked {
-            worked = self.cpu_receive(node);
+        if units == 0 {
+            units = self.cpu_receive(node);
         }
-        if worked {
+        if units > 0 {
             let s = &mut self.nodes[node as usize];
-            s.cpu_free_at = self.now.as_nanos() + cost;
+            s.cpu_free_at = self.now.as_nanos() + cost * units as u64;
             s.cpu_scheduled = true;
             let at = Instant::from_nanos(s.cpu_free_at);
             self.push(at, Event::Cpu { node });
@@ -647,32 +672,35 @@ impl<N: Node> Engine<N> {
         self.arm_timer(node);
     }
 
-    fn cpu_receive(&mut self, node: u32) -> bool {
+    /// Receives one queued frame; returns its units of work (0: nothing was queued).
+    fn cpu_receive(&mut self, node: u32) -> u32 {
         let s = &mut self.nodes[node as usize];
         let Some((port, frame)) = s.rx_queue.pop_front() else {
-            return false;
+            return 0;
         };
         s.rx_bytes -= frame.len();
+        let units = s.node.work_units(&frame);
         self.receive(node, port, frame);
-        true
+        units
     }
 
-    /// One frame at most: the CPU pays for each.
-    fn cpu_transmit(&mut self, node: u32, port: u32) -> bool {
+    /// One frame at most: the CPU pays for each. Returns its units of work (0: none sent).
+    fn cpu_transmit(&mut self, node: u32, port: u32) -> u32 {
         let p = &self.ports[port as usize];
         if p.busy || !p.queue.is_empty() || p.link.is_none() {
-            return false;
+            return 0;
         }
         let (local, now) = (p.port, self.now);
         let Some(len) = self.nodes[node as usize]
             .node
             .poll_transmit(now, local, &mut self.buf)
         else {
-            return false;
+            return 0;
         };
         let frame = self.frame_from_buf(len);
+        let units = self.nodes[node as usize].node.work_units(&frame);
         self.enqueue(port, frame, false);
-        true
+        units
     }
 
     fn frame_from_buf(&mut self, len: usize) -> Vec<u8> {

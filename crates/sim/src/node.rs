@@ -69,6 +69,9 @@ impl Node for SimNode {
     fn wants_transmit(&self) -> bool {
         each!(self, n => n.wants_transmit())
     }
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        each!(self, n => n.work_units(frame))
+    }
     fn poll_timeout(&self) -> Option<Instant> {
         each!(self, n => n.poll_timeout())
     }

@@ -306,8 +306,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             )));
         }
         let controller = ControllerNode::new(&wiring, config.controller_config, START);
-        // Not a host: its CPU is not the one the model charges per frame.
-        nodes.push((SimNode::Controller(Box::new(controller)), Role::Switch));
+        nodes.push((SimNode::Controller(Box::new(controller)), Role::Controller));
         links.extend(management_links(&wiring, index, config.control_delay));
     }
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
@@ -365,6 +364,7 @@ pub(crate) fn model_for(config: &SimConfig, send_from: Instant) -> Model {
         ecn_threshold_bytes: config.ecn_threshold_bytes,
         switch_delay: config.switch_delay,
         host_frame_cost: config.host_frame_cost,
+        controller_frame_cost: config.controller_frame_cost,
         loss: config.loss,
         duplicate: config.duplicate,
         reorder: config.reorder,

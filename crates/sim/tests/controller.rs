@@ -49,7 +49,12 @@ fn recovered(r: &SimReport) -> f64 {
     let f = r.failure.as_ref().unwrap();
     assert_eq!(f.stalled_processes, 0, "{f:?}");
     let stall = f.recovery_us.as_ref().expect("correct processes recovered");
-    assert!(stall.p5 <= stall.mean && stall.mean <= stall.p95);
+    // The mean is not bound by the percentiles (an outlier can pull it past p95), and equal
+    // stalls sum with rounding: only the percentiles' order is exact.
+    assert!(
+        stall.p5 <= stall.p95 && stall.mean.is_finite() && stall.mean > 0.0,
+        "{stall:?}"
+    );
     stall.mean
 }
 
@@ -105,21 +110,20 @@ fn controller_needs_the_reliable_service_and_permanent_failures() {
     assert!(e.contains("permanent"), "{e}");
 }
 
-/// Paper Fig. 10's sweep at its smallest and at the testbed's size: every kind recovers, with
-/// no violation, and the recovery takes longer than detection.
+/// Paper Fig. 10's sweep: every kind recovers, with no violation, and the recovery takes
+/// longer than detection and stays within twice the paper's either way.
 #[test]
 fn the_recovery_sweep_recovers_from_every_kind() {
     use onepipe_sim::recovery::{FailureKind, recovery};
-    let rows = recovery(&[2, 32], 1, &mut |_| {}).unwrap();
-    assert_eq!(rows.len(), 2 * FailureKind::ALL.len());
+    let rows = recovery(&[2, 8, 16, 32], 1, &mut |_| {}).unwrap();
+    assert_eq!(rows.len(), 4 * FailureKind::ALL.len());
     for r in &rows {
         assert_eq!(r.violations, 0, "{r:?}");
         assert_eq!(r.stalled_processes, 0, "{r:?}");
         assert!(r.recovery_us.mean > r.detection_us_mean, "{r:?}");
-        // Virtual time, so exact: with the paper's timing the stall stays within twice the
-        // paper's where it is slower (a reroute does not wait out retransmission backoff).
+        // Virtual time, so exact: with the paper's timing, the controller's CPU included.
         if let Some(ratio) = r.ratio_to_paper {
-            assert!(ratio < 2.0, "{r:?}");
+            assert!((0.5..2.0).contains(&ratio), "{r:?}");
         }
         let expect_failed = match (r.kind, r.hosts) {
             (FailureKind::Host, _) => 1,
@@ -129,4 +133,12 @@ fn the_recovery_sweep_recovers_from_every_kind() {
         };
         assert_eq!(r.failed_processes, expect_failed, "{r:?}");
     }
+    // The paper's jump for a ToR: the controller notifies every correct process of every
+    // process in the rack.
+    let at_32 = |kind| rows.iter().find(|r| r.kind == kind && r.hosts == 32).unwrap();
+    let (tor, host) = (at_32(FailureKind::Tor), at_32(FailureKind::Host));
+    assert!(
+        tor.recovery_us.mean > 1.5 * host.recovery_us.mean,
+        "{tor:?} {host:?}"
+    );
 }

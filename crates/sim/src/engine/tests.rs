@@ -14,12 +14,20 @@ impl Node for Probe {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         match self.role {
             Role::Switch => Route::Forward(1),
-            Role::Host => Route::Consume,
+            Role::Host | Role::Controller => Route::Consume,
+        }
+    }
+
+    /// A controller's frame is one unit of work per 100 bytes.
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        match self.role {
+            Role::Controller => frame.len() as u32 / 100,
+            _ => 1,
         }
     }
 
     fn handle_frame(&mut self, now: Instant, _port: PortId, _frame: &mut [u8], _route: Route) {
-        if self.role == Role::Host {
+        if self.role != Role::Switch {
             self.arrived_at.push(now);
         }
     }
@@ -84,4 +92,31 @@ fn each_hop_serializes_at_its_links_rate_then_propagates() {
     };
     // The middle link, between two switches, serializes in 250 ns.
     assert_eq!(one_way_ns(fast_fabric), 2 * 1_100 + 350 + 2 * 500);
+}
+
+/// The controller's CPU takes its frames one at a time, each for its units of work: two frames
+/// that arrive together are handled one cost of the first apart.
+#[test]
+fn the_controller_cpu_charges_per_unit_of_work() {
+    let nodes = vec![
+        probe(Role::Host, Some(300)),
+        probe(Role::Host, Some(300)),
+        probe(Role::Controller, None),
+    ];
+    let link = |a: usize, port: PortId| DirectedLink {
+        from: (a, 0),
+        to: (2, port),
+        delay: Duration::from_nanos(100),
+    };
+    let model = Model {
+        link_bits_per_s: 0,
+        controller_frame_cost: Duration::from_nanos(1_000),
+        ..Model::default()
+    };
+    let mut e = Engine::new(nodes, &[link(0, 0), link(1, 1)], model, 1, Instant::ZERO).unwrap();
+    e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
+        .unwrap();
+    let got: Vec<u64> = e.node(2).arrived_at.iter().map(|t| t.as_nanos()).collect();
+    // Both arrive at 100 ns; the second waits out the first's three units.
+    assert_eq!(got, vec![100, 3_100]);
 }
