@@ -92,6 +92,10 @@ pub struct SwitchArgs {
     /// for `onepipe inspect` (`onepipe up` sets it)
     #[arg(long, value_name = "FILE")]
     status_file: Option<PathBuf>,
+    /// Fault injection: cut the links to the neighbours this file names, one per line, as
+    /// the switch's status names them (`onepipe cut-link` writes it; `onepipe up` sets it)
+    #[arg(long, value_name = "FILE")]
+    cut_file: Option<PathBuf>,
 }
 
 /// How the controller decides (paper 5.2).
@@ -201,18 +205,22 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
     let counters = UdpCounters::default();
     let mut warned = false;
     let mut report = |status: &SwitchStatus| {
-        let Some(path) = &args.status_file else {
-            return;
-        };
-        // Written aside and renamed, so a reader never sees half a report.
-        let aside = path.with_extension("json.part");
-        let json = serde_json::to_vec(status).expect("a status serializes");
-        let written = std::fs::write(&aside, json).and_then(|_| std::fs::rename(&aside, path));
-        if let Err(e) = written
-            && !std::mem::replace(&mut warned, true)
-        {
-            eprintln!("switch {}: cannot write {}: {e}", args.node, path.display());
+        if let Some(path) = &args.status_file {
+            // Written aside and renamed, so a reader never sees half a report.
+            let aside = path.with_extension("json.part");
+            let json = serde_json::to_vec(status).expect("a status serializes");
+            let written = std::fs::write(&aside, json).and_then(|_| std::fs::rename(&aside, path));
+            if let Err(e) = written
+                && !std::mem::replace(&mut warned, true)
+            {
+                eprintln!("switch {}: cannot write {}: {e}", args.node, path.display());
+            }
         }
+        let asked = args
+            .cut_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok());
+        asked.map_or_else(Vec::new, |a| a.lines().map(|l| l.trim().to_string()).collect())
     };
     let switch = run_switch_reporting(&options, &args.node, &stop, &counters, &mut report)?;
     let c = counters.snapshot();
@@ -439,6 +447,11 @@ fn state_path(topology: &Path) -> Res<PathBuf> {
     Ok(std::env::temp_dir().join(format!("onepipe-up-{key:016x}.pids")))
 }
 
+/// Where switch `name` of `onepipe up` reads the links it is to cut (`onepipe cut-link`).
+pub fn cut_file(status_dir: &Path, name: &str) -> PathBuf {
+    status_dir.join(format!("{name}.cut"))
+}
+
 /// Where the switches that `onepipe up FILE` started write their status.
 pub fn status_dir(topology: &Path) -> Res<PathBuf> {
     Ok(state_path(topology)?.with_extension("status"))
@@ -573,6 +586,8 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
             .arg("--exit-with-parent")
             .arg("--status-file")
             .arg(status.join(format!("{}.json", s.name)))
+            .arg("--cut-file")
+            .arg(cut_file(&status, &s.name))
             .spawn();
         match child {
             Ok(c) => started.switches.push((s.name.clone(), c)),

@@ -3,6 +3,7 @@
 mod bench;
 mod bench_fig8;
 mod bench_recovery;
+mod cut;
 mod demo;
 mod fabric;
 mod inspect;
@@ -46,6 +47,9 @@ enum Command {
     /// What the switches of `onepipe up FILE` report: per-link barrier lag and counters, and
     /// the link that holds delivery back
     Inspect(inspect::InspectArgs),
+    /// Fault injection: cut the link between switch A and its neighbour B (a switch or a host)
+    /// in a topology that `onepipe up FILE` runs; both ends drop it within 200 ms
+    CutLink(cut::CutLinkArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Command::Up(args) => fabric::up(args),
         Command::Down(args) => fabric::down(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::CutLink(args) => cut::run(args),
     };
     match result {
         Ok(code) => code,

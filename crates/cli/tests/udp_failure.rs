@@ -347,6 +347,8 @@ type Keep<'a> = dyn Fn(u32, &[u32], Option<u64>) -> bool + 'a;
 enum Target {
     Switch(&'static str),
     App(u32),
+    /// `onepipe cut-link FILE A B`: the switches drop the link (fault injection).
+    Cut(&'static str, &'static str),
 }
 
 /// The controller's lines `t=S.US declared failed: process P (...), ...`: the processes.
@@ -416,12 +418,21 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], restart_controller
     match target {
         Target::Switch(name) => kill(run.pid_of(name)),
         Target::App(p) => run.apps[p as usize].kill().unwrap(),
+        Target::Cut(a, b) => {
+            let cut = common::onepipe()
+                .arg("cut-link")
+                .arg(&file)
+                .args([a, b])
+                .output()
+                .unwrap();
+            assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
+        }
     }
 
     // Every application still running drains and marks its log ended.
     let killed_app = match target {
         Target::App(p) => Some(p),
-        Target::Switch(_) => None,
+        Target::Switch(_) | Target::Cut(..) => None,
     };
     let started = std::time::Instant::now();
     let ended = |p: u32| Some(p) == killed_app || read_app_log(&dir.join(format!("{p}.log"))).ended;
@@ -560,6 +571,7 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], restart_controller
         match target {
             Target::Switch(n) => n.to_string(),
             Target::App(p) => format!("process {p}"),
+            Target::Cut(a, b) => format!("link {a}-{b}"),
         },
         since(first_at(&lines, "report:")),
         since(first_at(&lines, "declared failed:").or(first_at(&lines, "reroute:"))),
@@ -587,6 +599,19 @@ fn a_killed_spine_is_routed_around_and_nobody_fails() {
 #[test]
 fn a_killed_application_process_is_declared_failed() {
     scenario(7303, Target::App(1), &[1], false);
+}
+
+/// A cut ToR-spine link (fault injection in the switches' own links): both ends time it out,
+/// the controller reroutes around it, and nobody fails.
+#[test]
+fn a_cut_fabric_link_is_routed_around_and_nobody_fails() {
+    scenario(7305, Target::Cut("tor1", "spine0"), &[], false);
+}
+
+/// A cut host link: the process behind it is cut off and declared failed, and keeps running.
+#[test]
+fn a_cut_host_link_fails_the_process_behind_it() {
+    scenario(7306, Target::Cut("tor1", "h3"), &[3], false);
 }
 
 /// The controller is killed first; `onepipe up` restarts it on its log (registrations

@@ -151,19 +151,21 @@ pub fn run_switch(
     stop: &AtomicBool,
     counters: &UdpCounters,
 ) -> Result<SwitchCounters, UdpSystemError> {
-    run_switch_reporting(options, name, stop, counters, &mut |_| {})
+    run_switch_reporting(options, name, stop, counters, &mut |_| Vec::new())
 }
 
 /// How often a running switch reports its [`SwitchStatus`].
 pub const STATUS_PERIOD: Duration = Duration::from_millis(200);
 
-/// [`run_switch`], handing `report` the switch's status every [`STATUS_PERIOD`].
+/// [`run_switch`], handing `report` the switch's status every [`STATUS_PERIOD`]. `report`
+/// returns the neighbours (named as in the status's links) whose links to cut: fault
+/// injection, for good, both ways (names it does not know are ignored).
 pub fn run_switch_reporting(
     options: &UdpOptions,
     name: &str,
     stop: &AtomicBool,
     counters: &UdpCounters,
-    report: &mut dyn FnMut(&SwitchStatus),
+    report: &mut dyn FnMut(&SwitchStatus) -> Vec<String>,
 ) -> Result<SwitchCounters, UdpSystemError> {
     let (wiring, plan) = wiring_and_plan(options)?;
     let index = wiring
@@ -179,10 +181,15 @@ pub fn run_switch_reporting(
     let switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
     let mut switch = manage(&wiring, &plan, switch, ControlMember::Switch(index), index);
     let peers = peer_names(&wiring, index);
+    let cuts = driver.link_cuts();
     let mut observe = |s: &mut Mgmt<Switch>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
         status.control_malformed = s.counters().malformed;
-        report(&status)
+        for neighbour in report(&status) {
+            if let Some(port) = peers.iter().position(|p| *p == neighbour) {
+                cuts.cut(port as onepipe_fabric::PortId);
+            }
+        }
     };
     driver.run_observed(&mut switch, &clock, stop, counters, STATUS_PERIOD, &mut observe);
     Ok(switch.node.counters().clone())

@@ -193,7 +193,8 @@ fn control_frames_count_only_from_the_controller() {
         let (opts, stop, counters, status) = (opts.clone(), stop.clone(), counters.clone(), status.clone());
         std::thread::spawn(move || {
             onepipe::udp::run_switch_reporting(&opts, "tor", &stop, &counters, &mut |s| {
-                *status.lock().unwrap() = Some(s.clone())
+                *status.lock().unwrap() = Some(s.clone());
+                Vec::new()
             })
         })
     };
@@ -266,6 +267,79 @@ fn control_frames_count_only_from_the_controller() {
             last_commit_ns: 0,
         })]
     );
+    stop.store(true, Ordering::Relaxed);
+    switch.join().unwrap().unwrap();
+}
+
+/// Fault injection in our own links (a socket cannot fail one link): once the status reader
+/// asks a running switch to cut its link to process 0, the switch sends that process nothing
+/// more (its beacons stop), and what the process sends is counted as arriving on a cut link,
+/// not taken. The link to process 1 carries on.
+#[test]
+fn a_cut_link_is_dead_both_ways_and_the_others_carry_on() {
+    let net = format!("127.{}.{}", 40 + 4, 1 + std::process::id() % 250);
+    let file = format!(
+        "[[switch]]\nname = \"tor\"\naddr = \"{net}.1:7000\"\n\
+         [[host]]\nname = \"h0\"\nswitch = \"tor\"\naddr = \"{net}.10:7000\"\n\
+         [[host]]\nname = \"h1\"\nswitch = \"tor\"\naddr = \"{net}.11:7000\"\n"
+    );
+    let opts = options(Topology::from_toml(&file).unwrap());
+    let switch_addr: std::net::SocketAddr = format!("{net}.1:7000").parse().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(UdpCounters::default());
+    let cut = Arc::new(AtomicBool::new(false));
+    let switch = {
+        let (opts, stop, counters, cut) = (opts.clone(), stop.clone(), counters.clone(), cut.clone());
+        std::thread::spawn(move || {
+            onepipe::udp::run_switch_reporting(&opts, "tor", &stop, &counters, &mut |_| match cut
+                .load(Ordering::Relaxed)
+            {
+                true => vec![format!("{}0", onepipe::udp::PROCESS_PEER)],
+                false => Vec::new(),
+            })
+        })
+    };
+    let hosts: Vec<std::net::UdpSocket> = (0..2)
+        .map(|h| {
+            let s = std::net::UdpSocket::bind(format!("{net}.{}:7000", 10 + h)).unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_millis(20)))
+                .unwrap();
+            s
+        })
+        .collect();
+    let mut d = [0u8; 65_536];
+    // Datagrams each host got from the switch in `for_ms`.
+    let mut heard = |for_ms: u64| -> [u32; 2] {
+        let mut got = [0; 2];
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(for_ms);
+        while std::time::Instant::now() < until {
+            for (h, s) in hosts.iter().enumerate() {
+                while let Ok((_, from)) = s.recv_from(&mut d) {
+                    got[h] += (from == switch_addr) as u32;
+                }
+            }
+        }
+        got
+    };
+    let before = heard(300);
+    assert!(
+        before.iter().all(|&n| n > 0),
+        "both hosts hear beacons: {before:?}"
+    );
+    cut.store(true, Ordering::Relaxed);
+    // The switch takes the request at its next status report (every 200 ms).
+    let _ = heard(500);
+    let after = heard(300);
+    assert_eq!(after[0], 0, "the cut link still carries datagrams: {after:?}");
+    assert!(after[1] > 0, "the other link stopped too: {after:?}");
+    let seq = 7;
+    hosts[0].send_to(&datagram(seq, &[]), switch_addr).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while counters.cut_datagrams.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(counters.cut_datagrams.load(Ordering::Relaxed), 1);
+    assert_eq!(counters.unknown_source.load(Ordering::Relaxed), 0);
     stop.store(true, Ordering::Relaxed);
     switch.join().unwrap().unwrap();
 }

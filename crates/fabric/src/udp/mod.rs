@@ -101,8 +101,10 @@ pub struct UdpCounters {
     pub credits_in: AtomicU64,
     /// Datagrams sent past the limit because no credit came for a while (lost credit).
     pub probes: AtomicU64,
-    /// Frames a node forwarded or originated on a port with no neighbour.
+    /// Frames a node forwarded or originated on a port with no neighbour, or a cut link.
     pub no_link_frames: AtomicU64,
+    /// Datagrams that arrived on a link cut by fault injection ([`LinkCuts`]).
+    pub cut_datagrams: AtomicU64,
     /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
     /// dropped rather than held for credit that will not come.
     pub peer_gone_frames: AtomicU64,
@@ -128,6 +130,7 @@ impl UdpCounters {
             send_dropped_frames: l(&self.send_dropped_frames),
             no_link_frames: l(&self.no_link_frames),
             peer_gone_frames: l(&self.peer_gone_frames),
+            cut_datagrams: l(&self.cut_datagrams),
             overrun: l(&self.overrun),
             resyncs: l(&self.resyncs),
             blocked_frames: l(&self.blocked_frames),
@@ -153,6 +156,8 @@ pub struct UdpSnapshot {
     pub no_link_frames: u64,
     #[serde(default)]
     pub peer_gone_frames: u64,
+    #[serde(default)]
+    pub cut_datagrams: u64,
     pub overrun: u64,
     pub resyncs: u64,
     pub blocked_frames: u64,
@@ -227,6 +232,27 @@ enum Handed {
     Malformed,
 }
 
+/// Links to cut while a driver runs: fault injection in our own links, since a socket cannot
+/// fail one link of many. A cut link is dead both ways: nothing is sent on it and what arrives
+/// on it is dropped, so its neighbours time it out as they would a broken cable. Shared with
+/// whoever decides (a status-file watcher); the driver takes the requests each time it
+/// observes its node.
+#[derive(Debug, Default)]
+pub struct LinkCuts {
+    asked: std::sync::Mutex<Vec<PortId>>,
+}
+
+impl LinkCuts {
+    /// Asks for the link at `port` to be cut (for good; asking twice is harmless).
+    pub fn cut(&self, port: PortId) {
+        self.asked.lock().unwrap_or_else(|e| e.into_inner()).push(port);
+    }
+
+    fn take(&self) -> Vec<PortId> {
+        std::mem::take(&mut *self.asked.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// Drives one node over one UDP socket.
 pub struct UdpDriver {
     socket: UdpSocket,
@@ -237,6 +263,9 @@ pub struct UdpDriver {
     recv_bufs: Vec<Vec<u8>>,
     recv_meta: Vec<quinn_udp::RecvMeta>,
     scratch: Vec<u8>,
+    cuts: std::sync::Arc<LinkCuts>,
+    /// The addresses of cut links: what they send is counted, not taken as a stranger's.
+    cut_addrs: HashMap<SocketAddr, PortId>,
 }
 
 /// Addresses compare as the socket reports them: IPv4 may come back IPv6-mapped.
@@ -281,6 +310,8 @@ impl UdpDriver {
             recv_bufs: vec![vec![0u8; RECV_BUF_BYTES]; batch],
             recv_meta: vec![quinn_udp::RecvMeta::default(); batch],
             scratch: vec![0u8; FRAME_MAX],
+            cuts: Default::default(),
+            cut_addrs: HashMap::new(),
         })
     }
 
@@ -325,6 +356,28 @@ impl UdpDriver {
         self.socket.local_addr()
     }
 
+    /// The handle through which links of this driver are cut while it runs.
+    pub fn link_cuts(&self) -> std::sync::Arc<LinkCuts> {
+        self.cuts.clone()
+    }
+
+    /// Cuts what was asked: the port forgets its neighbour (frames for it are dropped as on a
+    /// port without a link) and its waiting datagrams.
+    fn apply_cuts(&mut self) {
+        for port in self.cuts.take() {
+            let Some(p) = self.ports.get_mut(port as usize) else {
+                continue;
+            };
+            if let Some(peer) = p.peer.take() {
+                let addr = canonical(peer);
+                self.by_addr.remove(&addr);
+                self.cut_addrs.insert(addr, port);
+            }
+            p.packer.clear();
+            p.recv.inbox.clear();
+        }
+    }
+
     /// Runs `node` until `stop` is set.
     pub fn run<N: Node>(&mut self, node: &mut N, clock: &Clock, stop: &AtomicBool, counters: &UdpCounters) {
         self.run_observed(node, clock, stop, counters, Duration::MAX, &mut |_, _| {});
@@ -349,6 +402,7 @@ impl UdpDriver {
             let now = clock.now();
             if now >= observe_at {
                 observe(node, now);
+                self.apply_cuts();
                 observe_at = now + period;
             }
             worked |= self.drain_inboxes(node, now, counters);
@@ -394,7 +448,11 @@ impl UdpDriver {
         );
         for (m, buf) in meta.iter().zip(&bufs).take(n) {
             let Some(&port) = self.by_addr.get(&canonical(m.addr)) else {
-                UdpCounters::add(&counters.unknown_source, 1);
+                let counter = match self.cut_addrs.contains_key(&canonical(m.addr)) {
+                    true => &counters.cut_datagrams,
+                    false => &counters.unknown_source,
+                };
+                UdpCounters::add(counter, 1);
                 continue;
             };
             let stride = if m.stride == 0 { m.len } else { m.stride };
