@@ -329,3 +329,7 @@ impl Controller {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "recovery_tests.rs"]
+mod tests;
