@@ -307,6 +307,18 @@ mod tests {
         }
     }
 
+    /// Recalls go in parts of `RECALLS_PER_OUTPUT`; the largest part fits a frame.
+    #[test]
+    fn a_full_part_of_lost_recalls_fits_a_frame() {
+        let m = ControlMsg::LostRecalls {
+            incarnation: u64::MAX,
+            recalls: vec![(u32::MAX, u64::MAX, u64::MAX); crate::controller::RECALLS_PER_OUTPUT],
+        };
+        let mut buf = vec![0u8; onepipe_fabric::node::FRAME_MAX];
+        let len = m.encode(&mut buf).unwrap();
+        assert_eq!(ControlMsg::decode(&buf[..len]).unwrap(), m);
+    }
+
     #[test]
     fn bad_frames_are_errors_not_panics() {
         assert_eq!(ControlMsg::decode(&[]), Err(ControlDecodeError::Empty));

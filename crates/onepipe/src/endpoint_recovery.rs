@@ -253,3 +253,7 @@ impl Endpoint {
         self.sender.poll_lost_recall()
     }
 }
+
+#[cfg(test)]
+#[path = "endpoint_recovery_tests.rs"]
+mod tests;
