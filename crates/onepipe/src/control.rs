@@ -11,7 +11,9 @@
 
 use crate::controller::graph::Graph;
 use crate::controller::store::{MemoryStore, Service, Store};
-use crate::controller::{Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output};
+use crate::controller::{
+    Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output,
+};
 use crate::endpoint::Endpoint;
 use crate::host::HostNode;
 use crate::switch::Switch;
@@ -37,6 +39,30 @@ pub enum Command {
     /// To a process: the switches now route around failed links; retransmit what timed out
     /// on them without waiting out the backed-off timer.
     PathsChanged,
+    /// Receiver Recovery (paper 5.2): the outputs of that name, to a process
+    /// (control_recovery.rs).
+    OwnFailure {
+        ts: Instant,
+        incarnation: u64,
+    },
+    LostRecalls {
+        incarnation: u64,
+        recalls: Vec<LostRecall>,
+    },
+    Recovery {
+        incarnation: u64,
+        ts: Instant,
+        failures: Vec<Failure>,
+        failed_now: Vec<Failure>,
+        recalls: u32,
+        recalls_truncated: bool,
+    },
+    Rejoined {
+        process: u32,
+        incarnation: u64,
+    },
+    /// To a switch: take these inputs back ([`Switch::readmit_input`]).
+    Readmit(Vec<PortId>),
 }
 
 /// A node's end of the management plane, whatever carries it: the node's side of the
@@ -54,6 +80,8 @@ pub struct ControlPort {
     /// registration, one answer per announcement) and the runtime empties it after each.
     outbox: Vec<Input>,
     inbox: VecDeque<Command>,
+    /// A process: the recovery in progress, if it was declared failed.
+    recovery: recovery::PortRecovery,
 }
 
 impl ControlPort {
@@ -64,6 +92,7 @@ impl ControlPort {
             unanswered: Vec::new(),
             outbox: Vec::new(),
             inbox: VecDeque::new(),
+            recovery: Default::default(),
         }
     }
 
@@ -109,6 +138,9 @@ impl ControlPort {
             self.send(Input::Register { process: me });
         }
         while let Some(c) = self.try_command() {
+            let Some(c) = self.recovery_command(now, endpoint, c) else {
+                continue;
+            };
             if let Command::PathsChanged = c {
                 endpoint.on_paths_changed(now);
                 continue;
@@ -125,6 +157,8 @@ impl ControlPort {
                 }
             }
         }
+        // Recalls for failed receivers go before the answers that say Recall is done.
+        self.send_lost_recalls(endpoint);
         // The endpoint reports each completion once; the answer goes per announcement.
         while endpoint.poll_failure_complete().is_some() {}
         let outbox = &mut self.outbox;
@@ -182,14 +216,26 @@ impl Manage for Switch {
                 last_commit_ns: r.last_commit.as_nanos(),
             });
         }
+        for p in self.quarantined_heard() {
+            port.send(Input::Heard {
+                member: port.member,
+                port: p,
+            });
+        }
     }
 
-    fn exchange(&mut self, _now: Instant, port: &mut ControlPort) {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
         while let Some(r) = self.poll_report() {
             port.send(Input::LinkDown {
                 member: port.member,
                 port: r.port,
                 last_commit_ns: r.last_commit.as_nanos(),
+            });
+        }
+        while let Some(p) = self.poll_heard() {
+            port.send(Input::Heard {
+                member: port.member,
+                port: p,
             });
         }
         while let Some(c) = port.try_command() {
@@ -204,7 +250,17 @@ impl Manage for Switch {
                     let _ = self.cut_input(p);
                 }
                 Command::Routes(r) => self.set_routes(*r),
-                Command::Announce { .. } | Command::PathsChanged => {}
+                Command::Readmit(ports) => {
+                    for p in ports {
+                        let _ = self.readmit_input(now, p);
+                    }
+                }
+                Command::Announce { .. }
+                | Command::PathsChanged
+                | Command::OwnFailure { .. }
+                | Command::LostRecalls { .. }
+                | Command::Recovery { .. }
+                | Command::Rejoined { .. } => {}
             }
         }
     }
@@ -424,6 +480,16 @@ fn run<S: Store>(
                     (switch, Command::RemoveInputs(ports))
                 }
                 Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+                other => {
+                    let Some((to, command)) = recovery::command(other) else {
+                        continue;
+                    };
+                    let node = match to {
+                        Member::Switch(s) => s,
+                        Member::Process(p) => wiring.node_of_process(p),
+                    };
+                    (node, command)
+                }
             };
             // A node whose runtime stopped has dropped its port: nothing to tell it.
             let _ = commands[node].send(command);
@@ -435,3 +501,6 @@ fn run<S: Store>(
         }
     }
 }
+
+#[path = "control_recovery.rs"]
+pub(crate) mod recovery;

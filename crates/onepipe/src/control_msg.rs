@@ -7,7 +7,7 @@
 //! own tables avoiding them.
 
 use crate::control::Command;
-use crate::controller::{Failure, Input};
+use crate::controller::{Failure, Input, LostRecall};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,10 @@ pub enum ControlMsg {
     /// A member to the controller.
     Input(Input),
     /// The controller to a process: failures, each `(process, failure timestamp ns)`.
-    Announce { epoch: u64, failures: Vec<(u32, u64)> },
+    Announce {
+        epoch: u64,
+        failures: Vec<(u32, u64)>,
+    },
     /// The controller to a switch: Resume, stop waiting for these inputs.
     RemoveInputs(Vec<u16>),
     /// The controller to a switch: stop taking frames on this input and report it.
@@ -33,6 +36,44 @@ pub enum ControlMsg {
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
     Hello,
+    /// Receiver Recovery (paper 5.2), the controller to a process: see [`Command`]'s variants
+    /// of these names. Timestamps in ns; a recall is `(sender, ts ns, message id)`.
+    OwnFailure {
+        ts_ns: u64,
+        incarnation: u64,
+    },
+    LostRecalls {
+        incarnation: u64,
+        recalls: Vec<(u32, u64, u64)>,
+    },
+    Recovery {
+        incarnation: u64,
+        ts_ns: u64,
+        failures: Vec<(u32, u64)>,
+        failed_now: Vec<(u32, u64)>,
+        recalls: u32,
+        recalls_truncated: bool,
+    },
+    Rejoined {
+        process: u32,
+        incarnation: u64,
+    },
+    /// The controller to a switch: take these inputs back.
+    Readmit(Vec<u16>),
+}
+
+fn failures_ns(failures: &[Failure]) -> Vec<(u32, u64)> {
+    failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect()
+}
+
+fn failures_of(failures: Vec<(u32, u64)>) -> Vec<Failure> {
+    failures
+        .into_iter()
+        .map(|(process, ts_ns)| Failure {
+            process,
+            ts: Instant::from_nanos(ts_ns),
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,6 +106,37 @@ impl ControlMsg {
             Command::CutInput(port) => ControlMsg::CutInput(*port),
             Command::PathsChanged => ControlMsg::PathsChanged,
             Command::Routes(_) => return None,
+            Command::OwnFailure { ts, incarnation } => ControlMsg::OwnFailure {
+                ts_ns: ts.as_nanos(),
+                incarnation: *incarnation,
+            },
+            Command::LostRecalls { incarnation, recalls } => ControlMsg::LostRecalls {
+                incarnation: *incarnation,
+                recalls: recalls
+                    .iter()
+                    .map(|r| (r.sender, r.ts.as_nanos(), r.msg_id))
+                    .collect(),
+            },
+            Command::Recovery {
+                incarnation,
+                ts,
+                failures,
+                failed_now,
+                recalls,
+                recalls_truncated,
+            } => ControlMsg::Recovery {
+                incarnation: *incarnation,
+                ts_ns: ts.as_nanos(),
+                failures: failures_ns(failures),
+                failed_now: failures_ns(failed_now),
+                recalls: *recalls,
+                recalls_truncated: *recalls_truncated,
+            },
+            Command::Rejoined { process, incarnation } => ControlMsg::Rejoined {
+                process: *process,
+                incarnation: *incarnation,
+            },
+            Command::Readmit(ports) => ControlMsg::Readmit(ports.clone()),
         })
     }
 
@@ -85,6 +157,38 @@ impl ControlMsg {
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
             ControlMsg::PathsChanged => Command::PathsChanged,
+            ControlMsg::OwnFailure { ts_ns, incarnation } => Command::OwnFailure {
+                ts: Instant::from_nanos(ts_ns),
+                incarnation,
+            },
+            ControlMsg::LostRecalls { incarnation, recalls } => Command::LostRecalls {
+                incarnation,
+                recalls: recalls
+                    .into_iter()
+                    .map(|(sender, ts_ns, msg_id)| LostRecall {
+                        sender,
+                        ts: Instant::from_nanos(ts_ns),
+                        msg_id,
+                    })
+                    .collect(),
+            },
+            ControlMsg::Recovery {
+                incarnation,
+                ts_ns,
+                failures,
+                failed_now,
+                recalls,
+                recalls_truncated,
+            } => Command::Recovery {
+                incarnation,
+                ts: Instant::from_nanos(ts_ns),
+                failures: failures_of(failures),
+                failed_now: failures_of(failed_now),
+                recalls,
+                recalls_truncated,
+            },
+            ControlMsg::Rejoined { process, incarnation } => Command::Rejoined { process, incarnation },
+            ControlMsg::Readmit(ports) => Command::Readmit(ports),
             ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
         })
     }
@@ -135,6 +239,45 @@ mod tests {
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
             ControlMsg::Hello,
+            ControlMsg::Input(Input::Heard {
+                member: Member::Switch(1),
+                port: 3,
+            }),
+            ControlMsg::Input(Input::RecallLost {
+                process: 0,
+                receiver: 2,
+                ts_ns: 99,
+                msg_id: 7,
+            }),
+            ControlMsg::Input(Input::Recover {
+                process: 2,
+                incarnation: 1,
+            }),
+            ControlMsg::Input(Input::Rejoin {
+                process: 2,
+                incarnation: 1,
+            }),
+            ControlMsg::OwnFailure {
+                ts_ns: 5,
+                incarnation: 1,
+            },
+            ControlMsg::LostRecalls {
+                incarnation: 1,
+                recalls: vec![(0, 99, 7)],
+            },
+            ControlMsg::Recovery {
+                incarnation: 1,
+                ts_ns: 5,
+                failures: vec![(3, 8)],
+                failed_now: vec![],
+                recalls: 1,
+                recalls_truncated: false,
+            },
+            ControlMsg::Rejoined {
+                process: 2,
+                incarnation: 2,
+            },
+            ControlMsg::Readmit(vec![1]),
         ];
         let mut buf = [0u8; 512];
         for m in msgs {
@@ -162,6 +305,18 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Recalls go in parts of `RECALLS_PER_OUTPUT`; the largest part fits a frame.
+    #[test]
+    fn a_full_part_of_lost_recalls_fits_a_frame() {
+        let m = ControlMsg::LostRecalls {
+            incarnation: u64::MAX,
+            recalls: vec![(u32::MAX, u64::MAX, u64::MAX); crate::controller::RECALLS_PER_OUTPUT],
+        };
+        let mut buf = vec![0u8; onepipe_fabric::node::FRAME_MAX];
+        let len = m.encode(&mut buf).unwrap();
+        assert_eq!(ControlMsg::decode(&buf[..len]).unwrap(), m);
     }
 
     #[test]

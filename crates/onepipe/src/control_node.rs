@@ -342,6 +342,16 @@ impl<S: Store> ControllerNode<S> {
                     });
                     (switch, Command::CutInput(port))
                 }
+                other => {
+                    let Some((to, command)) = crate::control::recovery::command(other) else {
+                        continue;
+                    };
+                    let node = match to {
+                        Member::Switch(s) => s,
+                        Member::Process(p) => self.switches + p as usize,
+                    };
+                    (node, command)
+                }
             };
             let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
             self.push(node, msg);
@@ -394,8 +404,12 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         };
         // A member speaks for itself only: an input naming another is refused.
         let member = match input {
-            Input::Register { process } | Input::Completed { process, .. } => Member::Process(process),
-            Input::LinkDown { member, .. } => member,
+            Input::Register { process }
+            | Input::Completed { process, .. }
+            | Input::RecallLost { process, .. }
+            | Input::Recover { process, .. }
+            | Input::Rejoin { process, .. } => Member::Process(process),
+            Input::LinkDown { member, .. } | Input::Heard { member, .. } => member,
         };
         let from = match member {
             Member::Switch(s) => s,

@@ -96,6 +96,10 @@ pub enum SendError {
     ScatteringTooLarge { packets: usize, max: usize },
     #[error("destination process {0} has failed")]
     ProcessFailed(u32),
+    /// Paper 5.2, Receiver Recovery: the controller said this process failed; it sends again
+    /// once it has recovered ([`Endpoint::recover`]).
+    #[error("this process was declared failed and has not recovered yet")]
+    OwnFailure,
 }
 
 /// Why a failure announcement was refused (paper 5.2 Broadcast).
@@ -159,6 +163,10 @@ pub enum FailureReason {
     /// failed before acknowledging its message (paper 5.2 Recall). None of its messages is
     /// delivered; one failure is reported per scattering.
     ReceiverFailed { process: u32 },
+    /// Reliable: this process was declared failed (paper 5.2) at a timestamp at or below the
+    /// scattering's (or before it had one): its receivers discarded it. Reported when the
+    /// process recovers ([`Endpoint::recover`]), once per message.
+    OwnFailure,
 }
 
 /// What a successful send was given.
@@ -265,6 +273,8 @@ pub struct Endpoint {
     /// Recalled messages (timestamp, sender) that have not arrived whole, so that a late copy
     /// is dropped; removed once the commit barrier passes them (later copies are then late).
     tombstones: std::collections::BTreeSet<(Instant, u32)>,
+    /// Paper 5.2, Receiver Recovery (endpoint_recovery.rs).
+    recovery: recovery::EndpointRecovery,
 }
 
 impl Endpoint {
@@ -313,6 +323,7 @@ impl Endpoint {
             process_failures: VecDeque::new(),
             completions_pending: Vec::new(),
             tombstones: Default::default(),
+            recovery: Default::default(),
         }
     }
 
@@ -348,6 +359,9 @@ impl Endpoint {
     /// Checks a scattering; returns its packets and payload bytes.
     fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<(usize, usize), SendError> {
         check_destinations(scatter, self.config.process_count)?;
+        if self.recovery.is_failed() {
+            return Err(SendError::OwnFailure);
+        }
         if !self.failed.is_empty()
             && let Some(&(dst, _)) = scatter.iter().find(|&&(d, _)| self.is_process_failed(d))
         {
@@ -451,7 +465,9 @@ impl Endpoint {
 
     /// The next reliable scattering that left the send buffer: (message id, timestamp).
     pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
-        self.sender.poll_released()
+        self.recovery
+            .poll_released()
+            .or_else(|| self.sender.poll_released())
     }
 
     pub fn reliable_sender(&self) -> &ReliableSender {
@@ -935,17 +951,20 @@ impl Endpoint {
     /// it responds controller with a completion message"): it was announced, Discard is done
     /// (at once), and every recall sent for it is acknowledged. False for a process not
     /// announced.
+    /// Also, for Receiver Recovery, no scattering of ours naming it is still open: one that is
+    /// may yet be aborted, and `process` would need that recall when it recovers.
     pub fn failure_complete(&self, process: u32) -> bool {
-        self.is_process_failed(process) && self.sender.recall_complete(process)
+        self.is_process_failed(process) && self.handled(process)
+    }
+
+    fn handled(&self, process: u32) -> bool {
+        self.sender.recall_complete(process) && !self.sender.has_open_to(process)
     }
 
     /// The next failed process whose handling here completed (see
     /// [`Endpoint::failure_complete`]), each reported once, for the completion message.
     pub fn poll_failure_complete(&mut self) -> Option<u32> {
-        let i = self
-            .completions_pending
-            .iter()
-            .position(|&p| self.sender.recall_complete(p))?;
+        let i = self.completions_pending.iter().position(|&p| self.handled(p))?;
         Some(self.completions_pending.remove(i))
     }
 
@@ -955,6 +974,15 @@ impl Endpoint {
         &mut self,
         f: impl FnOnce(Instant, u32, u64, &[u8]) -> R,
     ) -> Option<R> {
+        if let Some(d) = self.recovery.poll_recovered() {
+            self.clock.on_deliver(d.ts);
+            self.counters.delivered += 1;
+            return Some(f(d.ts, d.src, d.msg_id, &d.payload));
+        }
+        if self.recovery.is_failed() {
+            // Declared failed: the buffer waits for the recovery to say what goes.
+            return None;
+        }
         let limit = if self.config.ordering {
             self.commit
         } else {
@@ -1062,6 +1090,10 @@ impl Endpoint {
             .to_shared(host_now.next_multiple_of(self.config.beacon_interval));
     }
 }
+
+#[path = "endpoint_recovery.rs"]
+mod recovery;
+pub use recovery::{Recovery, RecoveryError, RecoveryReport};
 
 #[cfg(test)]
 #[path = "endpoint_tests.rs"]

@@ -13,7 +13,7 @@
 
 use crate::hash::mix64;
 use onepipe_fabric::routing::{NextHops, NoRoute};
-use onepipe_fabric::{Node, PortDirection, PortId, Route, Routes, Wiring};
+use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
 use onepipe_wire::{Duration, Instant};
 
@@ -182,8 +182,12 @@ struct Port {
     last_heard: Instant,
     state: InputState,
     commit: CommitInput,
-    /// Cut on the controller's order: nothing it sends is taken any more.
+    /// Cut on the controller's order: nothing it sends is taken any more, nothing is sent to it.
     cut: bool,
+    /// A process is behind it (its input is quarantined when the controller removes it).
+    to_process: bool,
+    /// Quarantined and not heard since: the first frame on it is news for the controller.
+    quarantined: bool,
     /// Its last death was reported; cleared when it is heard again.
     reported: bool,
     /// Heard at least once. An input never heard is not reported when it times out: it
@@ -317,6 +321,8 @@ pub struct Switch {
     beacons_pending: usize,
     /// Reports for the controller; at most one per port between hearings, so bounded.
     reports: std::collections::VecDeque<InputReport>,
+    /// Quarantined inputs heard again, for the controller (each once per quarantine).
+    heard_again: Vec<PortId>,
     counters: SwitchCounters,
 }
 
@@ -355,6 +361,8 @@ impl Switch {
                     state: InputState::Live,
                     commit: CommitInput::Counted,
                     cut: false,
+                    to_process: matches!(spec.peer, Peer::Process(_)),
+                    quarantined: false,
                     reported: false,
                     heard: false,
                     last_sent: now,
@@ -370,6 +378,7 @@ impl Switch {
             barrier_advanced: false,
             beacons_pending: 0,
             reports: Default::default(),
+            heard_again: Vec::new(),
             config,
             routes,
             ports,
@@ -536,9 +545,14 @@ impl Switch {
     }
 
     /// Resume (paper 5.2): the controller has handled the failure behind input `port`; the
-    /// commit barrier stops waiting for it. Removing an input twice changes nothing.
+    /// commit barrier stops waiting for it. Removing an input twice changes nothing. A
+    /// process's input is quarantined too: the process is failed until it recovers (see
+    /// `switch_recovery.rs`).
     pub fn remove_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
         let half = self.half_of_input(self.port_index(port)?);
+        if self.ports[port as usize].to_process {
+            self.quarantine(port as usize);
+        }
         let p = &mut self.ports[port as usize];
         if p.commit != CommitInput::Removed {
             p.commit = CommitInput::Removed;
@@ -632,7 +646,7 @@ impl Switch {
             let news = LANES
                 .iter()
                 .any(|&l| wave(barriers[l as usize]) > wave(p.last_barrier_sent[l as usize]));
-            if news && p.eager_budget > 0 && !p.beacon_pending {
+            if news && p.eager_budget > 0 && !p.beacon_pending && !p.cut {
                 p.eager_budget -= 1;
                 p.set_beacon_pending(true, &mut self.beacons_pending);
             }
@@ -716,6 +730,9 @@ impl Node for Switch {
             Some(Opcode::Beacon) => Route::Consume,
             Some(Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack) => {
                 match self.choose_output(port as usize, &packet) {
+                    // Nothing reaches a cut neighbour: a quarantined process must not hear
+                    // commit barriers before it recovers.
+                    Ok(out) if self.ports[out].cut => Route::Drop,
                     Ok(out) => Route::Forward(out as PortId),
                     Err(_) => Route::Drop,
                 }
@@ -738,6 +755,7 @@ impl Node for Switch {
         }
         if self.ports[port].cut {
             self.counters.cut_frames += 1;
+            self.heard_on_cut(port);
             return;
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
@@ -807,6 +825,10 @@ impl Node for Switch {
         if !self.ports.get(p)?.beacon_pending {
             return None;
         }
+        if self.ports[p].cut {
+            self.ports[p].set_beacon_pending(false, &mut self.beacons_pending);
+            return None;
+        }
         let barrier = self.barriers_for_output(p);
         let repr = Repr::beacon(
             barrier[Lane::BestEffort as usize].to_wire(),
@@ -847,7 +869,7 @@ impl Node for Switch {
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
             // that did may still owe news that arrived after its last packet.
-            if p.last_sent <= idle_since || barriers != p.last_barrier_sent {
+            if !p.cut && (p.last_sent <= idle_since || barriers != p.last_barrier_sent) {
                 p.set_beacon_pending(true, &mut self.beacons_pending);
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
@@ -863,6 +885,9 @@ impl Node for Switch {
         self.check_invariants();
     }
 }
+
+#[path = "switch_recovery.rs"]
+mod recovery;
 
 #[cfg(test)]
 #[path = "switch_tests.rs"]

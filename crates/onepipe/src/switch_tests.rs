@@ -412,17 +412,32 @@ fn a_removed_input_releases_the_commit_barrier() {
     assert_eq!(s.remove_input(3), Err(NoSuchPort(3)));
 }
 
-/// A removed input that speaks again rejoins the commit lane the way a link joins best effort
-/// (paper 4.2): the commit barrier never goes back.
+/// A removed process input is quarantined (paper 5.2, Receiver Recovery): what the process
+/// says is dropped, nothing is sent to it, and the first frame heard is reported once. Readmitted,
+/// it rejoins the commit lane the way a link joins best effort (paper 4.2): the commit barrier
+/// never goes back.
 #[test]
-fn a_removed_input_heard_again_rejoins_without_pulling_the_commit_barrier_back() {
+fn a_removed_process_input_is_quarantined_until_readmitted_then_rejoins_without_pulling_back() {
     let mut s = switch_with_port_2_dead_at_500();
     s.remove_input(2).unwrap();
-    pass(&mut s, 12_100, 2, beacon(5_000));
+    assert_eq!(s.poll_heard(), None);
+    let (route, _) = pass(&mut s, 12_100, 2, beacon(5_000));
+    assert_eq!(route, Route::Drop);
+    pass(&mut s, 12_150, 2, beacon(5_100));
+    assert_eq!(s.poll_heard(), Some(2), "heard again, once");
+    assert_eq!(s.poll_heard(), None);
+    let (route, _) = pass(&mut s, 12_160, 0, frame(Opcode::Data, 0, 2, 12_160, 12_160));
+    assert_eq!(route, Route::Drop, "nothing is forwarded to it");
+    s.handle_timeout(t(13_000));
+    let mut buf = [0u8; 128];
+    assert_eq!(s.poll_transmit(t(13_000), 2, &mut buf), None, "nor beaconed");
     let (_, out) = pass(&mut s, 12_200, 0, frame(Opcode::Data, 0, 1, 12_200, 12_200));
     assert_eq!(commit_of(&out), 12_000);
+    s.readmit_input(t(13_000), 2).unwrap();
     pass(&mut s, 13_000, 0, beacon(13_000));
     pass(&mut s, 13_000, 1, beacon(13_000));
+    let (_, out) = pass(&mut s, 13_050, 0, frame(Opcode::Data, 0, 1, 13_050, 13_050));
+    assert_eq!(commit_of(&out), 12_000, "held at the output of the readmission");
     pass(&mut s, 13_100, 2, beacon(12_500));
     let (_, out) = pass(&mut s, 13_200, 0, frame(Opcode::Data, 0, 1, 13_200, 13_200));
     assert_eq!(
@@ -430,6 +445,27 @@ fn a_removed_input_heard_again_rejoins_without_pulling_the_commit_barrier_back()
         12_500,
         "counted again once past the frozen output"
     );
+    assert_eq!(s.poll_heard(), None);
+    let (route, _) = pass(&mut s, 13_300, 0, frame(Opcode::Data, 0, 2, 13_300, 13_300));
+    assert_eq!(route, Route::Forward(2));
+}
+
+/// A readmitted input that stays silent is reported dead again: a process whose link is still
+/// down fails again instead of holding barriers.
+#[test]
+fn a_readmitted_input_that_stays_silent_is_reported_again() {
+    let mut s = switch_with_port_2_dead_at_500();
+    assert!(s.poll_report().is_some());
+    s.remove_input(2).unwrap();
+    s.readmit_input(t(12_000), 2).unwrap();
+    s.readmit_input(t(12_000), 2).unwrap();
+    for k in 13..=23u64 {
+        pass(&mut s, k * 1_000, 0, beacon(k * 1_000));
+        pass(&mut s, k * 1_000, 1, beacon(k * 1_000));
+        s.handle_timeout(t(k * 1_000));
+    }
+    assert_eq!(s.poll_report().map(|r| r.port), Some(2));
+    assert_eq!(s.readmit_input(t(0), 9), Err(NoSuchPort(9)));
 }
 
 /// An input removed while it is live (nothing behind it can send: a rack whose hosts all

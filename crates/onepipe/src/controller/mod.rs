@@ -15,6 +15,7 @@
 //! or standby controller replays the log and finishes any recovery in progress.
 
 pub mod graph;
+mod recovery;
 pub mod store;
 #[cfg(test)]
 mod tests;
@@ -23,6 +24,8 @@ use graph::{End, Graph, NodeId};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub use recovery::{LOST_RECALLS_MAX, LostRecall, RECALLS_PER_OUTPUT, RecoveryCounters};
 
 /// A participant that reports to the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +49,21 @@ pub enum Input {
     },
     /// A correct process finished Discard, Recall and its callback for failure `epoch`.
     Completed { process: u32, epoch: u64 },
+    /// Receiver Recovery (paper 5.2; `recovery.rs`): the input of `member` at `port`, quarantined since the process behind it failed,
+    /// carried a frame: the process is back.
+    Heard { member: Member, port: u16 },
+    /// Sender `process` aborted a scattering (Recall) with a message to `receiver`, which is
+    /// failed and so cannot take the recall: recorded for `receiver`'s recovery.
+    RecallLost {
+        process: u32,
+        receiver: u32,
+        ts_ns: u64,
+        msg_id: u64,
+    },
+    /// Failed `process`, told of its failure, asks what it needs to recover.
+    Recover { process: u32, incarnation: u64 },
+    /// Failed `process` delivered or discarded its receive buffer and joins as a new process.
+    Rejoin { process: u32, incarnation: u64 },
 }
 
 /// A process declared failed, with the timestamp from which on its messages are discarded (at
@@ -71,6 +89,35 @@ pub enum Output {
     /// end is to be declared failed (it did not answer in time, or only it saw the link fail)
     /// and its last commit barrier is needed.
     CutInput { switch: usize, port: u16 },
+    /// Receiver Recovery: `to` was declared failed at `ts` in its incarnation `incarnation`
+    /// (and is heard again). It answers with [`Input::Recover`].
+    OwnFailure { to: u32, ts: Instant, incarnation: u64 },
+    /// Part of the answer to [`Input::Recover`], before [`Output::Recovery`]: recalls `to` could
+    /// not be sent while it was failed (at most [`RECALLS_PER_OUTPUT`] each).
+    LostRecalls {
+        to: u32,
+        incarnation: u64,
+        recalls: Vec<LostRecall>,
+    },
+    /// The answer to [`Input::Recover`]: `to` failed at `ts`; `failures` are the first failure
+    /// of every other process since (those it may not have heard), `failed_now` those still
+    /// failed; `recalls` [`Output::LostRecalls`] came before; with `recalls_truncated` the record
+    /// outgrew [`LOST_RECALLS_MAX`]. It answers with [`Input::Rejoin`].
+    Recovery {
+        to: u32,
+        incarnation: u64,
+        ts: Instant,
+        failures: Vec<Failure>,
+        failed_now: Vec<Failure>,
+        recalls: u32,
+        recalls_truncated: bool,
+    },
+    /// `switch` takes its inputs at `ports` again: a recovered process, or a switch that has a
+    /// process behind it again.
+    Readmit { switch: usize, ports: Vec<u16> },
+    /// `process` recovered and joined again as a new process, its `incarnation`-th: `to`
+    /// starts its connections to it afresh (once per incarnation).
+    Rejoined { to: u32, process: u32, incarnation: u64 },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -143,6 +190,7 @@ pub struct Controller {
     /// Inputs removed because nothing that can send is behind them any more.
     sourceless: BTreeSet<End>,
     counters: ControllerCounters,
+    recovery: recovery::Recoveries,
 }
 
 impl Controller {
@@ -163,6 +211,7 @@ impl Controller {
             reroute: false,
             sourceless: BTreeSet::new(),
             counters: ControllerCounters::default(),
+            recovery: Default::default(),
         }
     }
 
@@ -194,14 +243,24 @@ impl Controller {
     /// Whether `input` names processes, members and ports that exist.
     pub fn check(&self, input: Input) -> Result<(), ControllerError> {
         match input {
-            Input::Register { process } | Input::Completed { process, .. } => {
-                if (process as usize) < self.graph.process_count() {
-                    Ok(())
-                } else {
-                    Err(ControllerError::UnknownProcess(process))
-                }
+            Input::Register { process }
+            | Input::Completed { process, .. }
+            | Input::Recover { process, .. }
+            | Input::Rejoin { process, .. } => self.check_process(process),
+            Input::RecallLost {
+                process, receiver, ..
+            } => self.check_process(process).and(self.check_process(receiver)),
+            Input::LinkDown { member, port, .. } | Input::Heard { member, port } => {
+                self.link_of(member, port).map(|_| ())
             }
-            Input::LinkDown { member, port, .. } => self.link_of(member, port).map(|_| ()),
+        }
+    }
+
+    fn check_process(&self, process: u32) -> Result<(), ControllerError> {
+        if (process as usize) < self.graph.process_count() {
+            Ok(())
+        } else {
+            Err(ControllerError::UnknownProcess(process))
         }
     }
 
@@ -226,6 +285,26 @@ impl Controller {
         match input {
             Input::Register { process } => {
                 self.registered[process as usize] = true;
+                // A failed process speaking again is back (a restart, or a controller's Hello).
+                self.notify_own_failure(process);
+                Ok(())
+            }
+            Input::Heard { member, port } => self.on_heard(member, port),
+            Input::RecallLost {
+                process,
+                receiver,
+                ts_ns,
+                msg_id,
+            } => {
+                self.on_recall_lost(process, receiver, Instant::from_nanos(ts_ns), msg_id);
+                Ok(())
+            }
+            Input::Recover { process, incarnation } => {
+                self.on_recover(process, incarnation);
+                Ok(())
+            }
+            Input::Rejoin { process, incarnation } => {
+                self.on_rejoin(process, incarnation);
                 Ok(())
             }
             Input::LinkDown {
@@ -368,6 +447,7 @@ impl Controller {
         for link in cuts {
             self.request_cut(now, link);
         }
+        self.take_over_recoveries();
     }
 
     fn cut_process(&mut self, now: Instant, p: u32) {
@@ -489,6 +569,7 @@ impl Controller {
             .filter(|&p| !self.cuts.keys().any(|&l| self.process_of_link(l) == Some(p)))
             .collect();
         let epoch = self.epochs.len();
+        self.on_declared(&failures, epoch);
         if !failures.is_empty() {
             for &to in &awaiting {
                 self.outputs.push_back(Output::Announce {
@@ -532,5 +613,7 @@ impl Controller {
                 ports: ports.clone(),
             });
         }
+        // Recoveries that waited for this failure's Recall to be complete everywhere.
+        self.answer_waiting_recoveries();
     }
 }

@@ -300,6 +300,26 @@ impl ReliableReceiver {
         self.discarded.retain(|&(s, _)| s != src);
     }
 
+    /// Sender `src` recovered from a failure and joined again as a new process (paper 5.2,
+    /// Receiver Recovery): its PSNs start over, so does the connection. Packets of its old
+    /// incarnation still waiting here for the commit barrier no longer count against the window.
+    pub fn reset(&mut self, src: u32) {
+        let window = self.window_packets;
+        self.discarded.retain(|&(s, _)| s != src);
+        if let Some(c) = self.connections.get_mut(src) {
+            c.cumulative = 0;
+            c.seen.fill(0);
+            c.held = 0;
+            c.held_out_of_order = 0;
+            c.received_since_ack = 0;
+            c.marked_since_ack = 0;
+            c.advertised_edge = window;
+            c.ack_queued = false;
+            c.ack_ready = false;
+        }
+        self.trim();
+    }
+
     /// Packets held for `src`, and of those, out of order (tests of the window accounting).
     pub fn held_packets(&self, src: u32) -> Option<(u32, u32)> {
         self.connections.get(src).map(|c| (c.held, c.held_out_of_order))

@@ -229,6 +229,9 @@ pub struct ReliableSender {
     /// (message id, timestamp) of scatterings released since the last look.
     newly_released: VecDeque<(u64, Instant)>,
     failures: VecDeque<SendFailure>,
+    /// Recalls that failed receivers cannot take: (receiver, timestamp, message id), for the
+    /// controller (paper 5.2, Receiver Recovery; see `sender_recovery.rs`).
+    lost_recalls: VecDeque<(u32, Instant, u64)>,
     /// No retransmission is due before this (may be early; never late).
     rto_deadline: Option<Instant>,
     /// Windows may have opened or scatterings arrived since `release` last looked.
@@ -261,6 +264,7 @@ impl ReliableSender {
             retained_packets_peak: 0,
             newly_released: VecDeque::new(),
             failures: VecDeque::new(),
+            lost_recalls: VecDeque::new(),
             rto_deadline: None,
             credits_changed: false,
             counters: SenderCounters::default(),
@@ -806,6 +810,7 @@ impl ReliableSender {
         let slots = &self.slots;
         let live = |slot: u32| slots[slot as usize].as_ref().expect("in-flight slot is live");
         aborted.retain(|&slot| live(slot).aborted.is_none());
+        self.record_lost_recalls_of_earlier_aborts(process);
         if !aborted.is_empty() {
             self.abort(&aborted, process);
         }
@@ -908,6 +913,13 @@ impl ReliableSender {
                 msg_id: s.msg_id,
                 reason: FailureReason::ReceiverFailed { process },
             });
+            // Its receivers that are failed cannot take a recall: the controller keeps it for
+            // their recovery.
+            for m in &s.messages {
+                if self.failed.iter().any(|f| f.0 == m.dst) {
+                    self.lost_recalls.push_back((m.dst, ts, s.msg_id));
+                }
+            }
             for (index, m) in s.messages.iter_mut().enumerate() {
                 if m.dst == process || converted.contains(&(slot, index as u16)) {
                     continue;
@@ -1020,3 +1032,6 @@ impl ReliableSender {
             && self.unacked_packets > self.connections.peer_count()
     }
 }
+
+#[path = "sender_recovery.rs"]
+mod recovery;

@@ -1,0 +1,151 @@
+//! Receiver Recovery (paper 5.2) on the management plane: the outputs of the controller's
+//! recovery as commands, and a process's side of the conversation.
+//!
+//! A process told of its own failure ([`Command::OwnFailure`]) asks to recover
+//! ([`Input::Recover`]); it collects the recalls it could not take ([`Command::LostRecalls`])
+//! until the answer ([`Command::Recovery`]), recovers its endpoint and rejoins
+//! ([`Input::Rejoin`]). Peers reset their connections on [`Command::Rejoined`]. As a sender,
+//! every process passes on the recalls its failed receivers could not take
+//! ([`Input::RecallLost`]) before it answers an announcement.
+
+use super::{Command, ControlPort};
+use crate::controller::{Input, LostRecall, Member, Output};
+use crate::endpoint::{Endpoint, Recovery};
+use onepipe_wire::Instant;
+use std::collections::BTreeSet;
+
+/// A process's recovery in progress.
+#[derive(Default)]
+pub(crate) struct PortRecovery {
+    /// The incarnation being recovered, and the recalls heard for it so far.
+    incarnation: Option<u64>,
+    recalls: BTreeSet<LostRecall>,
+}
+
+/// The command for a recovery output, and whom it goes to; `None` for the other outputs,
+/// which the caller maps itself.
+pub(crate) fn command(out: Output) -> Option<(Member, Command)> {
+    Some(match out {
+        Output::OwnFailure { to, ts, incarnation } => {
+            (Member::Process(to), Command::OwnFailure { ts, incarnation })
+        }
+        Output::LostRecalls {
+            to,
+            incarnation,
+            recalls,
+        } => (Member::Process(to), Command::LostRecalls { incarnation, recalls }),
+        Output::Recovery {
+            to,
+            incarnation,
+            ts,
+            failures,
+            failed_now,
+            recalls,
+            recalls_truncated,
+        } => (
+            Member::Process(to),
+            Command::Recovery {
+                incarnation,
+                ts,
+                failures,
+                failed_now,
+                recalls,
+                recalls_truncated,
+            },
+        ),
+        Output::Rejoined {
+            to,
+            process,
+            incarnation,
+        } => (Member::Process(to), Command::Rejoined { process, incarnation }),
+        Output::Readmit { switch, ports } => (Member::Switch(switch), Command::Readmit(ports)),
+        Output::Announce { .. } | Output::RemoveInputs { .. } | Output::CutInput { .. } => return None,
+    })
+}
+
+impl ControlPort {
+    /// Handles `c` if it is a recovery command; hands it back otherwise.
+    pub(super) fn recovery_command(
+        &mut self,
+        now: Instant,
+        endpoint: &mut Endpoint,
+        c: Command,
+    ) -> Option<Command> {
+        let Member::Process(me) = self.member else {
+            return Some(c);
+        };
+        match c {
+            Command::OwnFailure { ts, incarnation } => {
+                // Repeated when the process is heard again: asking again is harmless (the
+                // controller answers the incarnation it is in, once per ask).
+                endpoint.on_own_failure(ts, incarnation);
+                if endpoint.is_own_failure().is_some() && endpoint.incarnation() == incarnation {
+                    if self.recovery.incarnation != Some(incarnation) {
+                        self.recovery.incarnation = Some(incarnation);
+                        self.recovery.recalls.clear();
+                    }
+                    self.send(Input::Recover {
+                        process: me,
+                        incarnation,
+                    });
+                }
+            }
+            Command::LostRecalls { incarnation, recalls } => {
+                if self.recovery.incarnation == Some(incarnation) {
+                    self.recovery.recalls.extend(recalls);
+                }
+            }
+            Command::Recovery {
+                incarnation,
+                ts,
+                failures,
+                failed_now,
+                recalls,
+                recalls_truncated,
+            } => {
+                if self.recovery.incarnation != Some(incarnation) {
+                    return None;
+                }
+                self.recovery.incarnation = None;
+                let lost: Vec<LostRecall> = std::mem::take(&mut self.recovery.recalls).into_iter().collect();
+                let r = Recovery {
+                    failure_ts: ts,
+                    incarnation,
+                    failures,
+                    failed_now,
+                    recalls_complete: !recalls_truncated && lost.len() == recalls as usize,
+                    recalls: lost,
+                };
+                if endpoint.recover(now, &r).is_ok() {
+                    // Announcements before the failure are no longer ours to answer.
+                    self.unanswered.clear();
+                    self.send(Input::Rejoin {
+                        process: me,
+                        incarnation,
+                    });
+                }
+            }
+            Command::Rejoined { process, incarnation } => {
+                // The controller never names this process or one that does not exist.
+                let _ = endpoint.on_process_rejoined(process, incarnation);
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    /// The recalls the endpoint's failed receivers could not take, for the controller.
+    pub(super) fn send_lost_recalls(&mut self, endpoint: &mut Endpoint) {
+        let Member::Process(me) = self.member else {
+            return;
+        };
+        while let Some((receiver, ts, msg_id)) = endpoint.poll_lost_recall() {
+            self.send(Input::RecallLost {
+                process: me,
+                receiver,
+                ts_ns: ts.as_nanos(),
+                msg_id,
+            });
+        }
+    }
+}
