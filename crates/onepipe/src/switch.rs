@@ -157,6 +157,8 @@ pub struct SwitchCounters {
     pub beacons_sent: u64,
     pub beacons_received: u64,
     pub malformed: u64,
+    /// Frames with no way on: no route, or their output leads to a port cut on the
+    /// controller's order.
     pub no_route: u64,
     /// A packet whose barrier was below the register of its link (a FIFO or upstream bug).
     pub barrier_regressions: u64,
@@ -556,11 +558,16 @@ impl Switch {
 
     /// The controller declares what is behind input `port` failed: nothing from it is taken
     /// any more, it leaves the best-effort minimum, and it is reported with its last commit
-    /// barrier (the controller needs that to decide the failure timestamp). Permanent: a
-    /// recovered process rejoins as a new one (paper 5.2, Receiver Recovery).
+    /// barrier (the controller needs that to decide the failure timestamp). Nothing is sent to
+    /// it either, beacons included: a process declared failed while it still runs (cut off
+    /// because the controller could not reach it) must not hear commit barriers past its
+    /// failure, or it would deliver what was recalled for it (found by the appendix test of
+    /// an undeliverable recall). Permanent: a recovered process rejoins as a new one (paper
+    /// 5.2, Receiver Recovery).
     pub fn cut_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
         let i = self.port_index(port)?;
         self.ports[i].cut = true;
+        self.ports[i].set_beacon_pending(false, &mut self.beacons_pending);
         self.kill_input(i);
         // Reported even if its death already was: the controller asked, and waits.
         self.report(i);
@@ -632,7 +639,7 @@ impl Switch {
             let news = LANES
                 .iter()
                 .any(|&l| wave(barriers[l as usize]) > wave(p.last_barrier_sent[l as usize]));
-            if news && p.eager_budget > 0 && !p.beacon_pending {
+            if news && p.eager_budget > 0 && !p.beacon_pending && !p.cut {
                 p.eager_budget -= 1;
                 p.set_beacon_pending(true, &mut self.beacons_pending);
             }
@@ -716,8 +723,8 @@ impl Node for Switch {
             Some(Opcode::Beacon) => Route::Consume,
             Some(Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack) => {
                 match self.choose_output(port as usize, &packet) {
-                    Ok(out) => Route::Forward(out as PortId),
-                    Err(_) => Route::Drop,
+                    Ok(out) if !self.ports[out].cut => Route::Forward(out as PortId),
+                    Ok(_) | Err(_) => Route::Drop,
                 }
             }
             None => Route::Drop,
@@ -847,7 +854,7 @@ impl Node for Switch {
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
             // that did may still owe news that arrived after its last packet.
-            if p.last_sent <= idle_since || barriers != p.last_barrier_sent {
+            if !p.cut && (p.last_sent <= idle_since || barriers != p.last_barrier_sent) {
                 p.set_beacon_pending(true, &mut self.beacons_pending);
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
