@@ -11,7 +11,9 @@
 
 use crate::controller::graph::Graph;
 use crate::controller::store::{MemoryStore, Service, Store};
-use crate::controller::{Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output};
+use crate::controller::{
+    Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output, PacketBytes,
+};
 use crate::endpoint::Endpoint;
 use crate::host::HostNode;
 use crate::switch::Switch;
@@ -37,6 +39,11 @@ pub enum Command {
     /// To a process: the switches now route around failed links; retransmit what timed out
     /// on them without waiting out the backed-off timer.
     PathsChanged,
+    /// To a process: a packet the controller forwards (paper 5.2); answer forward `id`.
+    Forward {
+        id: u64,
+        packet: PacketBytes,
+    },
 }
 
 /// A node's end of the management plane, whatever carries it: the node's side of the
@@ -107,10 +114,16 @@ impl ControlPort {
         };
         if !std::mem::replace(&mut self.registered, true) {
             self.send(Input::Register { process: me });
+            // With a controller to ask, a packet the fabric keeps losing goes through it.
+            endpoint.enable_forwarding();
         }
         while let Some(c) = self.try_command() {
             if let Command::PathsChanged = c {
                 endpoint.on_paths_changed(now);
+                continue;
+            }
+            if let Command::Forward { id, packet } = c {
+                self.answer_forward(now, endpoint, id, &packet);
                 continue;
             }
             if let Command::Announce { epoch, failures } = c {
@@ -138,6 +151,7 @@ impl ControlPort {
             }
             !done
         });
+        self.request_forwards(endpoint);
     }
 }
 
@@ -204,7 +218,7 @@ impl Manage for Switch {
                     let _ = self.cut_input(p);
                 }
                 Command::Routes(r) => self.set_routes(*r),
-                Command::Announce { .. } | Command::PathsChanged => {}
+                Command::Announce { .. } | Command::PathsChanged | Command::Forward { .. } => {}
             }
         }
     }
@@ -424,6 +438,9 @@ fn run<S: Store>(
                     (switch, Command::RemoveInputs(ports))
                 }
                 Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
+                Output::Forward { to, id, packet } => {
+                    (wiring.node_of_process(to), Command::Forward { id, packet })
+                }
             };
             // A node whose runtime stopped has dropped its port: nothing to tell it.
             let _ = commands[node].send(command);

@@ -7,7 +7,7 @@
 //! own tables avoiding them.
 
 use crate::control::Command;
-use crate::controller::{Failure, Input};
+use crate::controller::{Failure, Input, PacketBytes};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,9 @@ pub enum ControlMsg {
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
     Hello,
+    /// The controller to a process: a packet it forwards (paper 5.2); answer forward `id`
+    /// with [`Input::Forwarded`].
+    Forward { id: u64, packet: PacketBytes },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +67,10 @@ impl ControlMsg {
             Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
             Command::CutInput(port) => ControlMsg::CutInput(*port),
             Command::PathsChanged => ControlMsg::PathsChanged,
+            Command::Forward { id, packet } => ControlMsg::Forward {
+                id: *id,
+                packet: packet.clone(),
+            },
             Command::Routes(_) => return None,
         })
     }
@@ -85,6 +92,7 @@ impl ControlMsg {
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
             ControlMsg::PathsChanged => Command::PathsChanged,
+            ControlMsg::Forward { id, packet } => Command::Forward { id, packet },
             ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
         })
     }
@@ -135,6 +143,25 @@ mod tests {
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
             ControlMsg::Hello,
+            ControlMsg::Input(Input::Forward {
+                from: 0,
+                to: 1,
+                packet: PacketBytes(vec![0x00, 0x7f, 0xff, 0x10]),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: 1,
+                id: 9,
+                ack: Some(PacketBytes(vec![0xab; 3])),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: 1,
+                id: 10,
+                ack: None,
+            }),
+            ControlMsg::Forward {
+                id: 9,
+                packet: PacketBytes(vec![1, 2, 3]),
+            },
         ];
         let mut buf = [0u8; 512];
         for m in msgs {
@@ -179,5 +206,39 @@ mod tests {
         let big = ControlMsg::RemoveInputs((0..100).collect());
         let mut small = [0u8; 16];
         assert!(big.encode(&mut small).is_err());
+        // Packets travel as hex: anything else is refused.
+        for body in [
+            &br#"{"Forward":{"id":1,"packet":"0g"}}"#[..],
+            br#"{"Forward":{"id":1,"packet":"abc"}}"#,
+        ] {
+            let mut frame = vec![CONTROL_TAG];
+            frame.extend_from_slice(body);
+            assert_eq!(ControlMsg::decode(&frame), Err(ControlDecodeError::Body));
+        }
+    }
+
+    /// The largest packet the controller forwards fits a fabric frame as a control message, so
+    /// encoding one never fails (the runtimes count on it).
+    #[test]
+    fn the_largest_forward_fits_a_frame() {
+        let packet = PacketBytes(vec![0xff; crate::controller::forward::FORWARD_PACKET_BYTES_MAX]);
+        let msgs = [
+            ControlMsg::Input(Input::Forward {
+                from: u32::MAX,
+                to: u32::MAX,
+                packet: packet.clone(),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: u32::MAX,
+                id: u64::MAX,
+                ack: Some(packet.clone()),
+            }),
+            ControlMsg::Forward { id: u64::MAX, packet },
+        ];
+        let mut frame = vec![0u8; onepipe_fabric::node::FRAME_MAX];
+        for m in msgs {
+            let len = m.encode(&mut frame).unwrap();
+            assert_eq!(ControlMsg::decode(&frame[..len]).unwrap(), m);
+        }
     }
 }

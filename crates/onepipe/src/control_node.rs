@@ -166,7 +166,7 @@ impl<N: Node + Manage> Node for Mgmt<N> {
             return Some(
                 ControlMsg::Input(input)
                     .encode(buf)
-                    .expect("an input is a few dozen bytes"),
+                    .expect("an input fits a frame: forwarded packets are bounded to fit"),
             );
         }
         self.node.poll_transmit(now, port, buf)
@@ -342,6 +342,9 @@ impl<S: Store> ControllerNode<S> {
                     });
                     (switch, Command::CutInput(port))
                 }
+                Output::Forward { to, id, packet } => {
+                    (self.switches + to as usize, Command::Forward { id, packet })
+                }
             };
             let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
             self.push(node, msg);
@@ -386,7 +389,10 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         };
         // A member speaks for itself only: an input naming another is refused.
         let member = match input {
-            Input::Register { process } | Input::Completed { process, .. } => Member::Process(process),
+            Input::Register { process }
+            | Input::Completed { process, .. }
+            | Input::Forward { from: process, .. }
+            | Input::Forwarded { process, .. } => Member::Process(process),
             Input::LinkDown { member, .. } => member,
         };
         let from = match member {

@@ -206,6 +206,8 @@ pub struct EndpointCounters {
     /// Recalls dropped unacknowledged because `TOMBSTONES_MAX` tombstones are kept (the sender
     /// retransmits them).
     pub recalls_refused: u64,
+    /// Packets the controller forwarded to us (paper 5.2), prepares and ACKs.
+    pub forwarded_received: u64,
 }
 
 /// Recalls whose message may still arrive, kept until the commit barrier passes them. A correct
@@ -1062,6 +1064,9 @@ impl Endpoint {
             .to_shared(host_now.next_multiple_of(self.config.beacon_interval));
     }
 }
+
+#[path = "endpoint_forward.rs"]
+mod forward;
 
 #[cfg(test)]
 #[path = "endpoint_tests.rs"]

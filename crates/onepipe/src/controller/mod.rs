@@ -14,11 +14,13 @@
 //! It is deterministic, so a log of its inputs ([`store`]) is its whole state: a restarted
 //! or standby controller replays the log and finishes any recovery in progress.
 
+pub mod forward;
 pub mod graph;
 pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use forward::{ForwardCounters, PacketBytes, UndeliverableRecall};
 use graph::{End, Graph, NodeId};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -32,7 +34,7 @@ pub enum Member {
 }
 
 /// What the controller hears.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Input {
     /// An endpoint starting up (paper 6.1: "when lib1pipe initializes, it registers to the
     /// controller").
@@ -46,6 +48,16 @@ pub enum Input {
     },
     /// A correct process finished Discard, Recall and its callback for failure `epoch`.
     Completed { process: u32, epoch: u64 },
+    /// Controller forwarding (paper 5.2, [`forward`]): `from` got no ACK from `to` for
+    /// `packet`, a prepare or recall of its own, over the fabric.
+    Forward { from: u32, to: u32, packet: PacketBytes },
+    /// `process` took forwarded packet `id`; `ack` is its answer for the packet's source, if
+    /// it has one.
+    Forwarded {
+        process: u32,
+        id: u64,
+        ack: Option<PacketBytes>,
+    },
 }
 
 /// A process declared failed, with the timestamp from which on its messages are discarded (at
@@ -71,6 +83,9 @@ pub enum Output {
     /// end is to be declared failed (it did not answer in time, or only it saw the link fail)
     /// and its last commit barrier is needed.
     CutInput { switch: usize, port: u16 },
+    /// Controller forwarding: process `to` takes `packet` as if from the fabric and answers
+    /// with [`Input::Forwarded`] for `id`.
+    Forward { to: u32, id: u64, packet: PacketBytes },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -104,6 +119,7 @@ pub struct ControllerCounters {
     pub stale_completions: u64,
     /// Processes declared failed because they did not answer in time.
     pub unanswered: u64,
+    pub forwards: ForwardCounters,
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -112,6 +128,8 @@ pub enum ControllerError {
     UnknownProcess(u32),
     #[error("no port {port} at {member:?} in the routing graph")]
     UnknownPort { member: Member, port: u16 },
+    #[error("forwarded packet refused: {0}")]
+    BadForward(&'static str),
 }
 
 struct Epoch {
@@ -143,6 +161,7 @@ pub struct Controller {
     /// Inputs removed because nothing that can send is behind them any more.
     sourceless: BTreeSet<End>,
     counters: ControllerCounters,
+    forwards: forward::Forwards,
 }
 
 impl Controller {
@@ -163,6 +182,7 @@ impl Controller {
             reroute: false,
             sourceless: BTreeSet::new(),
             counters: ControllerCounters::default(),
+            forwards: forward::Forwards::default(),
         }
     }
 
@@ -192,16 +212,26 @@ impl Controller {
     }
 
     /// Whether `input` names processes, members and ports that exist.
-    pub fn check(&self, input: Input) -> Result<(), ControllerError> {
-        match input {
-            Input::Register { process } | Input::Completed { process, .. } => {
-                if (process as usize) < self.graph.process_count() {
-                    Ok(())
-                } else {
-                    Err(ControllerError::UnknownProcess(process))
-                }
+    pub fn check(&self, input: &Input) -> Result<(), ControllerError> {
+        let known = |process: u32| {
+            if (process as usize) < self.graph.process_count() {
+                Ok(())
+            } else {
+                Err(ControllerError::UnknownProcess(process))
             }
+        };
+        match *input {
+            Input::Register { process } | Input::Completed { process, .. } => known(process),
             Input::LinkDown { member, port, .. } => self.link_of(member, port).map(|_| ()),
+            Input::Forward { from, to, ref packet } => {
+                known(from)?;
+                known(to)?;
+                self.check_forward(from, to, &packet.0)
+            }
+            Input::Forwarded { process, ref ack, .. } => {
+                known(process)?;
+                self.check_answer(process, ack.as_ref())
+            }
         }
     }
 
@@ -219,7 +249,7 @@ impl Controller {
     }
 
     pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ControllerError> {
-        if let Err(e) = self.check(input) {
+        if let Err(e) = self.check(&input) {
             self.counters.unknown += 1;
             return Err(e);
         }
@@ -245,6 +275,14 @@ impl Controller {
                 if e.awaiting.is_empty() {
                     self.resume(epoch as usize);
                 }
+                Ok(())
+            }
+            Input::Forward { from, to, packet } => {
+                self.on_forward(now, from, to, packet);
+                Ok(())
+            }
+            Input::Forwarded { process, id, ack } => {
+                self.on_forwarded(now, process, id, ack);
                 Ok(())
             }
         }
@@ -282,7 +320,11 @@ impl Controller {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let epochs = self.epochs.iter().filter(|e| !e.resumed).map(|e| e.deadline);
         let cuts = self.cuts.values().map(|&at| at + self.config.answer_timeout);
-        epochs.chain(cuts).chain(self.decide_at).min()
+        epochs
+            .chain(cuts)
+            .chain(self.decide_at)
+            .chain(self.forward_deadline())
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -314,6 +356,7 @@ impl Controller {
         for link in overdue {
             self.request_cut(now, link);
         }
+        self.forward_timeouts(now);
     }
 
     pub fn poll_output(&mut self) -> Option<Output> {
@@ -368,6 +411,7 @@ impl Controller {
         for link in cuts {
             self.request_cut(now, link);
         }
+        self.resend_forwards(now);
     }
 
     fn cut_process(&mut self, now: Instant, p: u32) {

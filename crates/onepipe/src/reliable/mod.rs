@@ -34,6 +34,11 @@ pub struct ReliableConfig {
     /// times and its connection has seen no acknowledgment progress for `give_up_after`.
     pub retries_max: u32,
     pub give_up_after: Duration,
+    /// With a controller (paper 5.2, Controller Forwarding): a packet retransmitted this many
+    /// times without an ACK is also handed to the controller to forward, and again after each
+    /// further this many. Fewer than `retries_max`, so that forwarding comes before giving up;
+    /// 0 never forwards.
+    pub forward_after_retries: u32,
     /// Reliable send buffer, in packets: waiting for window plus in flight.
     pub send_buffer_packets_max: usize,
     /// While this host has prepare packets to send, an ACK waits up to this long to ride on
@@ -57,6 +62,9 @@ impl Default for ReliableConfig {
             rto_max: Duration::from_millis(20),
             retries_max: 8,
             give_up_after: Duration::from_millis(500),
+            // About 0.7 ms at the RTO floor: past what loss on a working path explains (three
+            // losses in a row), well before the retry budget.
+            forward_after_retries: 3,
             send_buffer_packets_max: 8192,
             ack_delay_max: Duration::from_millis(2),
         }
