@@ -116,3 +116,102 @@ impl Endpoint {
         Ok(Some(total))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::EndpointConfig;
+
+    fn t(us: u64) -> Instant {
+        Instant::from_nanos(1_000_000 + us * 1_000)
+    }
+
+    fn endpoint(process: u32) -> Endpoint {
+        Endpoint::new(EndpointConfig::new(process, 2, 0), t(0))
+    }
+
+    /// Runs `ep`'s timers up to `until` (microseconds), losing everything it sends.
+    fn lose_until(ep: &mut Endpoint, from: u64, until: u64) {
+        let mut buf = [0u8; 1600];
+        for us in from..=until {
+            if ep.poll_timeout() <= t(us) {
+                ep.handle_timeout(t(us));
+            }
+            while ep.poll_transmit(t(us), &mut buf).is_some() {}
+        }
+    }
+
+    /// Paper 5.2: "S repeatedly retransmits a message but cannot receive ACK from R. In this
+    /// case, S asks controller to forward the message to R". Not before `forward_after_retries`
+    /// retransmissions, and never without a controller.
+    #[test]
+    fn a_packet_is_offered_for_forwarding_after_its_retries_and_only_with_a_controller() {
+        let mut buf = [0u8; 1600];
+        let mut alone = endpoint(0);
+        alone.send_reliable(t(0), &[(1, b"m")]).unwrap();
+        lose_until(&mut alone, 0, 20_000);
+        assert!(alone.reliable_sender().counters().retransmissions >= 3);
+        assert_eq!(alone.poll_forward(&mut buf), None, "no controller, no forwarding");
+
+        let mut s = endpoint(0);
+        s.enable_forwarding();
+        s.send_reliable(t(0), &[(1, b"m")]).unwrap();
+        // RTO 1 ms before any sample, doubled per timeout: retransmissions at 1, 3 and 7 ms.
+        lose_until(&mut s, 0, 6_900);
+        assert_eq!(s.reliable_sender().counters().retransmissions, 2);
+        assert_eq!(s.poll_forward(&mut buf), None, "two retries are not enough");
+        lose_until(&mut s, 6_901, 7_100);
+        let (to, len) = s.poll_forward(&mut buf).expect("after the third");
+        assert_eq!(to, 1);
+        let r = Repr::parse(&Packet::new_checked(&buf[..len]).unwrap()).unwrap();
+        assert_eq!(
+            (r.opcode, r.src, r.dst, r.psn, r.recall),
+            (Opcode::Prepare, 0, 1, 0, false)
+        );
+        assert_eq!(
+            r.commit_barrier,
+            Timestamp48::default(),
+            "no barrier off the fabric"
+        );
+        assert_eq!(s.poll_forward(&mut buf), None, "once per three retries");
+    }
+
+    /// The receiver takes a forwarded prepare as one from the fabric, duplicates included, and
+    /// answers with its ACK; the sender takes that ACK as one from the fabric. Barriers in
+    /// forwarded packets are ignored.
+    #[test]
+    fn a_forwarded_prepare_is_stored_once_and_its_ack_settles_the_sender() {
+        let mut buf = [0u8; 1600];
+        let mut s = endpoint(0);
+        let mut r = endpoint(1);
+        s.enable_forwarding();
+        s.send_reliable(t(0), &[(1, b"m")]).unwrap();
+        lose_until(&mut s, 0, 7_100);
+        let (_, len) = s.poll_forward(&mut buf).unwrap();
+        let mut prepare = buf[..len].to_vec();
+        // A forged barrier must not let the receiver deliver.
+        Packet::new_unchecked(&mut prepare[..]).set_commit_barrier(Timestamp48::new(u64::MAX >> 16));
+        let mut ack = [0u8; 1600];
+        let n = r
+            .handle_forwarded(t(7_200), &prepare, &mut ack)
+            .unwrap()
+            .expect("an ACK");
+        assert_eq!(r.prepared().len(), 1);
+        assert_eq!(r.poll_deliver_reliable(), None, "the commit barrier did not move");
+        let again = r.handle_forwarded(t(7_201), &prepare, &mut buf).unwrap();
+        assert!(again.is_some(), "a duplicate is acknowledged again");
+        assert_eq!(r.prepared().len(), 1, "and not stored twice");
+        assert_eq!(s.handle_forwarded(t(7_300), &ack[..n], &mut buf).unwrap(), None);
+        assert!(s.reliable_sender().is_idle(), "acknowledged");
+        assert_eq!(s.handle_forwarded(t(7_301), &ack[..n], &mut buf).unwrap(), None);
+        assert_eq!(
+            (s.counters().forwarded_received, r.counters().forwarded_received),
+            (2, 2)
+        );
+        // Not for us, not reliable, or not a packet: counted, nothing else.
+        assert_eq!(s.handle_forwarded(t(7_400), &prepare, &mut buf).unwrap(), None);
+        assert_eq!(s.counters().misdelivered, 1);
+        assert!(r.handle_forwarded(t(7_400), &[1, 2, 3], &mut buf).is_err());
+        assert_eq!(r.counters().malformed, 1);
+    }
+}
