@@ -156,12 +156,18 @@ mod tests {
         let mut s = endpoint(0);
         s.enable_forwarding();
         s.send_reliable(t(0), &[(1, b"m")]).unwrap();
-        // RTO 1 ms before any sample, doubled per timeout: retransmissions at 1, 3 and 7 ms.
-        lose_until(&mut s, 0, 6_900);
-        assert_eq!(s.reliable_sender().counters().retransmissions, 2);
-        assert_eq!(s.poll_forward(&mut buf), None, "two retries are not enough");
-        lose_until(&mut s, 6_901, 7_100);
-        let (to, len) = s.poll_forward(&mut buf).expect("after the third");
+        // RTO 1 ms before any sample, doubled per timeout: retransmissions at 1, 3, 7, 15, 31
+        // and 51 ms (the cap is 20 ms). Three retries are not enough before the connection has
+        // stalled for `forward_after` (50 ms).
+        lose_until(&mut s, 0, 50_900);
+        assert_eq!(s.reliable_sender().counters().retransmissions, 5);
+        assert_eq!(
+            s.poll_forward(&mut buf),
+            None,
+            "five retries in 31 ms are not enough"
+        );
+        lose_until(&mut s, 50_901, 51_100);
+        let (to, len) = s.poll_forward(&mut buf).expect("stalled past 50 ms");
         assert_eq!(to, 1);
         let r = Repr::parse(&Packet::new_checked(&buf[..len]).unwrap()).unwrap();
         assert_eq!(
@@ -174,6 +180,13 @@ mod tests {
             "no barrier off the fabric"
         );
         assert_eq!(s.poll_forward(&mut buf), None, "once per three retries");
+        lose_until(&mut s, 51_101, 111_100);
+        assert_eq!(s.reliable_sender().counters().retransmissions, 9);
+        assert_eq!(
+            s.poll_forward(&mut buf).map(|f| f.0),
+            Some(1),
+            "asked again at the ninth"
+        );
     }
 
     /// The receiver takes a forwarded prepare as one from the fabric, duplicates included, and
@@ -186,32 +199,32 @@ mod tests {
         let mut r = endpoint(1);
         s.enable_forwarding();
         s.send_reliable(t(0), &[(1, b"m")]).unwrap();
-        lose_until(&mut s, 0, 7_100);
+        lose_until(&mut s, 0, 51_100);
         let (_, len) = s.poll_forward(&mut buf).unwrap();
         let mut prepare = buf[..len].to_vec();
         // A forged barrier must not let the receiver deliver.
         Packet::new_unchecked(&mut prepare[..]).set_commit_barrier(Timestamp48::new(u64::MAX >> 16));
         let mut ack = [0u8; 1600];
         let n = r
-            .handle_forwarded(t(7_200), &prepare, &mut ack)
+            .handle_forwarded(t(51_200), &prepare, &mut ack)
             .unwrap()
             .expect("an ACK");
         assert_eq!(r.prepared().len(), 1);
         assert_eq!(r.poll_deliver_reliable(), None, "the commit barrier did not move");
-        let again = r.handle_forwarded(t(7_201), &prepare, &mut buf).unwrap();
+        let again = r.handle_forwarded(t(51_201), &prepare, &mut buf).unwrap();
         assert!(again.is_some(), "a duplicate is acknowledged again");
         assert_eq!(r.prepared().len(), 1, "and not stored twice");
-        assert_eq!(s.handle_forwarded(t(7_300), &ack[..n], &mut buf).unwrap(), None);
+        assert_eq!(s.handle_forwarded(t(51_300), &ack[..n], &mut buf).unwrap(), None);
         assert!(s.reliable_sender().is_idle(), "acknowledged");
-        assert_eq!(s.handle_forwarded(t(7_301), &ack[..n], &mut buf).unwrap(), None);
+        assert_eq!(s.handle_forwarded(t(51_301), &ack[..n], &mut buf).unwrap(), None);
         assert_eq!(
             (s.counters().forwarded_received, r.counters().forwarded_received),
             (2, 2)
         );
         // Not for us, not reliable, or not a packet: counted, nothing else.
-        assert_eq!(s.handle_forwarded(t(7_400), &prepare, &mut buf).unwrap(), None);
+        assert_eq!(s.handle_forwarded(t(51_400), &prepare, &mut buf).unwrap(), None);
         assert_eq!(s.counters().misdelivered, 1);
-        assert!(r.handle_forwarded(t(7_400), &[1, 2, 3], &mut buf).is_err());
+        assert!(r.handle_forwarded(t(51_400), &[1, 2, 3], &mut buf).is_err());
         assert_eq!(r.counters().malformed, 1);
     }
 }

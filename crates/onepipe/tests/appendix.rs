@@ -76,7 +76,10 @@ impl Scenario {
     }
 
     fn with_spines(spines: usize) -> Scenario {
-        let cfg = NetConfig::default();
+        let mut cfg = NetConfig::default();
+        // Virtual time has no scheduling stalls: a connection silent this long has a broken
+        // path, and its Recall must be settled within the answer timeout (2 ms) below.
+        cfg.reliable.forward_after = Duration::from_micros(500);
         let mut net = Net::new(Topology::leaf_spine(2, spines, 2).unwrap(), 1, &cfg);
         for (p, tor) in [(S, LEAF0), (R1, LEAF0), (R2, LEAF1), (X, LEAF1)] {
             assert_eq!(net.wiring.processes[p as usize].tor, tor);
