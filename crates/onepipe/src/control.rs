@@ -12,7 +12,7 @@
 use crate::controller::graph::Graph;
 use crate::controller::store::{MemoryStore, Service, Store};
 use crate::controller::{
-    Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output,
+    Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output, PacketBytes,
 };
 use crate::endpoint::Endpoint;
 use crate::host::HostNode;
@@ -63,6 +63,11 @@ pub enum Command {
     },
     /// To a switch: take these inputs back ([`Switch::readmit_input`]).
     Readmit(Vec<PortId>),
+    /// To a process: a packet the controller forwards (paper 5.2); answer forward `id`.
+    Forward {
+        id: u64,
+        packet: PacketBytes,
+    },
 }
 
 /// A node's end of the management plane, whatever carries it: the node's side of the
@@ -136,6 +141,8 @@ impl ControlPort {
         };
         if !std::mem::replace(&mut self.registered, true) {
             self.send(Input::Register { process: me });
+            // With a controller to ask, a packet the fabric keeps losing goes through it.
+            endpoint.enable_forwarding();
         }
         while let Some(c) = self.try_command() {
             let Some(c) = self.recovery_command(now, endpoint, c) else {
@@ -143,6 +150,10 @@ impl ControlPort {
             };
             if let Command::PathsChanged = c {
                 endpoint.on_paths_changed(now);
+                continue;
+            }
+            if let Command::Forward { id, packet } = c {
+                self.answer_forward(now, endpoint, id, &packet);
                 continue;
             }
             if let Command::Announce { epoch, failures } = c {
@@ -172,6 +183,7 @@ impl ControlPort {
             }
             !done
         });
+        self.request_forwards(endpoint);
     }
 }
 
@@ -257,6 +269,7 @@ impl Manage for Switch {
                 }
                 Command::Announce { .. }
                 | Command::PathsChanged
+                | Command::Forward { .. }
                 | Command::OwnFailure { .. }
                 | Command::LostRecalls { .. }
                 | Command::Recovery { .. }

@@ -7,7 +7,7 @@
 //! own tables avoiding them.
 
 use crate::control::Command;
-use crate::controller::{Failure, Input, LostRecall};
+use crate::controller::{Failure, Input, LostRecall, PacketBytes};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +36,12 @@ pub enum ControlMsg {
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
     Hello,
+    /// The controller to a process: a packet it forwards (paper 5.2); answer forward `id`
+    /// with [`Input::Forwarded`].
+    Forward {
+        id: u64,
+        packet: PacketBytes,
+    },
     /// Receiver Recovery (paper 5.2), the controller to a process: see [`Command`]'s variants
     /// of these names. Timestamps in ns; a recall is `(sender, ts ns, message id)`.
     OwnFailure {
@@ -105,6 +111,10 @@ impl ControlMsg {
             Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
             Command::CutInput(port) => ControlMsg::CutInput(*port),
             Command::PathsChanged => ControlMsg::PathsChanged,
+            Command::Forward { id, packet } => ControlMsg::Forward {
+                id: *id,
+                packet: packet.clone(),
+            },
             Command::Routes(_) => return None,
             Command::OwnFailure { ts, incarnation } => ControlMsg::OwnFailure {
                 ts_ns: ts.as_nanos(),
@@ -189,6 +199,7 @@ impl ControlMsg {
             },
             ControlMsg::Rejoined { process, incarnation } => Command::Rejoined { process, incarnation },
             ControlMsg::Readmit(ports) => Command::Readmit(ports),
+            ControlMsg::Forward { id, packet } => Command::Forward { id, packet },
             ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
         })
     }
@@ -245,9 +256,7 @@ mod tests {
             }),
             ControlMsg::Input(Input::RecallLost {
                 process: 0,
-                receiver: 2,
-                ts_ns: 99,
-                msg_id: 7,
+                lost: vec![(2, 99, 7), (3, 100, 8)],
             }),
             ControlMsg::Input(Input::Recover {
                 process: 2,
@@ -278,6 +287,25 @@ mod tests {
                 incarnation: 2,
             },
             ControlMsg::Readmit(vec![1]),
+            ControlMsg::Input(Input::Forward {
+                from: 0,
+                to: 1,
+                packet: PacketBytes(vec![0x00, 0x7f, 0xff, 0x10]),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: 1,
+                id: 9,
+                ack: Some(PacketBytes(vec![0xab; 3])),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: 1,
+                id: 10,
+                ack: None,
+            }),
+            ControlMsg::Forward {
+                id: 9,
+                packet: PacketBytes(vec![1, 2, 3]),
+            },
         ];
         let mut buf = [0u8; 512];
         for m in msgs {
@@ -307,16 +335,23 @@ mod tests {
         }
     }
 
-    /// Recalls go in parts of `RECALLS_PER_OUTPUT`; the largest part fits a frame.
+    /// Recalls go in parts of `RECALLS_PER_OUTPUT`, both ways; the largest part fits a frame.
     #[test]
     fn a_full_part_of_lost_recalls_fits_a_frame() {
-        let m = ControlMsg::LostRecalls {
+        let most = vec![(u32::MAX, u64::MAX, u64::MAX); crate::controller::RECALLS_PER_OUTPUT];
+        let answer = ControlMsg::LostRecalls {
             incarnation: u64::MAX,
-            recalls: vec![(u32::MAX, u64::MAX, u64::MAX); crate::controller::RECALLS_PER_OUTPUT],
+            recalls: most.clone(),
         };
-        let mut buf = vec![0u8; onepipe_fabric::node::FRAME_MAX];
-        let len = m.encode(&mut buf).unwrap();
-        assert_eq!(ControlMsg::decode(&buf[..len]).unwrap(), m);
+        let report = ControlMsg::Input(Input::RecallLost {
+            process: u32::MAX,
+            lost: most,
+        });
+        for m in [answer, report] {
+            let mut buf = vec![0u8; onepipe_fabric::node::FRAME_MAX];
+            let len = m.encode(&mut buf).unwrap();
+            assert_eq!(ControlMsg::decode(&buf[..len]).unwrap(), m);
+        }
     }
 
     #[test]
@@ -334,5 +369,39 @@ mod tests {
         let big = ControlMsg::RemoveInputs((0..100).collect());
         let mut small = [0u8; 16];
         assert!(big.encode(&mut small).is_err());
+        // Packets travel as hex: anything else is refused.
+        for body in [
+            &br#"{"Forward":{"id":1,"packet":"0g"}}"#[..],
+            br#"{"Forward":{"id":1,"packet":"abc"}}"#,
+        ] {
+            let mut frame = vec![CONTROL_TAG];
+            frame.extend_from_slice(body);
+            assert_eq!(ControlMsg::decode(&frame), Err(ControlDecodeError::Body));
+        }
+    }
+
+    /// The largest packet the controller forwards fits a fabric frame as a control message, so
+    /// encoding one never fails (the runtimes count on it).
+    #[test]
+    fn the_largest_forward_fits_a_frame() {
+        let packet = PacketBytes(vec![0xff; crate::controller::forward::FORWARD_PACKET_BYTES_MAX]);
+        let msgs = [
+            ControlMsg::Input(Input::Forward {
+                from: u32::MAX,
+                to: u32::MAX,
+                packet: packet.clone(),
+            }),
+            ControlMsg::Input(Input::Forwarded {
+                process: u32::MAX,
+                id: u64::MAX,
+                ack: Some(packet.clone()),
+            }),
+            ControlMsg::Forward { id: u64::MAX, packet },
+        ];
+        let mut frame = vec![0u8; onepipe_fabric::node::FRAME_MAX];
+        for m in msgs {
+            let len = m.encode(&mut frame).unwrap();
+            assert_eq!(ControlMsg::decode(&frame[..len]).unwrap(), m);
+        }
     }
 }

@@ -166,7 +166,7 @@ impl<N: Node + Manage> Node for Mgmt<N> {
             return Some(
                 ControlMsg::Input(input)
                     .encode(buf)
-                    .expect("an input is a few dozen bytes"),
+                    .expect("an input fits a frame: forwarded packets are bounded to fit"),
             );
         }
         self.node.poll_transmit(now, port, buf)
@@ -408,7 +408,9 @@ impl<S: Store + Send> Node for ControllerNode<S> {
             | Input::Completed { process, .. }
             | Input::RecallLost { process, .. }
             | Input::Recover { process, .. }
-            | Input::Rejoin { process, .. } => Member::Process(process),
+            | Input::Rejoin { process, .. }
+            | Input::Forward { from: process, .. }
+            | Input::Forwarded { process, .. } => Member::Process(process),
             Input::LinkDown { member, .. } | Input::Heard { member, .. } => member,
         };
         let from = match member {

@@ -9,7 +9,7 @@
 //! ([`Input::RecallLost`]) before it answers an announcement.
 
 use super::{Command, ControlPort};
-use crate::controller::{Input, LostRecall, Member, Output};
+use crate::controller::{Input, LostRecall, Member, Output, RECALLS_PER_OUTPUT};
 use crate::endpoint::{Endpoint, Recovery};
 use onepipe_wire::Instant;
 use std::collections::BTreeSet;
@@ -22,8 +22,8 @@ pub(crate) struct PortRecovery {
     recalls: BTreeSet<LostRecall>,
 }
 
-/// The command for a recovery output, and whom it goes to; `None` for the other outputs,
-/// which the caller maps itself.
+/// The command for a recovery or forwarding output, and whom it goes to; `None` for the other
+/// outputs, which the caller maps itself.
 pub(crate) fn command(out: Output) -> Option<(Member, Command)> {
     Some(match out {
         Output::OwnFailure { to, ts, incarnation } => {
@@ -59,6 +59,7 @@ pub(crate) fn command(out: Output) -> Option<(Member, Command)> {
             incarnation,
         } => (Member::Process(to), Command::Rejoined { process, incarnation }),
         Output::Readmit { switch, ports } => (Member::Switch(switch), Command::Readmit(ports)),
+        Output::Forward { to, id, packet } => (Member::Process(to), Command::Forward { id, packet }),
         Output::Announce { .. } | Output::RemoveInputs { .. } | Output::CutInput { .. } => return None,
     })
 }
@@ -139,13 +140,18 @@ impl ControlPort {
         let Member::Process(me) = self.member else {
             return;
         };
+        let mut lost = Vec::new();
         while let Some((receiver, ts, msg_id)) = endpoint.poll_lost_recall() {
-            self.send(Input::RecallLost {
-                process: me,
-                receiver,
-                ts_ns: ts.as_nanos(),
-                msg_id,
-            });
+            lost.push((receiver, ts.as_nanos(), msg_id));
+            if lost.len() == RECALLS_PER_OUTPUT {
+                self.send(Input::RecallLost {
+                    process: me,
+                    lost: std::mem::take(&mut lost),
+                });
+            }
+        }
+        if !lost.is_empty() {
+            self.send(Input::RecallLost { process: me, lost });
         }
     }
 }

@@ -214,6 +214,8 @@ pub struct EndpointCounters {
     /// Recalls dropped unacknowledged because `TOMBSTONES_MAX` tombstones are kept (the sender
     /// retransmits them).
     pub recalls_refused: u64,
+    /// Packets the controller forwarded to us (paper 5.2), prepares and ACKs.
+    pub forwarded_received: u64,
 }
 
 /// Recalls whose message may still arrive, kept until the commit barrier passes them. A correct
@@ -1094,6 +1096,8 @@ impl Endpoint {
 #[path = "endpoint_recovery.rs"]
 mod recovery;
 pub use recovery::{Recovery, RecoveryError, RecoveryReport};
+#[path = "endpoint_forward.rs"]
+mod forward;
 
 #[cfg(test)]
 #[path = "endpoint_tests.rs"]

@@ -10,6 +10,7 @@
 pub mod api;
 pub mod clock;
 pub mod control;
+mod control_forward;
 pub mod control_msg;
 pub mod control_node;
 pub mod controller;

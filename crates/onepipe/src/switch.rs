@@ -157,6 +157,8 @@ pub struct SwitchCounters {
     pub beacons_sent: u64,
     pub beacons_received: u64,
     pub malformed: u64,
+    /// Frames with no way on: no route, or their output leads to a port cut on the
+    /// controller's order.
     pub no_route: u64,
     /// A packet whose barrier was below the register of its link (a FIFO or upstream bug).
     pub barrier_regressions: u64,
@@ -570,11 +572,16 @@ impl Switch {
 
     /// The controller declares what is behind input `port` failed: nothing from it is taken
     /// any more, it leaves the best-effort minimum, and it is reported with its last commit
-    /// barrier (the controller needs that to decide the failure timestamp). Permanent: a
-    /// recovered process rejoins as a new one (paper 5.2, Receiver Recovery).
+    /// barrier (the controller needs that to decide the failure timestamp). Nothing is sent to
+    /// it either, beacons included: a process declared failed while it still runs (cut off
+    /// because the controller could not reach it) must not hear commit barriers past its
+    /// failure, or it would deliver what was recalled for it (found by the appendix test of
+    /// an undeliverable recall). Permanent: a recovered process rejoins as a new one (paper
+    /// 5.2, Receiver Recovery).
     pub fn cut_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
         let i = self.port_index(port)?;
         self.ports[i].cut = true;
+        self.ports[i].set_beacon_pending(false, &mut self.beacons_pending);
         self.kill_input(i);
         // Reported even if its death already was: the controller asked, and waits.
         self.report(i);

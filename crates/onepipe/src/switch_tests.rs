@@ -519,6 +519,38 @@ fn a_cut_input_is_ignored_and_reported_and_holds_commit_until_removed() {
     assert_eq!(s.cut_input(7), Err(NoSuchPort(7)));
 }
 
+/// A cut port carries nothing out either: the process behind it is declared failed, and if it
+/// still runs (only the controller lost it) it must not hear commit barriers past its failure,
+/// nor take packets (docs/failures.md, controller forwarding).
+#[test]
+fn a_cut_port_is_sent_nothing() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let mut buf = [0u8; 256];
+    for p in 0..3 {
+        pass(&mut s, 1_000, p, beacon(1_000));
+    }
+    s.cut_input(1).unwrap();
+    let (route, _) = pass(&mut s, 1_100, 0, frame(Opcode::Data, 0, 1, 1_100, 1_100));
+    assert_eq!(route, Route::Drop, "not forwarded to the cut port");
+    let (route, _) = pass(&mut s, 1_100, 0, frame(Opcode::Data, 0, 2, 1_100, 1_100));
+    assert_eq!(route, Route::Forward(2));
+    for k in 2..30u64 {
+        for p in [0, 2] {
+            pass(&mut s, k * 1_000, p, beacon(k * 1_000));
+        }
+        s.handle_timeout(t(k * 1_000));
+        assert_eq!(
+            s.poll_transmit(t(k * 1_000), 1, &mut buf),
+            None,
+            "no beacon at {k} us"
+        );
+    }
+    assert!(
+        s.poll_transmit(t(30_000), 2, &mut buf).is_some(),
+        "the others beacon on"
+    );
+}
+
 /// A neighbour silent past the dead-link timeout, or cut by the controller, is gone: a runtime
 /// with credits drops what is forwarded to it rather than wait. Heard again, it is back.
 #[test]

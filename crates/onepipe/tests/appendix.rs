@@ -10,17 +10,15 @@
 //! The two rows that end in Receiver Recovery (paper 5.2: R fails after its ACK, or its path
 //! fails before the commit barrier reaches it) follow R until it comes back, delivers or
 //! discards its buffer, and rejoins as a new process; the ordering checks and atomicity then
-//! cover R's deliveries after the recovery too, with R counted as a correct receiver.
-//!
-//! Not done in the code yet (docs/failures.md, "Not done yet"), so not checked here: controller
-//! forwarding (the row "The network path between S and R fails ..., but S and R are reachable
-//! from the controller" has no test).
+//! cover R's deliveries after the recovery too, with R counted as a correct receiver. The row
+//! where the path between S and R fails but both reach the controller blackholes that path for
+//! reliable packets and checks that the controller forwards them.
 
 mod common;
 
 use common::{End, Net, NetConfig};
 use onepipe::controller::graph::Graph;
-use onepipe::controller::{Controller, ControllerConfig, Input, LostRecall, Member, Output};
+use onepipe::controller::{Controller, ControllerConfig, Input, LostRecall, Member, Output, PacketBytes};
 use onepipe::endpoint::{Recovery, RecoveryReport};
 use onepipe::switch::{Switch, SwitchConfig};
 use onepipe::{FailureReason, SendFailure};
@@ -62,8 +60,12 @@ type LossRule = dyn FnMut(usize, &Repr) -> bool;
 struct Scenario {
     net: Net,
     controller: Controller,
-    /// Crashed processes: they no longer take part in the management plane either.
+    /// Crashed processes: they no longer take part in the management plane either. (A process
+    /// marked here but not cut off is one only the controller cannot reach.)
     crashed: Vec<bool>,
+    /// Answers to forwarded packets, for the controller at the next step (a management link
+    /// takes time too).
+    answers: Vec<Input>,
     /// Per process, the announcements it took and has not answered: (epoch, failed processes).
     unanswered: Vec<Vec<(u64, Vec<u32>)>>,
     /// Per process recovering (paper 5.2, Receiver Recovery): the incarnation, and the recalls
@@ -82,7 +84,10 @@ impl Scenario {
     }
 
     fn with_spines(spines: usize) -> Scenario {
-        let cfg = NetConfig::default();
+        let mut cfg = NetConfig::default();
+        // Virtual time has no scheduling stalls: a connection silent this long has a broken
+        // path, and its Recall must be settled within the answer timeout (2 ms) below.
+        cfg.reliable.forward_after = Duration::from_micros(500);
         let mut net = Net::new(Topology::leaf_spine(2, spines, 2).unwrap(), 1, &cfg);
         for (p, tor) in [(S, LEAF0), (R1, LEAF0), (R2, LEAF1), (X, LEAF1)] {
             assert_eq!(net.wiring.processes[p as usize].tor, tor);
@@ -112,11 +117,13 @@ impl Scenario {
             controller
                 .handle(net.now, Input::Register { process: p })
                 .unwrap();
+            net.endpoints[p as usize].enable_forwarding();
         }
         let mut s = Scenario {
             net,
             controller,
             crashed: vec![false; n],
+            answers: Vec::new(),
             unanswered: vec![Vec::new(); n],
             recovering: vec![None; n],
             recoveries: vec![Vec::new(); n],
@@ -148,7 +155,8 @@ impl Scenario {
     }
 
     /// The management plane, as control.rs runs it: switches report dead inputs and apply
-    /// orders; correct processes take announcements and answer once their part is done.
+    /// orders; correct processes take announcements and answer once their part is done, ask
+    /// for forwards and answer forwarded packets.
     fn manage(&mut self) {
         let now = self.net.now;
         for (s, sw) in self.net.switches.iter_mut().enumerate() {
@@ -166,6 +174,22 @@ impl Scenario {
                     port,
                 };
                 self.controller.handle(now, input).unwrap();
+            }
+        }
+        let mut buf = [0u8; 4096];
+        for answer in std::mem::take(&mut self.answers) {
+            self.controller.handle(now, answer).unwrap();
+        }
+        for p in 0..self.net.endpoints.len() {
+            while let Some((to, len)) = self.net.endpoints[p].poll_forward(&mut buf) {
+                let ask = Input::Forward {
+                    from: p as u32,
+                    to,
+                    packet: PacketBytes(buf[..len].to_vec()),
+                };
+                if !self.crashed[p] {
+                    self.controller.handle(now, ask).unwrap();
+                }
             }
         }
         if self.controller.poll_timeout().is_some_and(|t| t <= now) {
@@ -201,6 +225,17 @@ impl Scenario {
                         self.net.switches[switch].readmit_input(now, p).unwrap();
                     }
                 }
+                Output::Forward { to, id, packet } => {
+                    if self.crashed[to as usize] {
+                        continue;
+                    }
+                    let ep = &mut self.net.endpoints[to as usize];
+                    let ack = ep
+                        .handle_forwarded(now, &packet.0, &mut buf)
+                        .unwrap()
+                        .map(|len| PacketBytes(buf[..len].to_vec()));
+                    self.answers.push(Input::Forwarded { process: to, id, ack });
+                }
                 other => self.recovery_output(other),
             }
         }
@@ -209,12 +244,14 @@ impl Scenario {
                 continue;
             }
             // Recalls its failed receivers cannot take go before the answers.
+            let mut lost = Vec::new();
             while let Some((receiver, ts, msg_id)) = self.net.endpoints[p].poll_lost_recall() {
+                lost.push((receiver, ts.as_nanos(), msg_id));
+            }
+            if !lost.is_empty() {
                 let input = Input::RecallLost {
                     process: p as u32,
-                    receiver,
-                    ts_ns: ts.as_nanos(),
-                    msg_id,
+                    lost,
                 };
                 self.controller.handle(now, input).unwrap();
             }
@@ -308,6 +345,22 @@ impl Scenario {
     /// From now on, frames for which `f(link, frame)` holds are lost.
     fn lose(&mut self, f: impl FnMut(usize, &Repr) -> bool + 'static) {
         self.drop = Box::new(f);
+    }
+
+    /// A routing problem between `a` and `b` from now on: every reliable packet between them
+    /// (prepares, recalls, ACKs) is lost, both ways, while beacons, and with them both
+    /// barriers, flow, and so does all other traffic.
+    fn blackhole(&mut self, a: u32, b: u32) {
+        self.lose(move |_, r| {
+            let between = (r.src, r.dst) == (a, b) || (r.src, r.dst) == (b, a);
+            between && matches!(r.opcode, Opcode::Prepare | Opcode::Ack)
+        });
+    }
+
+    /// `p`'s management link fails: the controller no longer reaches it, nor it the
+    /// controller, while it runs on in the fabric.
+    fn lose_controller(&mut self, p: u32) {
+        self.crashed[p as usize] = true;
     }
 
     fn run_for(&mut self, d: Duration) {
@@ -772,6 +825,144 @@ fn another_receiver_of_the_scattering_fails_after_sending_ack() {
     );
     assert_eq!(sc.deliveries(R1, m), 1);
     sc.check_logs();
+}
+
+/// "The network path between S and R fails (e.g., due to routing problem), but S and R are
+/// reachable from the controller: controller forwards messages between S and R." A routing
+/// problem loses every prepare and ACK between S and R2, both ways, while beacons carry both
+/// barriers on. S's prepares reach R2 through the controller (paper 5.2, Controller
+/// Forwarding), R2's ACKs come back the same way, and the scatterings commit and are delivered
+/// at every receiver, R2 included, in the one total order.
+#[test]
+fn path_fails_but_both_ends_reach_the_controller() {
+    let mut sc = Scenario::new();
+    sc.blackhole(S, R2);
+    let m = sc.send(S, &[R1, R2]);
+    let n = sc.send(X, &[R1, R2]);
+    let o = sc.send(S, &[R2, X]);
+    sc.run_until("every scattering is delivered everywhere", |s| {
+        [(R1, m), (R2, m), (R1, n), (R2, n), (R2, o), (X, o)]
+            .iter()
+            .all(|&(p, msg)| s.deliveries(p, msg) == 1)
+    });
+    assert!(
+        sc.dropped.iter().any(|r| r.src == S && is_prepare_to(r, R2)),
+        "the broken path lost S's prepares"
+    );
+    assert!(sc.declared_failed().is_empty(), "nobody failed");
+    assert!(sc.send_failures(S).is_empty());
+    let forwards = sc.controller.counters().forwards.clone();
+    assert!(
+        forwards.forwarded >= 4,
+        "two prepares there, two ACKs back: {forwards:?}"
+    );
+    assert_eq!((forwards.unanswered, forwards.stale_answers), (0, 0));
+    assert_eq!(sc.controller.forwards_pending(), 0);
+    assert!(sc.net.endpoints[R2 as usize].counters().forwarded_received >= 2);
+    assert!(sc.net.endpoints[S as usize].counters().forwarded_received >= 2);
+    assert!(
+        sc.net.endpoints[S as usize]
+            .reliable_sender()
+            .counters()
+            .forwards_requested
+            >= 2
+    );
+    sc.check_logs();
+}
+
+/// Same row, when the controller cannot reach R either: "If controller also cannot deliver the
+/// message, R will be announced as failed". R2 runs on in the fabric, but its management link
+/// is down and the path from S is broken. The forward goes unanswered; the controller has R2
+/// cut off at its ToR and declares it failed; S aborts M and recalls it from R1.
+#[test]
+fn path_fails_and_the_controller_cannot_reach_the_receiver() {
+    let mut sc = Scenario::new();
+    sc.blackhole(S, R2);
+    sc.lose_controller(R2);
+    let m = sc.send(S, &[R1, R2]);
+    sc.run_until_recovered(&[R2], m.ts, &[S, R1, X]);
+    assert_eq!(sc.declared_failed(), vec![R2]);
+    let forwards = sc.controller.counters().forwards.clone();
+    assert!(
+        forwards.forwarded >= 1 && forwards.unanswered >= 1,
+        "{forwards:?}"
+    );
+    assert!(
+        sc.controller.undeliverable_recalls(R2).is_empty(),
+        "M was a prepare"
+    );
+    assert_eq!(
+        sc.send_failures(S),
+        &[SendFailure {
+            ts: m.ts,
+            dst: R2,
+            msg_id: m.id,
+            reason: FailureReason::ReceiverFailed { process: R2 },
+        }]
+    );
+    assert_eq!(sc.net.endpoints[R1 as usize].counters().recalled, 1);
+    assert_eq!((sc.deliveries(R1, m), sc.deliveries(R2, m)), (0, 0));
+    sc.check_logs();
+    sc.check_delivery_resumes(S, &[R1, X]);
+}
+
+/// Same row: "If controller receives ACK ... but cannot forward it to S, S will be announced as
+/// failed." S loses its management link just after asking for M to be forwarded: R2 takes M
+/// and answers, but its ACK cannot reach S. S is cut off and declared failed; its commit
+/// barrier never passed M (it waited for that ACK), so both receivers discard M.
+#[test]
+fn the_controller_cannot_bring_the_ack_back_to_the_sender() {
+    let mut sc = Scenario::new();
+    sc.blackhole(S, R2);
+    let m = sc.send(S, &[R1, R2]);
+    sc.run_until("S asks the controller to forward M", |s| {
+        s.controller.counters().forwards.forwarded >= 1
+    });
+    sc.lose_controller(S);
+    sc.run_until_recovered(&[S], m.ts, &[R1, R2]);
+    assert_eq!(sc.declared_failed(), vec![S]);
+    assert!(sc.controller.failure_of(S).unwrap() <= m.ts);
+    assert_eq!(sc.controller.counters().forwards.unanswered, 1, "R2's ACK");
+    assert_eq!(sc.net.endpoints[R2 as usize].counters().forwarded_received, 1);
+    let discarded = |p: u32| sc.net.endpoints[p as usize].counters().discarded;
+    assert_eq!((discarded(R1), discarded(R2)), (1, 1));
+    assert_eq!((sc.deliveries(R1, m), sc.deliveries(R2, m)), (0, 0));
+    sc.check_logs();
+    sc.check_delivery_resumes(X, &[R1, R2]);
+}
+
+/// The same for the Recall step: "If controller also cannot deliver the message, R will be
+/// announced as failed, and the undeliverable recall message is recorded." R2 crashes before M
+/// reaches it, so S recalls M from R1; but the path from S to R1 loses recalls and R1's
+/// management link fails, so the recall reaches R1 neither way. R1 is declared failed, and the
+/// recall is on record against it for when it recovers (it still holds M).
+#[test]
+fn a_recall_the_controller_cannot_deliver_is_recorded() {
+    let mut sc = Scenario::new();
+    sc.lose(|_, r| is_prepare_to(r, R2) || (r.recall && r.dst == R1));
+    let m = sc.send(S, &[R1, R2]);
+    sc.run_until("R1 stores M", |s| s.prepared(R1) == 1);
+    sc.crash(R2);
+    sc.run_until("R1 has answered R2's announcement", |s| {
+        s.net.endpoints[R1 as usize].is_process_failed(R2) && s.unanswered[R1 as usize].is_empty()
+    });
+    sc.lose_controller(R1);
+    sc.run_until_recovered(&[R1, R2], m.ts, &[S, X]);
+    assert_eq!(sc.declared_failed(), vec![R1, R2]);
+    let recalls = sc.controller.undeliverable_recalls(R1);
+    assert_eq!(recalls.len(), 1, "{recalls:?}");
+    assert_eq!((recalls[0].sender, recalls[0].msg_id), (S, m.id));
+    let recall = repr(&recalls[0].packet.0);
+    assert!(recall.recall && recall.dst == R1);
+    assert_eq!(recall.msg_ts.unwrap_near(m.ts), m.ts);
+    assert_eq!(sc.controller.counters().forwards.undeliverable_recalls, 1);
+    assert_eq!(
+        (sc.prepared(R1), sc.deliveries(R1, m)),
+        (1, 0),
+        "R1 holds M: recovering, it must discard it"
+    );
+    sc.check_logs();
+    sc.check_delivery_resumes(S, &[X]);
 }
 
 /// "The network path between S and R fails, and S or R is unreachable from the controller: the

@@ -14,12 +14,14 @@
 //! It is deterministic, so a log of its inputs ([`store`]) is its whole state: a restarted
 //! or standby controller replays the log and finishes any recovery in progress.
 
+pub mod forward;
 pub mod graph;
 mod recovery;
 pub mod store;
 #[cfg(test)]
 mod tests;
 
+pub use forward::{ForwardCounters, PacketBytes, UndeliverableRecall};
 use graph::{End, Graph, NodeId};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -35,7 +37,7 @@ pub enum Member {
 }
 
 /// What the controller hears.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Input {
     /// An endpoint starting up (paper 6.1: "when lib1pipe initializes, it registers to the
     /// controller").
@@ -52,18 +54,29 @@ pub enum Input {
     /// Receiver Recovery (paper 5.2; `recovery.rs`): the input of `member` at `port`, quarantined since the process behind it failed,
     /// carried a frame: the process is back.
     Heard { member: Member, port: u16 },
-    /// Sender `process` aborted a scattering (Recall) with a message to `receiver`, which is
-    /// failed and so cannot take the recall: recorded for `receiver`'s recovery.
+    /// Sender `process` aborted scatterings (Recall) with messages to receivers that are
+    /// failed and so cannot take the recall: recorded for each receiver's recovery. `lost`
+    /// holds (receiver, timestamp ns, message id), at most [`RECALLS_PER_OUTPUT`] so that one
+    /// input fits a management frame: a ToR failure aborts hundreds at each sender, and one
+    /// input each would keep the controller busy that much longer.
     RecallLost {
         process: u32,
-        receiver: u32,
-        ts_ns: u64,
-        msg_id: u64,
+        lost: Vec<(u32, u64, u64)>,
     },
     /// Failed `process`, told of its failure, asks what it needs to recover.
     Recover { process: u32, incarnation: u64 },
     /// Failed `process` delivered or discarded its receive buffer and joins as a new process.
     Rejoin { process: u32, incarnation: u64 },
+    /// Controller forwarding (paper 5.2, [`forward`]): `from` got no ACK from `to` for
+    /// `packet`, a prepare or recall of its own, over the fabric.
+    Forward { from: u32, to: u32, packet: PacketBytes },
+    /// `process` took forwarded packet `id`; `ack` is its answer for the packet's source, if
+    /// it has one.
+    Forwarded {
+        process: u32,
+        id: u64,
+        ack: Option<PacketBytes>,
+    },
 }
 
 /// A process declared failed, with the timestamp from which on its messages are discarded (at
@@ -118,6 +131,9 @@ pub enum Output {
     /// `process` recovered and joined again as a new process, its `incarnation`-th: `to`
     /// starts its connections to it afresh (once per incarnation).
     Rejoined { to: u32, process: u32, incarnation: u64 },
+    /// Controller forwarding: process `to` takes `packet` as if from the fabric and answers
+    /// with [`Input::Forwarded`] for `id`.
+    Forward { to: u32, id: u64, packet: PacketBytes },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -151,6 +167,7 @@ pub struct ControllerCounters {
     pub stale_completions: u64,
     /// Processes declared failed because they did not answer in time.
     pub unanswered: u64,
+    pub forwards: ForwardCounters,
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
@@ -159,6 +176,10 @@ pub enum ControllerError {
     UnknownProcess(u32),
     #[error("no port {port} at {member:?} in the routing graph")]
     UnknownPort { member: Member, port: u16 },
+    #[error("forwarded packet refused: {0}")]
+    BadForward(&'static str),
+    #[error("{0} lost recalls in one report, more than {RECALLS_PER_OUTPUT}")]
+    TooManyRecalls(usize),
 }
 
 struct Epoch {
@@ -191,6 +212,7 @@ pub struct Controller {
     sourceless: BTreeSet<End>,
     counters: ControllerCounters,
     recovery: recovery::Recoveries,
+    forwards: forward::Forwards,
 }
 
 impl Controller {
@@ -212,6 +234,7 @@ impl Controller {
             sourceless: BTreeSet::new(),
             counters: ControllerCounters::default(),
             recovery: Default::default(),
+            forwards: forward::Forwards::default(),
         }
     }
 
@@ -241,17 +264,31 @@ impl Controller {
     }
 
     /// Whether `input` names processes, members and ports that exist.
-    pub fn check(&self, input: Input) -> Result<(), ControllerError> {
-        match input {
+    pub fn check(&self, input: &Input) -> Result<(), ControllerError> {
+        match *input {
             Input::Register { process }
             | Input::Completed { process, .. }
             | Input::Recover { process, .. }
             | Input::Rejoin { process, .. } => self.check_process(process),
-            Input::RecallLost {
-                process, receiver, ..
-            } => self.check_process(process).and(self.check_process(receiver)),
+            Input::RecallLost { process, ref lost } => {
+                self.check_process(process)?;
+                if lost.len() > RECALLS_PER_OUTPUT {
+                    return Err(ControllerError::TooManyRecalls(lost.len()));
+                }
+                lost.iter()
+                    .try_for_each(|&(receiver, ..)| self.check_process(receiver))
+            }
             Input::LinkDown { member, port, .. } | Input::Heard { member, port } => {
                 self.link_of(member, port).map(|_| ())
+            }
+            Input::Forward { from, to, ref packet } => {
+                self.check_process(from)?;
+                self.check_process(to)?;
+                self.check_forward(from, to, &packet.0)
+            }
+            Input::Forwarded { process, ref ack, .. } => {
+                self.check_process(process)?;
+                self.check_answer(process, ack.as_ref())
             }
         }
     }
@@ -278,7 +315,7 @@ impl Controller {
     }
 
     pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ControllerError> {
-        if let Err(e) = self.check(input) {
+        if let Err(e) = self.check(&input) {
             self.counters.unknown += 1;
             return Err(e);
         }
@@ -290,13 +327,10 @@ impl Controller {
                 Ok(())
             }
             Input::Heard { member, port } => self.on_heard(member, port),
-            Input::RecallLost {
-                process,
-                receiver,
-                ts_ns,
-                msg_id,
-            } => {
-                self.on_recall_lost(process, receiver, Instant::from_nanos(ts_ns), msg_id);
+            Input::RecallLost { process, lost } => {
+                for (receiver, ts_ns, msg_id) in lost {
+                    self.on_recall_lost(process, receiver, Instant::from_nanos(ts_ns), msg_id);
+                }
                 Ok(())
             }
             Input::Recover { process, incarnation } => {
@@ -324,6 +358,14 @@ impl Controller {
                 if e.awaiting.is_empty() {
                     self.resume(epoch as usize);
                 }
+                Ok(())
+            }
+            Input::Forward { from, to, packet } => {
+                self.on_forward(now, from, to, packet);
+                Ok(())
+            }
+            Input::Forwarded { process, id, ack } => {
+                self.on_forwarded(now, process, id, ack);
                 Ok(())
             }
         }
@@ -361,7 +403,11 @@ impl Controller {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let epochs = self.epochs.iter().filter(|e| !e.resumed).map(|e| e.deadline);
         let cuts = self.cuts.values().map(|&at| at + self.config.answer_timeout);
-        epochs.chain(cuts).chain(self.decide_at).min()
+        epochs
+            .chain(cuts)
+            .chain(self.decide_at)
+            .chain(self.forward_deadline())
+            .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -393,6 +439,7 @@ impl Controller {
         for link in overdue {
             self.request_cut(now, link);
         }
+        self.forward_timeouts(now);
     }
 
     pub fn poll_output(&mut self) -> Option<Output> {
@@ -448,6 +495,7 @@ impl Controller {
             self.request_cut(now, link);
         }
         self.take_over_recoveries();
+        self.resend_forwards(now);
     }
 
     fn cut_process(&mut self, now: Instant, p: u32) {

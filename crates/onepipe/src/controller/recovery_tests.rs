@@ -71,9 +71,7 @@ fn heard(w: &Wiring, p: u32) -> Input {
 fn lost(process: u32, receiver: u32, ts: Instant, msg_id: u64) -> Input {
     Input::RecallLost {
         process,
-        receiver,
-        ts_ns: ts.as_nanos(),
-        msg_id,
+        lost: vec![(receiver, ts.as_nanos(), msg_id)],
     }
 }
 
@@ -168,7 +166,7 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
         process: 2,
         incarnation: 0,
     };
-    c.handle(t(23), rejoin).unwrap();
+    c.handle(t(23), rejoin.clone()).unwrap();
     let mut expected = vec![Output::Readmit {
         switch: tor.tor,
         ports: vec![tor.tor_port],
@@ -305,7 +303,7 @@ fn many_recalls_go_in_parts_and_an_overflowing_record_says_so() {
         process: 2,
         incarnation: 0,
     };
-    c.handle(t(20), ask).unwrap();
+    c.handle(t(20), ask.clone()).unwrap();
     let out = outputs(&mut c);
     let parts: Vec<usize> = out
         .iter()
@@ -398,4 +396,35 @@ fn a_restart_from_the_log_loses_no_recall_and_no_rejoin() {
         .filter(|o| matches!(o, Output::Readmit { .. } | Output::Rejoined { .. }))
         .collect();
     assert_eq!(resent, rejoined);
+}
+
+/// A sender reports its lost recalls in parts; one part names several receivers, and a part
+/// larger than a frame allows, or naming a process that does not exist, is refused whole.
+#[test]
+fn lost_recalls_come_in_parts_and_a_bad_part_is_refused_whole() {
+    let w = wiring();
+    let mut c = controller(&w);
+    fail(&w, &mut c, 2, t(10), t(5));
+    fail(&w, &mut c, 3, t(11), t(5));
+    let part = Input::RecallLost {
+        process: 0,
+        lost: vec![(2, t(6).as_nanos(), 1), (3, t(7).as_nanos(), 1)],
+    };
+    c.handle(t(20), part).unwrap();
+    assert_eq!(c.recovery_counters().recalls_recorded, 2);
+    let too_big = Input::RecallLost {
+        process: 0,
+        lost: vec![(2, t(6).as_nanos(), 9); RECALLS_PER_OUTPUT + 1],
+    };
+    assert!(c.handle(t(21), too_big).is_err());
+    let stranger = Input::RecallLost {
+        process: 0,
+        lost: vec![(2, t(6).as_nanos(), 10), (99, t(6).as_nanos(), 11)],
+    };
+    assert!(c.handle(t(22), stranger).is_err());
+    assert_eq!(
+        c.recovery_counters().recalls_recorded,
+        2,
+        "nothing of a refused part is kept"
+    );
 }

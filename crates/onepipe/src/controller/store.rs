@@ -17,14 +17,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One entry of the log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     /// Controller time of the event, ns.
     pub at_ns: u64,
     pub event: Event,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     Input(Input),
     /// The controller's timers were run ([`Controller::handle_timeout`]).
@@ -61,7 +61,7 @@ pub struct MemoryStore {
 
 impl Store for MemoryStore {
     fn append(&mut self, record: &Record) -> Result<(), StoreError> {
-        self.records.push(*record);
+        self.records.push(record.clone());
         Ok(())
     }
     fn load(&mut self) -> Result<Vec<Record>, StoreError> {
@@ -180,10 +180,10 @@ impl<S: Store> Service<S> {
 
     pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ServiceError> {
         // Bad input is refused before it reaches the log.
-        self.controller.check(input)?;
+        self.controller.check(&input)?;
         self.store.append(&Record {
             at_ns: now.as_nanos(),
-            event: Event::Input(input),
+            event: Event::Input(input.clone()),
         })?;
         Ok(self.controller.handle(now, input)?)
     }

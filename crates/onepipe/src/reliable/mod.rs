@@ -34,6 +34,13 @@ pub struct ReliableConfig {
     /// times and its connection has seen no acknowledgment progress for `give_up_after`.
     pub retries_max: u32,
     pub give_up_after: Duration,
+    /// With a controller (paper 5.2, Controller Forwarding): a packet retransmitted this many
+    /// times without an ACK, on a connection without ACK progress for `forward_after`, is
+    /// also handed to the controller to forward, and again after each further this many
+    /// retransmissions. Fewer than `retries_max`, and `forward_after` well under
+    /// `give_up_after`, so that forwarding comes before giving up; 0 never forwards.
+    pub forward_after_retries: u32,
+    pub forward_after: Duration,
     /// Reliable send buffer, in packets: waiting for window plus in flight.
     pub send_buffer_packets_max: usize,
     /// While this host has prepare packets to send, an ACK waits up to this long to ride on
@@ -57,6 +64,11 @@ impl Default for ReliableConfig {
             rto_max: Duration::from_millis(20),
             retries_max: 8,
             give_up_after: Duration::from_millis(500),
+            // Three losses in a row are past what loss on a working path explains; 50 ms past
+            // the scheduling stalls of shared cores, and leaves the controller's default
+            // forward timeout (250 ms) time to settle it before `give_up_after`.
+            forward_after_retries: 3,
+            forward_after: Duration::from_millis(50),
             send_buffer_packets_max: 8192,
             ack_delay_max: Duration::from_millis(2),
         }

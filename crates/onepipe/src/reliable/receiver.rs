@@ -15,6 +15,8 @@ pub struct ReceiverCounters {
     pub acks_sent: u64,
     /// Of those, ACKs that rode on a prepare packet instead of a frame of their own.
     pub acks_piggybacked: u64,
+    /// Of those, ACKs that went back through the controller (paper 5.2 forwarding).
+    pub acks_forwarded: u64,
 }
 
 /// What to do with an arriving prepare packet.
@@ -372,6 +374,17 @@ impl ReliableReceiver {
         let owed = self.connections.get(to)?.ack_queued;
         owed.then(|| {
             self.counters.acks_piggybacked += 1;
+            let (_, cumulative, ack) = self.build_ack(to);
+            (cumulative, ack)
+        })
+    }
+
+    /// The ACK owed to `to`, if any, to answer a packet the controller forwarded: the fabric
+    /// lost the packet, so it would most likely lose the ACK too.
+    pub fn take_ack_forwarded(&mut self, to: u32) -> Option<(u32, AckPayload)> {
+        let owed = self.connections.get(to)?.ack_queued;
+        owed.then(|| {
+            self.counters.acks_forwarded += 1;
             let (_, cumulative, ack) = self.build_ack(to);
             (cumulative, ack)
         })

@@ -46,6 +46,10 @@ pub struct SenderCounters {
     pub scatterings_aborted: u64,
     /// Recall packets queued (not counting retransmissions).
     pub recalls_sent: u64,
+    /// Packets handed to the controller to forward (paper 5.2), and asks dropped because
+    /// [`FORWARDS_QUEUED_MAX`] waited.
+    pub forwards_requested: u64,
+    pub forwards_dropped: u64,
 }
 
 struct OutMessage {
@@ -86,6 +90,8 @@ struct InFlight {
     resent: bool,
     /// A recall of its message (paper 5.2), not a fragment of it: sent without payload.
     recall: bool,
+    /// `retries` when it was last handed to the controller to forward; 0: never.
+    forwarded_at_retries: u16,
 }
 
 /// A connection's state before a timeout cut it.
@@ -205,6 +211,10 @@ pub const RETAINED_BUFFERS: usize = 4;
 /// Waiting scatterings (oldest first) that one release pass offers credits to.
 const RELEASE_LOOKAHEAD: usize = 256;
 
+/// Packets waiting to be handed to the controller for forwarding; a packet asked for again
+/// later when this is full.
+pub const FORWARDS_QUEUED_MAX: usize = 256;
+
 pub struct ReliableSender {
     config: ReliableConfig,
     fragment_bytes: usize,
@@ -244,6 +254,10 @@ pub struct ReliableSender {
     /// Processes announced failed, each with how many scatterings aborted for it are not yet
     /// done (recalls or remaining packets unacknowledged). Few entries: scanned.
     failed: Vec<(u32, usize)>,
+    /// A controller can forward packets (paper 5.2); see `forward_after_retries`.
+    forwarding: bool,
+    /// (destination, PSN) to hand to the controller, at most [`FORWARDS_QUEUED_MAX`].
+    forwards: VecDeque<(u32, u32)>,
 }
 
 impl ReliableSender {
@@ -269,6 +283,8 @@ impl ReliableSender {
             credits_changed: false,
             counters: SenderCounters::default(),
             failed: Vec::new(),
+            forwarding: false,
+            forwards: VecDeque::new(),
         }
     }
 
@@ -453,6 +469,7 @@ impl ReliableSender {
                     queued: true,
                     resent: false,
                     recall: false,
+                    forwarded_at_retries: 0,
                 });
                 self.transmit.push_back((m.dst, psn));
             }
@@ -522,34 +539,69 @@ impl ReliableSender {
             c.waiting_since.get_or_insert(now);
             let deadline = now + rto;
             self.rto_deadline = Some(self.rto_deadline.map_or(deadline, |d| d.min(deadline)));
-            let s = self.slots[e.slot as usize]
-                .as_ref()
-                .expect("in-flight slot is live");
-            let m = &s.messages[e.message as usize];
-            if e.recall {
-                return Some(Transmit {
-                    dst,
-                    psn,
-                    ts: s.ts,
-                    msg_id: s.msg_id,
-                    frag_index: 0,
-                    frag_count: 1,
-                    payload: &[],
-                    recall: true,
-                });
-            }
-            let start = m.start + e.fragment as usize * self.fragment_bytes;
-            let end = (start + self.fragment_bytes).min(m.start + m.len);
-            return Some(Transmit {
+            return Some(Self::packet(&self.slots, self.fragment_bytes, dst, psn, &e));
+        }
+    }
+
+    /// What in-flight packet `e`, `psn` to `dst`, carries.
+    fn packet<'a>(
+        slots: &'a [Option<Scattering>],
+        fragment_bytes: usize,
+        dst: u32,
+        psn: u32,
+        e: &InFlight,
+    ) -> Transmit<'a> {
+        let s = slots[e.slot as usize].as_ref().expect("in-flight slot is live");
+        let m = &s.messages[e.message as usize];
+        if e.recall {
+            return Transmit {
                 dst,
                 psn,
                 ts: s.ts,
                 msg_id: s.msg_id,
-                frag_index: e.fragment,
-                frag_count: m.packets,
-                payload: &s.data[start..end],
-                recall: false,
-            });
+                frag_index: 0,
+                frag_count: 1,
+                payload: &[],
+                recall: true,
+            };
+        }
+        let start = m.start + e.fragment as usize * fragment_bytes;
+        let end = (start + fragment_bytes).min(m.start + m.len);
+        Transmit {
+            dst,
+            psn,
+            ts: s.ts,
+            msg_id: s.msg_id,
+            frag_index: e.fragment,
+            frag_count: m.packets,
+            payload: &s.data[start..end],
+            recall: false,
+        }
+    }
+
+    /// A controller can forward what the fabric keeps losing (paper 5.2); from now on packets
+    /// retransmitted `forward_after_retries` times are offered through [`Self::poll_forward`].
+    pub fn set_forwarding(&mut self, on: bool) {
+        self.forwarding = on && self.config.forward_after_retries > 0;
+        if !self.forwarding {
+            self.forwards.clear();
+        }
+    }
+
+    /// The next packet to hand to the controller for forwarding: one retransmitted
+    /// `forward_after_retries` times (or a multiple) and still not acknowledged. Its
+    /// retransmissions over the fabric go on; an ACK by either way counts the same.
+    pub fn poll_forward(&mut self) -> Option<Transmit<'_>> {
+        loop {
+            let (dst, psn) = self.forwards.pop_front()?;
+            let Some(c) = self.connections.get_mut(dst) else {
+                continue;
+            };
+            let Some(e) = c.entry(psn).filter(|e| !e.acked).copied() else {
+                continue; // acknowledged meanwhile, or its connection closed
+            };
+            self.counters.forwards_requested += 1;
+            return Some(Self::packet(&self.slots, self.fragment_bytes, dst, psn, &e));
         }
     }
 
@@ -730,8 +782,28 @@ impl ReliableSender {
                 e.retries += 1;
                 e.queued = true;
                 expired = true;
-                self.transmit.push_back((dst, c.una.wrapping_add(i as u32)));
+                let psn = c.una.wrapping_add(i as u32);
+                self.transmit.push_back((dst, psn));
                 self.counters.retransmissions += 1;
+                // Paper 5.2: "S repeatedly retransmits a message but cannot receive ACK from
+                // R. In this case, S asks controller to forward the message to R". Only once
+                // the connection has stalled too: on shared cores a few timeouts in a row are
+                // most often a descheduled peer, and each forward costs the controller a
+                // logged input (measured over udp, 4 processes, retries alone: 80 forwards in
+                // the 1.4 s before any failure).
+                let every = self.config.forward_after_retries;
+                let stalled_long = c
+                    .waiting_since
+                    .is_some_and(|w| now.saturating_since(w) >= self.config.forward_after);
+                let due = e.retries as u32 >= every + e.forwarded_at_retries as u32;
+                if self.forwarding && stalled_long && due {
+                    e.forwarded_at_retries = e.retries;
+                    if self.forwards.len() < FORWARDS_QUEUED_MAX {
+                        self.forwards.push_back((dst, psn));
+                    } else {
+                        self.counters.forwards_dropped += 1;
+                    }
+                }
             }
             if expired {
                 self.counters.timeouts += 1;
@@ -942,6 +1014,7 @@ impl ReliableSender {
                     queued: true,
                     resent: false,
                     recall: true,
+                    forwarded_at_retries: 0,
                 });
                 self.transmit.push_back((m.dst, psn));
                 if m.unacked == 0 {
