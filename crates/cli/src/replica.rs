@@ -13,7 +13,7 @@ use clap::Args;
 use onepipe::controller::ControllerConfig;
 use onepipe::controller::store::StoreError;
 use onepipe::udp::{UdpOptions, UdpSystemError};
-use onepipe_etcd::{Client, ElectionConfig, Replica, group};
+use onepipe_etcd::{Client, ElectionConfig, EtcdStore, Leadership, Replica, group};
 use onepipe_fabric::Topology;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;
@@ -141,16 +141,18 @@ pub fn run(
         let _ = replica.resign();
         return Err(format!("replica {name}: {e}; resigned so that another replica may lead").into());
     }
-    let Some(store) = replica.store() else {
+    if replica.leadership() != Some(term) {
+        let _ = replica.resign();
         return Err(format!("replica {name}: lost its lease while binding {addr}; not acting").into());
-    };
+    }
+    let store = EtcdStore::new(replica.client().clone(), &prefix, &name, term);
     // The lease is renewed on a thread of its own while the controller runs; when it may have
     // lapsed the controller is stopped before its next pass.
     let halt = Arc::new(AtomicBool::new(false));
     let lost = Arc::new(Mutex::new(None));
     let keeper = {
         let (stop, halt, lost) = (stop.clone(), halt.clone(), lost.clone());
-        std::thread::spawn(move || keep_leading(replica, &stop, &halt, &lost))
+        std::thread::spawn(move || keep_leading(replica, term, &stop, &halt, &lost))
     };
     let log = format!(
         "in etcd at {url} under {prefix} (replica {name}, term {})",
@@ -234,9 +236,10 @@ fn bind_when_free(addr: SocketAddr, stop: &AtomicBool) -> Result<(), String> {
 }
 
 /// Renews the lease while the controller runs. Sets `halt` (the controller's stop flag)
-/// when told to stop, or, with the reason in `lost`, when the lease may have lapsed.
+/// when told to stop, or, with the reason in `lost`, when the lease of `term` may have lapsed.
 fn keep_leading(
     mut replica: Replica,
+    term: Leadership,
     stop: &AtomicBool,
     halt: &AtomicBool,
     lost: &Mutex<Option<String>>,
@@ -256,10 +259,14 @@ fn keep_leading(
                 last_error = Some(e);
             }
         }
-        if replica.leadership().is_none() {
-            let why = match &last_error {
-                Some(e) => format!("its lease may have lapsed, renewals failing ({e})"),
-                None => "etcd no longer has its lease, or another replica leads".to_string(),
+        // A step that finds the lease gone grants another and may win again at once: a later
+        // term, which the log's fencing refuses to this controller's appends. Any change ends it.
+        let now = replica.leadership();
+        if now != Some(term) {
+            let why = match (&last_error, now) {
+                (Some(e), _) => format!("its lease may have lapsed, renewals failing ({e})"),
+                (None, Some(_)) => "etcd no longer had its lease (it leads again, in a new term)".to_string(),
+                (None, None) => "etcd no longer has its lease".to_string(),
             };
             *lost.lock().expect("only this thread writes it") = Some(why);
             halt.store(true, Ordering::Relaxed);
