@@ -3,6 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // supervision waits on real time
 
+use crate::replica::{self, ReplicaArgs};
 use clap::Args;
 use onepipe::control_node::{ControlEvent, ControllerNode};
 use onepipe::controller::store::{FileStore, MemoryStore, Store};
@@ -106,24 +107,33 @@ pub struct DecideArgs {
     #[arg(long, default_value_t = 20)]
     pub settle_ms: u64,
     /// A correct process that has not answered a failure announcement this long after it is
-    /// declared failed too (paper 5.2); generous, since processes share the cores here
-    #[arg(long, default_value_t = 2_000)]
-    pub answer_timeout_ms: u64,
+    /// declared failed too (paper 5.2); generous, since processes share the cores here.
+    /// [default: 2000; on etcd, 2000 plus two lease TTLs, since answers sent while a standby
+    /// takes over reach no controller]
+    #[arg(long)]
+    pub answer_timeout_ms: Option<u64>,
 }
 
+const ANSWER_TIMEOUT_MS: u64 = 2_000;
+
 impl DecideArgs {
-    fn config(&self) -> ControllerConfig {
+    /// The controller's configuration; `lease_ttl_secs` if its replicas take over from each
+    /// other through etcd.
+    pub fn config(&self, lease_ttl_secs: Option<u64>) -> ControllerConfig {
+        let takeover_ms = lease_ttl_secs.map_or(0, |ttl| 2 * ttl.saturating_mul(1_000));
+        let answer_ms = self.answer_timeout_ms.unwrap_or(ANSWER_TIMEOUT_MS + takeover_ms);
         ControllerConfig {
             settle: Duration::from_millis(self.settle_ms),
-            answer_timeout: Duration::from_millis(self.answer_timeout_ms.max(1)),
+            answer_timeout: Duration::from_millis(answer_ms.max(1)),
         }
     }
 
     fn to_cli(&self) -> Vec<String> {
-        vec![
-            format!("--settle-ms={}", self.settle_ms),
-            format!("--answer-timeout-ms={}", self.answer_timeout_ms),
-        ]
+        let mut v = vec![format!("--settle-ms={}", self.settle_ms)];
+        if let Some(ms) = self.answer_timeout_ms {
+            v.push(format!("--answer-timeout-ms={ms}"));
+        }
+        v
     }
 }
 
@@ -137,6 +147,8 @@ pub struct ControllerArgs {
     /// the log is kept in memory and lost with the process
     #[arg(long, value_name = "PATH")]
     log: Option<PathBuf>,
+    #[command(flatten)]
+    replica: ReplicaArgs,
     #[command(flatten)]
     decide: DecideArgs,
     #[command(flatten)]
@@ -155,9 +167,13 @@ pub struct UpArgs {
     #[command(flatten)]
     decide: DecideArgs,
     /// Where the controller keeps its log (topologies with a [controller] table); by default
-    /// a file next to the switches' status files, removed with them
+    /// a file next to the switches' status files, removed with them. Not with `etcd` in the
+    /// [controller] table: the replicas keep their log there
     #[arg(long, value_name = "PATH")]
     controller_log: Option<PathBuf>,
+    /// The controller replicas' lease TTL (topologies whose [controller] names etcd)
+    #[arg(long, value_name = "SECONDS")]
+    lease_ttl_secs: Option<u64>,
 }
 
 #[derive(Args)]
@@ -166,7 +182,7 @@ pub struct DownArgs {
     topology: PathBuf,
 }
 
-type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+pub type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 fn load(path: &Path) -> Res<Topology> {
     Ok(Topology::from_file(path)?)
@@ -244,14 +260,43 @@ pub fn controller(args: ControllerArgs) -> Result<ExitCode, String> {
 }
 
 fn controller_inner(args: ControllerArgs) -> Res<ExitCode> {
-    let options = args.fabric.options(load(&args.topology)?)?;
+    let topology = load(&args.topology)?;
+    let etcd = args
+        .replica
+        .etcd
+        .clone()
+        .or_else(|| topology.controller.as_ref().and_then(|c| c.etcd.clone()));
+    let options = args.fabric.options(topology)?;
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         stop_with_parent(&stop);
     }
-    match &args.log {
-        Some(path) => serve(&args, &options, FileStore::open(path)?, &stop),
-        None => serve(&args, &options, MemoryStore::default(), &stop),
+    match (&etcd, &args.log) {
+        (Some(url), Some(_)) => Err(format!(
+            "the topology keeps the controller's log in etcd ({url}): drop --log, or the table's etcd"
+        )
+        .into()),
+        (Some(url), None) => {
+            let config = args.decide.config(Some(args.replica.lease_ttl_secs));
+            replica::run(&args.replica, url, &options, config, &stop)
+        }
+        (None, _) if args.replica.replica.is_some() => {
+            Err("--replica needs etcd (--etcd URL, or `etcd` in the topology's [controller])".into())
+        }
+        (None, Some(path)) => serve(
+            &options,
+            args.decide.config(None),
+            FileStore::open(path)?,
+            &stop,
+            &path.display().to_string(),
+        ),
+        (None, None) => serve(
+            &options,
+            args.decide.config(None),
+            MemoryStore::default(),
+            &stop,
+            "in memory",
+        ),
     }
 }
 
@@ -361,11 +406,13 @@ impl Names {
     }
 }
 
-fn serve<S: Store + Send>(
-    args: &ControllerArgs,
+/// Runs the controller on `store` (described as `log`) until `stop`, printing what it does.
+pub fn serve<S: Store + Send>(
     options: &UdpOptions,
+    config: ControllerConfig,
     store: S,
     stop: &AtomicBool,
+    log: &str,
 ) -> Res<ExitCode> {
     let wiring = Wiring::new(options.topology.clone(), options.processes_per_host)?;
     let plan = AddressPlan::new(&wiring)?;
@@ -374,48 +421,21 @@ fn serve<S: Store + Send>(
     let mut started = false;
     let mut on_events = |c: &ControllerNode<S>, events: Vec<ControlEvent>| {
         if !std::mem::replace(&mut started, true) {
-            let failed: Vec<String> = c
-                .controller()
-                .failures()
-                .iter()
-                .map(|f| f.process.to_string())
-                .collect();
             println!(
                 "controller of `{}` at {} for {} switches and {} processes; log {}{}",
                 names.wiring.topology.name,
                 plan.controller.map_or("?".into(), |a| a.to_string()),
                 names.wiring.switch_count(),
                 names.wiring.process_count(),
-                args.log
-                    .as_ref()
-                    .map_or("in memory".into(), |p| p.display().to_string()),
-                if failed.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (replayed: processes {} failed{})",
-                        failed.join(", "),
-                        if c.controller().recovering() {
-                            ", recovery in progress"
-                        } else {
-                            ""
-                        }
-                    )
-                }
+                log,
+                replayed(c.controller()),
             );
         }
         for e in &events {
             println!("{}", names.describe(e));
         }
     };
-    let c = run_controller(
-        options,
-        args.decide.config(),
-        store,
-        stop,
-        &counters,
-        &mut on_events,
-    )?;
+    let c = run_controller(options, config, store, stop, &counters, &mut on_events)?;
     let k = c.controller().counters();
     let s = counters.snapshot();
     println!(
@@ -432,6 +452,26 @@ fn serve<S: Store + Send>(
         s.malformed,
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a controller found in its log, for its first line: nothing if the log was empty.
+fn replayed(c: &onepipe::controller::Controller) -> String {
+    let failed: Vec<String> = c.failures().iter().map(|f| f.process.to_string()).collect();
+    let mut found = Vec::new();
+    if c.counters().reports > 0 {
+        found.push(format!("{} reports", c.counters().reports));
+    }
+    if !failed.is_empty() {
+        found.push(format!("processes {} failed", failed.join(", ")));
+    }
+    if c.recovering() {
+        found.push("recovery in progress".into());
+    }
+    if found.is_empty() {
+        String::new()
+    } else {
+        format!(" (replayed: {})", found.join(", "))
+    }
 }
 
 /// Where `onepipe up FILE` records what it started, for `onepipe down FILE`.
@@ -493,9 +533,19 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
     up_inner(args).map_err(|e| e.to_string())
 }
 
-/// What `onepipe up` started: the controller (if any) and the switches.
+/// A controller `onepipe up` started: the only one, or one of the replicas on etcd.
+struct ControllerChild {
+    /// `controller`, or `controller-rI` for replica `rI`.
+    name: String,
+    /// Replica `rI`'s name in the election, if on etcd.
+    replica: Option<String>,
+    child: Child,
+    since: std::time::Instant,
+}
+
+/// What `onepipe up` started: the controller or its replicas (if any) and the switches.
 struct Started {
-    controller: Option<(Child, std::time::Instant)>,
+    controllers: Vec<ControllerChild>,
     switches: Vec<(String, Child)>,
 }
 
@@ -504,9 +554,9 @@ impl Started {
     fn record(&self) -> String {
         let mut record = format!("{}\n", std::process::id());
         for c in self
-            .controller
+            .controllers
             .iter()
-            .map(|(c, _)| c)
+            .map(|c| &c.child)
             .chain(self.switches.iter().map(|(_, c)| c))
         {
             record += &format!("{}\n", c.id());
@@ -516,9 +566,7 @@ impl Started {
 
     fn stop(&mut self, grace: std::time::Duration) {
         let mut all: Vec<(String, Child)> = std::mem::take(&mut self.switches);
-        if let Some((c, _)) = self.controller.take() {
-            all.push(("controller".into(), c));
-        }
+        all.extend(self.controllers.drain(..).map(|c| (c.name, c.child)));
         stop_children(&mut all, grace);
     }
 }
@@ -553,27 +601,66 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         .controller_log
         .clone()
         .unwrap_or_else(|| status.join("controller.log"));
-    let start_controller = || {
-        Command::new(&exe)
-            .arg("controller")
-            .arg("--topology")
-            .arg(&args.topology)
-            .arg("--log")
-            .arg(&controller_log)
-            .args(args.decide.to_cli())
+    let spec = topology.controller.clone();
+    let etcd = spec.as_ref().and_then(|c| c.etcd.clone());
+    // Replicas on etcd are told their name (the topology names etcd); one controller its log.
+    let start_controller = |name: &str, replica: Option<&str>| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("controller").arg("--topology").arg(&args.topology);
+        match replica {
+            Some(r) => {
+                cmd.args(["--replica", r]);
+                if let Some(ttl) = args.lease_ttl_secs {
+                    cmd.arg(format!("--lease-ttl-secs={ttl}"));
+                }
+            }
+            None => {
+                cmd.arg("--log").arg(&controller_log);
+            }
+        }
+        cmd.args(args.decide.to_cli())
             .args(args.fabric.to_cli())
             .arg("--exit-with-parent")
             .spawn()
-            .map(|c| (c, std::time::Instant::now()))
-            .map_err(|e| format!("cannot start the controller: {e}"))
+            .map(|child| ControllerChild {
+                name: name.to_string(),
+                replica: replica.map(str::to_string),
+                child,
+                since: std::time::Instant::now(),
+            })
+            .map_err(|e| format!("cannot start {name}: {e}"))
     };
+    if let Some(url) = &etcd {
+        if args.controller_log.is_some() {
+            return Err(format!(
+                "the topology keeps the controller's log in etcd ({url}): drop --controller-log"
+            )
+            .into());
+        }
+        replica::prepare_group(url, &topology)?;
+    } else if args.lease_ttl_secs.is_some() {
+        return Err(
+            "--lease-ttl-secs is for controller replicas on etcd: the topology's [controller] \
+                    names no etcd"
+                .into(),
+        );
+    }
     let mut started = Started {
-        controller: None,
+        controllers: Vec::new(),
         switches: Vec::new(),
     };
     // The controller first, so that it hears the switches' and processes' first words.
-    if plan.controller.is_some() {
-        started.controller = Some(start_controller()?);
+    match (&spec, &etcd) {
+        (Some(spec), Some(_)) => {
+            for i in 0..spec.replicas {
+                let r = format!("r{i}");
+                started
+                    .controllers
+                    .push(start_controller(&format!("controller-{r}"), Some(&r))?);
+            }
+        }
+        (Some(_), None) => started.controllers.push(start_controller("controller", None)?),
+        (None, _) => {}
     }
     for s in &topology.switches {
         let child = Command::new(&exe)
@@ -605,16 +692,16 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         wiring.process_count()
     );
     for (i, (name, c)) in started.switches.iter().enumerate() {
-        eprintln!("  {:<12} {:<22} pid {}", name, plan.switches[i], c.id());
+        eprintln!("  {:<14} {:<22} pid {}", name, plan.switches[i], c.id());
     }
-    if let (Some(addr), Some((c, _))) = (plan.controller, &started.controller) {
-        eprintln!(
-            "  {:<12} {:<22} pid {} (log {})",
-            "controller",
-            addr,
-            c.id(),
-            controller_log.display()
-        );
+    if let Some(addr) = plan.controller {
+        let log = match &etcd {
+            Some(url) => format!("etcd at {url} under {}", replica::prefix(&topology)),
+            None => controller_log.display().to_string(),
+        };
+        for c in &started.controllers {
+            eprintln!("  {:<14} {:<22} pid {} (log {log})", c.name, addr, c.child.id());
+        }
     }
     eprintln!(
         "`onepipe inspect {0}` shows them; Ctrl-C here, or `onepipe down {0}`, stops them.",
@@ -622,7 +709,7 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     );
     let mut failed = None;
     while !stop.load(Ordering::Relaxed) && failed.is_none() {
-        let managed = started.controller.is_some();
+        let managed = !started.controllers.is_empty();
         let mut exited = Vec::new();
         for (i, (name, c)) in started.switches.iter_mut().enumerate() {
             if let Ok(Some(status)) = c.try_wait() {
@@ -638,21 +725,30 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         for i in exited.into_iter().rev() {
             started.switches.remove(i);
         }
-        if let Some((c, since)) = &mut started.controller
-            && let Ok(Some(status)) = c.try_wait()
-        {
+        for i in 0..started.controllers.len() {
+            let c = &mut started.controllers[i];
+            let Ok(Some(status)) = c.child.try_wait() else {
+                continue;
+            };
             let killed = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
-            if !killed && since.elapsed() < CONTROLLER_RESTART_AFTER {
-                failed = Some(format!("the controller exited ({status})"));
-            } else {
-                eprintln!("the controller exited ({status}); restarting it on its log");
-                started.controller = Some(start_controller()?);
-                std::fs::write(&state, started.record())?;
+            if !killed && c.since.elapsed() < CONTROLLER_RESTART_AFTER {
+                failed = Some(format!("{} exited ({status})", c.name));
+                break;
             }
+            let (name, replica) = (c.name.clone(), c.replica.clone());
+            match &replica {
+                Some(_) => eprintln!("{name} exited ({status}); restarting it, as a standby"),
+                None => eprintln!("the controller exited ({status}); restarting it on its log"),
+            }
+            started.controllers[i] = start_controller(&name, replica.as_deref())?;
+            std::fs::write(&state, started.record())?;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     started.stop(std::time::Duration::from_secs(3));
+    if let Some(url) = &etcd {
+        replica::forget_group(url, &topology);
+    }
     let _ = std::fs::remove_file(&state);
     let _ = std::fs::remove_dir_all(&status);
     match failed {

@@ -8,6 +8,7 @@ mod demo;
 mod fabric;
 mod inspect;
 mod plot;
+mod replica;
 mod sim;
 mod udp_limit;
 
@@ -37,10 +38,11 @@ enum Command {
     /// Run one switch of a topology file over UDP (until Ctrl-C or SIGTERM)
     Switch(fabric::SwitchArgs),
     /// Run the controller of a topology file's [controller] over UDP: switches and processes
-    /// report failures to it, and it runs the failure procedure (paper 5.2)
+    /// report failures to it, and it runs the failure procedure (paper 5.2). With etcd, run
+    /// one of its replicas: it stands by until elected, then acts as the controller
     Controller(fabric::ControllerArgs),
-    /// Start every switch of a topology file (and its controller, if it names one) as its own
-    /// process over UDP; Ctrl-C stops them
+    /// Start every switch of a topology file (and its controller, or its controller replicas,
+    /// if it names one) as its own process over UDP; Ctrl-C stops them
     Up(fabric::UpArgs),
     /// Stop what `onepipe up FILE` started
     Down(fabric::DownArgs),

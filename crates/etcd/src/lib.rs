@@ -7,6 +7,7 @@
 //!   [`onepipe::controller::store::Service`] never acts on an input it could not log.
 //! - [`Election`]: when to grant, renew and revoke the lease and when to campaign, sans-IO;
 //!   [`Replica`] runs it against etcd.
+//! - [`group`]: who leads a group, and clearing its log (for `onepipe up`).
 //! - [`Client`]: the few calls of etcd's v3 JSON gateway (`/v3/kv/*`, `/v3/lease/*`) over
 //!   plain HTTP, each with a timeout. The gateway, not gRPC, so that building needs no
 //!   `protoc`.
@@ -19,6 +20,7 @@
 pub mod client;
 pub mod election;
 pub mod gateway;
+pub mod group;
 mod replica;
 mod store;
 

@@ -52,12 +52,21 @@ pub struct LinkSpec {
 /// The controller of the failure procedure (paper 5.2, 6.1) as a udp service
 /// (`onepipe controller`): with one named, every switch and process of the udp runtime reports
 /// to it over a management port of its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerSpec {
     /// Where the controller listens; `None` takes the default plan
     /// (`onepipe_fabric::udp::AddressPlan`).
     pub addr: Option<SocketAddr>,
+    /// The etcd endpoint (`http://HOST:PORT`) that keeps the controller's log and elects the
+    /// active replica; `None` keeps the log in a file or in memory.
+    pub etcd: Option<String>,
+    /// How many controller replicas `onepipe up` starts: one is active, the others stand by
+    /// (more than one needs `etcd`).
+    pub replicas: u32,
 }
+
+/// More replicas than this is a typo, not a deployment.
+pub const CONTROLLER_REPLICAS_MAX: u32 = 9;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
@@ -107,6 +116,8 @@ pub enum TopologyError {
     TooManyPorts { name: String, ports: usize, max: usize },
     #[error("preset `{0}`: {1}")]
     BadPreset(String, String),
+    #[error("[controller]: {0}")]
+    BadController(String),
     #[error("`{name}` has address `{addr}`, which is not IP:PORT ({reason})")]
     BadAddress {
         name: String,
@@ -145,6 +156,38 @@ struct FileTopology {
 #[serde(deny_unknown_fields)]
 struct FileController {
     addr: Option<String>,
+    etcd: Option<String>,
+    replicas: Option<u32>,
+}
+
+impl FileController {
+    fn spec(self) -> Result<ControllerSpec, TopologyError> {
+        let bad = |why: String| Err(TopologyError::BadController(why));
+        let replicas = self.replicas.unwrap_or(1);
+        if replicas == 0 || replicas > CONTROLLER_REPLICAS_MAX {
+            return bad(format!(
+                "replicas = {replicas}: expected 1 to {CONTROLLER_REPLICAS_MAX}"
+            ));
+        }
+        if let Some(url) = &self.etcd
+            && (!url.starts_with("http://") || url.len() == "http://".len())
+        {
+            return bad(format!(
+                "etcd = \"{url}\": expected http://HOST:PORT (etcd's v3 gateway, plain HTTP)"
+            ));
+        }
+        if replicas > 1 && self.etcd.is_none() {
+            return bad(format!(
+                "replicas = {replicas} needs etcd = \"http://HOST:PORT\": the replicas share their log \
+                 and elect the active one through etcd"
+            ));
+        }
+        Ok(ControllerSpec {
+            addr: parse_addr("controller", self.addr.as_deref())?,
+            etcd: self.etcd,
+            replicas,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -380,14 +423,7 @@ impl Topology {
             switches,
             hosts,
             links,
-            controller: file
-                .controller
-                .map(|c| {
-                    Ok::<_, TopologyError>(ControllerSpec {
-                        addr: parse_addr("controller", c.addr.as_deref())?,
-                    })
-                })
-                .transpose()?,
+            controller: file.controller.map(FileController::spec).transpose()?,
         };
         t.assign_layers()?;
         for (i, declared) in declared_layers.into_iter().enumerate() {
@@ -650,6 +686,30 @@ mod tests {
         between = ["tor1", "spine"]
         delay_ns = 50
     "#;
+
+    #[test]
+    fn a_controller_table_names_etcd_and_replicas_or_is_rejected_clearly() {
+        let with = |table: &str| Topology::from_toml(&format!("{GOOD}\n[controller]\n{table}"));
+        let plain = with("").unwrap().controller.unwrap();
+        assert_eq!((plain.etcd, plain.replicas), (None, 1));
+        let ha = with("etcd = \"http://127.0.0.1:2379\"\nreplicas = 2")
+            .unwrap()
+            .controller
+            .unwrap();
+        assert_eq!(ha.etcd.as_deref(), Some("http://127.0.0.1:2379"));
+        assert_eq!(ha.replicas, 2);
+        let message = |table: &str| with(table).unwrap_err().to_string();
+        assert!(
+            message("replicas = 2").contains("needs etcd"),
+            "{}",
+            message("replicas = 2")
+        );
+        assert!(message("replicas = 0").contains("expected 1 to 9"));
+        assert!(message("etcd = \"127.0.0.1:2379\"").contains("expected http://HOST:PORT"));
+        assert!(message("etcd = \"http://\"").contains("expected http://HOST:PORT"));
+        assert!(message("replicas = -1").contains("invalid topology file"));
+        assert!(message("etcd = 5").contains("invalid topology file"));
+    }
 
     #[test]
     fn toml_file_loads_and_orients_links() {

@@ -96,7 +96,7 @@ impl AddressPlan {
             };
             processes.push(claim(addr, format!("process {p} (host `{}`)", host.name))?);
         }
-        let controller = match t.controller {
+        let controller = match &t.controller {
             Some(c) => Some(claim(c.addr.unwrap_or(loopback(3, 0)?), "the controller".into())?),
             None => None,
         };
