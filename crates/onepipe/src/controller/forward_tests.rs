@@ -4,6 +4,7 @@
 use super::super::store::{FileStore, MemoryStore, Service};
 use super::super::*;
 use super::*;
+use crate::controller::test_util::{self, outputs, t};
 use onepipe_fabric::{Topology, Wiring};
 use onepipe_wire::Timestamp48;
 
@@ -16,28 +17,8 @@ fn wiring() -> Wiring {
     Wiring::new(Topology::leaf_spine(2, 1, 2).unwrap(), 1).unwrap()
 }
 
-fn unregistered(w: &Wiring) -> Controller {
-    let config = ControllerConfig {
-        settle: Duration::from_millis(5),
-        answer_timeout: ANSWER,
-    };
-    Controller::new(Graph::new(w), config)
-}
-
 fn controller(w: &Wiring) -> Controller {
-    let mut c = unregistered(w);
-    for p in 0..w.process_count() as u32 {
-        c.handle(t(0), Input::Register { process: p }).unwrap();
-    }
-    c
-}
-
-fn t(ms: u64) -> Instant {
-    Instant::from_nanos(1_000_000_000 + ms * 1_000_000)
-}
-
-fn outputs(c: &mut Controller) -> Vec<Output> {
-    std::iter::from_fn(|| c.poll_output()).collect()
+    test_util::registered(w, Duration::from_millis(5), ANSWER)
 }
 
 fn packet(opcode: Opcode, src: u32, dst: u32, psn: u32, recall: bool) -> PacketBytes {

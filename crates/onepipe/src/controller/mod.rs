@@ -19,6 +19,8 @@ pub mod graph;
 mod recovery;
 pub mod store;
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod tests;
 
 pub use forward::{ForwardCounters, PacketBytes, UndeliverableRecall};

@@ -2,10 +2,10 @@
 //! failure, gets the failures since and the recalls it could not take, and rejoins as a new
 //! process; none of it is lost across a restart, and repeats and late inputs change nothing.
 
-use super::super::graph::Graph;
 use super::super::store::{MemoryStore, Service};
-use super::super::{Controller, ControllerConfig, Failure, Input, Member, Output};
+use super::super::{Controller, Failure, Input, Member, Output};
 use super::{LOST_RECALLS_MAX, LostRecall, RECALLS_PER_OUTPUT};
+use crate::controller::test_util::{self, outputs, t};
 use onepipe_fabric::{Peer, Topology, Wiring};
 use onepipe_wire::{Duration, Instant};
 
@@ -17,27 +17,11 @@ fn wiring() -> Wiring {
 }
 
 fn unregistered(w: &Wiring) -> Controller {
-    let config = ControllerConfig {
-        settle: SETTLE,
-        answer_timeout: Duration::from_millis(100),
-    };
-    Controller::new(Graph::new(w), config)
+    test_util::unregistered(w, SETTLE, Duration::from_millis(100))
 }
 
 fn controller(w: &Wiring) -> Controller {
-    let mut c = unregistered(w);
-    for p in 0..w.process_count() as u32 {
-        c.handle(t(0), Input::Register { process: p }).unwrap();
-    }
-    c
-}
-
-fn t(ms: u64) -> Instant {
-    Instant::from_nanos(1_000_000_000 + ms * 1_000_000)
-}
-
-fn outputs(c: &mut Controller) -> Vec<Output> {
-    std::iter::from_fn(|| c.poll_output()).collect()
+    test_util::registered(w, SETTLE, Duration::from_millis(100))
 }
 
 /// Process `p`'s ToR reports its input down, and the controller decides.

@@ -1,9 +1,9 @@
 //! The failure procedure's Determine, Broadcast and Resume steps, one scenario per case of
 //! paper 5.2 and its appendix that the controller decides.
 
-use super::graph::Graph;
 use super::store::{FileStore, MemoryStore, Service, Store};
 use super::*;
+use crate::controller::test_util::{self, outputs, t};
 use onepipe_fabric::{Peer, Topology, Wiring};
 
 const SETTLE: Duration = Duration::from_millis(5);
@@ -15,23 +15,11 @@ fn wiring(spines: usize, hosts: usize) -> Wiring {
 }
 
 fn unregistered(w: &Wiring) -> Controller {
-    let config = ControllerConfig {
-        settle: SETTLE,
-        answer_timeout: ANSWER,
-    };
-    Controller::new(Graph::new(w), config)
+    test_util::unregistered(w, SETTLE, ANSWER)
 }
 
 fn controller(w: &Wiring) -> Controller {
-    let mut c = unregistered(w);
-    for p in 0..w.process_count() as u32 {
-        c.handle(t(0), Input::Register { process: p }).unwrap();
-    }
-    c
-}
-
-fn t(ms: u64) -> Instant {
-    Instant::from_nanos(1_000_000_000 + ms * 1_000_000)
+    test_util::registered(w, SETTLE, ANSWER)
 }
 
 /// The port of switch `a` that leads to switch `b`.
@@ -53,10 +41,6 @@ fn down(member: Member, port: u16, last_commit: Instant) -> Input {
 fn tor_down(w: &Wiring, p: u32, last_commit: Instant) -> Input {
     let spec = w.processes[p as usize];
     down(Member::Switch(spec.tor), spec.tor_port, last_commit)
-}
-
-fn outputs(c: &mut Controller) -> Vec<Output> {
-    std::iter::from_fn(|| c.poll_output()).collect()
 }
 
 fn announced(failures: &[(u32, Instant)], to: &[u32], epoch: u64) -> Vec<Output> {
