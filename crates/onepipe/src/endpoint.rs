@@ -548,15 +548,26 @@ impl Endpoint {
         let (to, cumulative, ack) = self.receiver.poll_ack(now, release)?;
         let mut payload = [0u8; ACK_PAYLOAD_LEN];
         ack.emit(&mut payload);
-        let repr = Repr {
+        let barriers = (
+            self.outgoing_barrier(now).to_wire(),
+            self.outgoing_commit(now).to_wire(),
+        );
+        let repr = self.ack_repr(to, cumulative, barriers);
+        Some(self.emit(now, &repr, &payload, buf))
+    }
+
+    /// A stand-alone ACK to `to`, cumulative up to `cumulative`, carrying `(barrier,
+    /// commit_barrier)`; its payload is the selective part, [`ACK_PAYLOAD_LEN`] bytes.
+    fn ack_repr(&self, to: u32, cumulative: u32, barriers: (Timestamp48, Timestamp48)) -> Repr {
+        Repr {
             opcode: Opcode::Ack,
             end_of_message: true,
             ecn: false,
             ack: false,
             recall: false,
             msg_ts: Timestamp48::default(),
-            barrier: self.outgoing_barrier(now).to_wire(),
-            commit_barrier: self.outgoing_commit(now).to_wire(),
+            barrier: barriers.0,
+            commit_barrier: barriers.1,
             psn: cumulative,
             src: self.config.process,
             dst: to,
@@ -565,8 +576,7 @@ impl Endpoint {
             frag_count: 1,
             link_id: self.config.tor_port,
             payload_len: ACK_PAYLOAD_LEN as u16,
-        };
-        Some(self.emit(now, &repr, &payload, buf))
+        }
     }
 
     fn next_prepare_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {

@@ -91,24 +91,8 @@ impl Endpoint {
         };
         let mut payload = [0u8; ACK_PAYLOAD_LEN];
         ack.emit(&mut payload);
-        let answer = Repr {
-            opcode: Opcode::Ack,
-            end_of_message: true,
-            ecn: false,
-            ack: false,
-            recall: false,
-            msg_ts: Timestamp48::default(),
-            barrier: Timestamp48::default(),
-            commit_barrier: Timestamp48::default(),
-            psn: cumulative,
-            src: self.config.process,
-            dst: repr.src,
-            msg_id: 0,
-            frag_index: 0,
-            frag_count: 1,
-            link_id: self.config.tor_port,
-            payload_len: ACK_PAYLOAD_LEN as u16,
-        };
+        // No barriers: a forwarded packet carries none (it did not cross the fabric).
+        let answer = self.ack_repr(repr.src, cumulative, Default::default());
         let total = answer.buffer_len();
         let mut out = Packet::new_unchecked(&mut buf[..total]);
         answer.emit(&mut out);
