@@ -3,6 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // supervision waits on real time
 
+use crate::ready;
 use crate::replica::{self, ReplicaArgs};
 use clap::Args;
 use onepipe::control_node::{ControlEvent, ControllerNode};
@@ -571,6 +572,33 @@ impl Started {
     }
 }
 
+/// Waits until every switch reports and has heard its neighbour switches (`ready.rs`), so
+/// that what processes send once `up` says so is not lost to a socket not bound yet.
+fn wait_until_ready(started: &mut Started, status: &Path, stop: &AtomicBool) -> Result<(), String> {
+    let names: Vec<String> = started.switches.iter().map(|(n, _)| n.clone()).collect();
+    let since = std::time::Instant::now();
+    loop {
+        for (name, c) in &mut started.switches {
+            if let Ok(Some(exit)) = c.try_wait() {
+                return Err(format!("switch {name} exited ({exit}) while starting"));
+            }
+        }
+        let Some(not_ready) = ready::first_not_ready(status, &names) else {
+            return Ok(());
+        };
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped while starting".into());
+        }
+        if since.elapsed() > ready::READY_WITHIN {
+            return Err(format!(
+                "the fabric did not come up within {} s: {not_ready}",
+                ready::READY_WITHIN.as_secs()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A controller that exits with an error this soon after it started is not restarted (it
 /// cannot start: a taken address, a bad log). One killed by a signal always is.
 const CONTROLLER_RESTART_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
@@ -685,6 +713,11 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         }
     }
     std::fs::write(&state, started.record())?;
+    if let Err(why) = wait_until_ready(&mut started, &status, &stop) {
+        started.stop(std::time::Duration::from_secs(2));
+        let _ = std::fs::remove_file(&state);
+        return Err(why.into());
+    }
     eprintln!(
         "{} switches of `{}` up over UDP ({} processes may join):",
         started.switches.len(),

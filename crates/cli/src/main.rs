@@ -8,6 +8,7 @@ mod demo;
 mod fabric;
 mod inspect;
 mod plot;
+mod ready;
 mod replica;
 mod sim;
 mod udp_limit;

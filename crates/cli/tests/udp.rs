@@ -76,6 +76,13 @@ fn up_join_verify_down() {
         assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {banner}");
         banner += &line;
     }
+    // Read to the end, so that nothing `up` and its switches say blocks them on a full pipe;
+    // printed after `up` exits (shown when the test fails).
+    let said = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        rest
+    });
     // The switches may still be starting (a forked child names the file before it execs).
     let started = std::time::Instant::now();
     let mut running = common::processes_naming(file.to_str().unwrap());
@@ -89,13 +96,15 @@ fn up_join_verify_down() {
     opts.beacon_interval = Duration::from_micros(200);
     // Process 1's clock runs 5 ms ahead: skew to measure (1Pipe pays it in latency only).
     const SKEW_US: f64 = 5_000.0;
-    let mut procs: Vec<_> = (0..4)
+    let procs: Vec<_> = (0..4)
         .map(|p| {
             let mut o = opts.clone();
             o.clock_offset_ns = if p == 1 { (SKEW_US * 1e3) as i64 } else { 0 };
-            join(&o, p).unwrap().0
+            join(&o, p).unwrap()
         })
         .collect();
+    let sockets: Vec<_> = procs.iter().map(|(_, c)| c.clone()).collect();
+    let mut procs: Vec<_> = procs.into_iter().map(|(p, _)| p).collect();
     let everyone: Vec<u32> = (0..4).collect();
     let mut steps: Vec<Vec<Step>> = (0..4).map(|_| Vec::new()).collect();
     let mut delivered = vec![0u64; 4];
@@ -186,6 +195,7 @@ fn up_join_verify_down() {
     let down = common::onepipe().arg("down").arg(&file).output().unwrap();
     assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
     let status = up.0.wait().unwrap();
+    eprintln!("up said after its banner:\n{}", said.join().unwrap());
     assert!(status.success(), "up exited with {status}");
     assert!(
         common::processes_naming(file.to_str().unwrap()).is_empty(),
@@ -229,10 +239,31 @@ fn up_join_verify_down() {
         .collect();
     let report = check_all(&logs);
     assert!(report.ok(), "{report:?}");
+    let missing: Vec<Vec<(u32, u64)>> = (0..4)
+        .map(|r| {
+            let got: std::collections::HashSet<(u32, u64)> = steps[r]
+                .iter()
+                .filter_map(|s| match *s {
+                    Step::Delivered { src, id, .. } => Some((src, id)),
+                    Step::Sent(_) => None,
+                })
+                .collect();
+            (0..4u32)
+                .flat_map(|src| {
+                    steps[src as usize].iter().filter_map(move |s| match *s {
+                        Step::Sent(id) => Some((src, id)),
+                        Step::Delivered { .. } => None,
+                    })
+                })
+                .filter(|m| !got.contains(m))
+                .collect()
+        })
+        .collect();
     assert_eq!(
         delivered,
         vec![4 * BROADCASTS; 4],
-        "every broadcast reached everyone"
+        "every broadcast reached everyone; missing (sender, id) per receiver {missing:?}; \
+         processes' sockets {sockets:?}; switches {inspection}"
     );
     assert!(check_no_loss(&logs).is_empty());
     let _ = std::fs::remove_dir_all(&dir);

@@ -16,9 +16,13 @@ pub struct LinkStatus {
     pub peer: String,
     /// `live`, `dead` (removed from the best-effort barrier) or `joining`.
     pub state: String,
-    /// The switch's clock minus the input's best-effort barrier; `None` if never heard.
+    /// The switch's clock minus the input's best-effort barrier; `None` while that is zero
+    /// (never heard, or heard only from a neighbour that has no clock behind it yet).
     pub barrier_lag_us: Option<f64>,
     pub commit_lag_us: Option<f64>,
+    /// Anything was ever heard on the link (its peer runs).
+    #[serde(default)]
+    pub heard: bool,
     /// Since anything was last heard on the link.
     pub silent_us: f64,
     /// Process links only: how far the process's clock runs ahead of the switch's, less the
@@ -125,6 +129,7 @@ impl SwitchStatus {
                     .into(),
                     barrier_lag_us: lag_us(now, r.barrier),
                     commit_lag_us: lag_us(now, r.commit_barrier),
+                    heard: r.heard,
                     silent_us: now.saturating_since(r.last_heard).as_nanos() as f64 / 1e3,
                 })
                 .collect(),
@@ -201,6 +206,7 @@ mod tests {
             state: "live".into(),
             barrier_lag_us: lag,
             commit_lag_us: lag,
+            heard: lag.is_some(),
             silent_us: 0.0,
             clock_ahead_us: None,
         }

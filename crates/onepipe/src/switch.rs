@@ -110,6 +110,8 @@ pub struct InputRegister {
     pub barrier: Instant,
     pub commit_barrier: Instant,
     pub last_heard: Instant,
+    /// Anything was ever heard on it.
+    pub heard: bool,
     pub state: InputState,
     /// The largest best-effort barrier minus arrival time heard on this input lately (between
     /// one and two `CLOCK_WINDOW`s), in ns; `None` if nothing was heard that long. From a
@@ -422,6 +424,7 @@ impl Switch {
             barrier: p.barrier[Lane::BestEffort as usize],
             commit_barrier: p.barrier[Lane::Commit as usize],
             last_heard: p.last_heard,
+            heard: p.heard,
             state: p.state,
             clock_ahead_ns: p.clock.max(now),
         })

@@ -7,7 +7,8 @@
 //! machines, synchronize them with PTP or chrony (skew costs latency, never order).
 //!
 //! A process that has not joined yet holds its ToR's barrier back until the switch declares
-//! its link dead (`dead_after_intervals`), and rejoins when it starts; the reliable service's
+//! its link dead (`dead_after_intervals`), and rejoins when it starts: [`join`] returns once
+//! the ToR has heard it, since until then the ToR drops what is sent to it. The reliable service's
 //! commit barrier waits for every process of the topology. When the topology names a
 //! controller ([`run_controller`], `onepipe controller`), a process that joined and then went
 //! silent is declared failed by it and no longer waited for (paper 5.2). Every switch and
@@ -54,6 +55,8 @@ pub struct UdpOptions {
     pub clock_offset_ns: i64,
     pub ecmp_seed: u64,
     pub udp: UdpConfig,
+    /// How long [`join`] waits for the process's ToR to answer before it gives up.
+    pub join_timeout: Duration,
 }
 
 impl UdpOptions {
@@ -70,6 +73,7 @@ impl UdpOptions {
             clock_offset_ns: 0,
             ecmp_seed: 1,
             udp: UdpConfig::default(),
+            join_timeout: Duration::from_secs(10),
         }
     }
 
@@ -104,6 +108,15 @@ pub enum UdpSystemError {
     Store(#[from] StoreError),
     #[error("the controller has a port per node and {0} nodes are too many")]
     TooManyNodes(usize),
+    #[error(
+        "process {process}: its switch at {tor} did not answer within {waited_ms} ms; is the \
+         fabric up (`onepipe up`)?"
+    )]
+    NoAnswer {
+        process: u32,
+        tor: std::net::SocketAddr,
+        waited_ms: u64,
+    },
 }
 
 fn wiring_and_plan(options: &UdpOptions) -> Result<(Wiring, AddressPlan), UdpSystemError> {
@@ -216,7 +229,9 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     }
     let node = wiring.node_of_process(process);
     let links = links_of(&wiring, &plan, node);
+    let tor = links.ports[TOR_PORT as usize].expect("a process is wired to its ToR");
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
+    let answers = driver.link_answers();
     let spec = wiring.processes[process as usize];
     let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
     ec.beacon_interval = options.beacon_interval;
@@ -256,8 +271,25 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         stop,
         thread: Some(thread),
     });
+    // Until the ToR hears this process it takes the link for gone and drops what is sent to
+    // it: joined means heard. The endpoint beacons from its first pass.
+    let waited = std::time::Instant::now();
+    let timeout = std::time::Duration::from_nanos(options.join_timeout.as_nanos());
+    while !answers.answered(TOR_PORT) {
+        if waited.elapsed() >= timeout {
+            return Err(UdpSystemError::NoAnswer {
+                process,
+                tor,
+                waited_ms: timeout.as_millis() as u64,
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
     Ok((handle, counters))
 }
+
+/// A process node's one fabric port, to its ToR.
+const TOR_PORT: onepipe_fabric::PortId = 0;
 
 /// How often [`run_controller`] hands on what the controller did.
 pub const EVENT_PERIOD: Duration = Duration::from_millis(10);

@@ -30,10 +30,15 @@ pub const INITIAL_WINDOW: u32 = 4;
 pub const PROBE_AFTER: Duration = Duration::from_millis(20);
 /// A sequence number this far from the expected one means the peer restarted.
 const RESYNC_DISTANCE: u32 = 1 << 24;
+/// A limit answers this run's datagrams if it lies past the first of them and at most this
+/// far past the next (a receiver grants its window past what it took; windows are far smaller).
+const ANSWER_SLACK: u32 = 1 << 16;
 
 /// The sending half of a link.
 #[derive(Clone, Debug)]
 pub struct SendWindow {
+    /// The number of this run's first datagram.
+    first_seq: u32,
     next_seq: u32,
     limit: u32,
     /// When the limit last moved, or a probe went; `None` before the first datagram.
@@ -44,6 +49,7 @@ impl SendWindow {
     /// Starts numbering at `initial_seq` (random per start, so a restart is recognised).
     pub fn new(initial_seq: u32) -> SendWindow {
         SendWindow {
+            first_seq: initial_seq,
             next_seq: initial_seq,
             limit: initial_seq.wrapping_add(INITIAL_WINDOW),
             limit_moved_at: None,
@@ -82,12 +88,20 @@ impl SendWindow {
 
     /// The peer's latest limit. Limits only grow: an old one overtaken by a newer is ignored,
     /// and so is one far from this sender's numbering (granted to an earlier run of it).
-    pub fn on_limit(&mut self, limit: u32, now: Instant) {
+    /// Returns whether the limit answers a datagram of this run: the peer has taken one.
+    pub fn on_limit(&mut self, limit: u32, now: Instant) -> bool {
         let near = limit.wrapping_sub(self.next_seq) <= RESYNC_DISTANCE;
         if near && seq_before(self.limit, limit) {
             self.limit = limit;
             self.limit_moved_at = Some(now);
         }
+        let past_first = limit.wrapping_sub(self.first_seq);
+        past_first >= 1
+            && past_first
+                <= self
+                    .next_seq
+                    .wrapping_sub(self.first_seq)
+                    .saturating_add(ANSWER_SLACK)
     }
 }
 
@@ -312,6 +326,19 @@ mod tests {
         assert_eq!(r.arrive(0x8000_0000), Arrival::Resync { dropped: 4 });
         assert_eq!(r.limit(), Some(0x8000_0003));
         assert!(r.credit_due());
+    }
+
+    #[test]
+    fn a_limit_answers_only_once_the_peer_took_a_datagram_of_this_run() {
+        let mut s = SendWindow::new(u32::MAX);
+        // The peer's limit for an earlier run, or its initial grant before anything came.
+        assert!(!s.on_limit(0x4000_0000, t(0)));
+        assert!(!s.on_limit(u32::MAX, t(0)), "nothing past our first datagram");
+        s.take_seq(t(0)); // u32::MAX
+        s.take_seq(t(0)); // 0
+        // The peer took the first: it grants from the next one on, across the wrap.
+        assert!(s.on_limit(u32::MAX.wrapping_add(1 + 8), t(1)));
+        assert!(!s.on_limit(0x4000_0000, t(2)));
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
+pub mod answers;
 pub mod datagram;
 pub mod link;
 pub mod local;
@@ -22,6 +23,7 @@ use crate::hash::mix64;
 use crate::inproc::Clock;
 use crate::node::{FRAME_MAX, Node, PortId, Route};
 use crate::wiring::Wiring;
+use answers::LinkAnswers;
 use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
 use link::{Arrival, Parked, ReceiveWindow, SendWindow};
 use onepipe_wire::{Duration, Instant};
@@ -264,6 +266,7 @@ pub struct UdpDriver {
     recv_meta: Vec<quinn_udp::RecvMeta>,
     scratch: Vec<u8>,
     cuts: std::sync::Arc<LinkCuts>,
+    answers: std::sync::Arc<LinkAnswers>,
     /// The addresses of cut links: what they send is counted, not taken as a stranger's.
     cut_addrs: HashMap<SocketAddr, PortId>,
 }
@@ -311,6 +314,7 @@ impl UdpDriver {
             recv_meta: vec![quinn_udp::RecvMeta::default(); batch],
             scratch: vec![0u8; FRAME_MAX],
             cuts: Default::default(),
+            answers: Default::default(),
             cut_addrs: HashMap::new(),
         })
     }
@@ -318,6 +322,7 @@ impl UdpDriver {
     /// Connects port `i` to `ports[i]` (`None`: no link on that port).
     pub fn set_ports(&mut self, ports: &[Option<SocketAddr>]) {
         self.by_addr.clear();
+        self.answers = std::sync::Arc::new(LinkAnswers::new(ports.len()));
         let window = self.receive_window(ports.iter().flatten().count());
         // A random first sequence number per start, so that a peer can tell a restart.
         let nonce = std::time::SystemTime::now()
@@ -359,6 +364,12 @@ impl UdpDriver {
     /// The handle through which links of this driver are cut while it runs.
     pub fn link_cuts(&self) -> std::sync::Arc<LinkCuts> {
         self.cuts.clone()
+    }
+
+    /// Which ports' peers have answered this run's datagrams (see [`LinkAnswers`]); setting
+    /// the ports again starts a new record.
+    pub fn link_answers(&self) -> std::sync::Arc<LinkAnswers> {
+        self.answers.clone()
     }
 
     /// Cuts what was asked: the port forgets its neighbour (frames for it are dropped as on a
@@ -479,7 +490,9 @@ impl UdpDriver {
         };
         let p = &mut self.ports[port as usize];
         if let Some(limit) = header.limit {
-            p.send.on_limit(limit, now);
+            if p.send.on_limit(limit, now) {
+                self.answers.mark(port);
+            }
         }
         let Some(seq) = header.seq else {
             UdpCounters::add(&counters.credits_in, 1);
