@@ -353,3 +353,34 @@ fn joining_a_fabric_that_is_not_up_is_an_error() {
         Ok(_) => panic!("joined a fabric that is not there"),
     }
 }
+
+/// A process that joins after its switch declared its link dead (never heard) is sent to as
+/// soon as `join` returns: the switch has heard it by then. Found by the CLI's integration
+/// test, where the first broadcast to a process that had just joined was dropped as sent to a
+/// gone peer.
+#[test]
+fn what_is_sent_to_a_process_as_soon_as_it_joined_arrives() {
+    let mut opts = options(topology(4, 2));
+    opts.dead_after_intervals = 50; // 10 ms: both process links are dead before anyone joins
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(UdpCounters::default());
+    let switch = {
+        let (opts, stop, counters) = (opts.clone(), stop.clone(), counters.clone());
+        std::thread::spawn(move || run_switch(&opts, "tor", &stop, &counters))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (mut sender, _) = join(&opts, 0).unwrap();
+    let (mut receiver, _) = join(&opts, 1).unwrap();
+    sender.send_unreliable(&[(1, b"first".as_slice())]).unwrap();
+    let got = receiver.recv_timeout(std::time::Duration::from_secs(5));
+    drop((sender, receiver));
+    stop.store(true, Ordering::Relaxed);
+    let switch_counters = switch.join().unwrap().unwrap();
+    assert!(switch_counters.links_removed >= 2, "{switch_counters:?}");
+    assert_eq!(
+        got.map(|d| d.payload),
+        Some(b"first".to_vec()),
+        "gone-peer drops {}",
+        counters.peer_gone_frames.load(Ordering::Relaxed)
+    );
+}
