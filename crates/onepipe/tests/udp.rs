@@ -11,7 +11,8 @@ use onepipe_wire::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A one-switch topology on addresses of its own (`tag` keeps tests apart; the process id
+/// A one-switch topology on addresses of its own (`tag` keeps tests apart, and the tests that
+/// write their own topology take 3 and 4; the process id
 /// keeps concurrent test runs apart).
 fn topology(tag: u8, hosts: usize) -> Topology {
     let net = format!("127.{}.{}", 40 + tag, 1 + std::process::id() % 250);
@@ -343,7 +344,7 @@ fn a_cut_link_is_dead_both_ways_and_the_others_carry_on() {
 /// a process whose messages go nowhere.
 #[test]
 fn joining_a_fabric_that_is_not_up_is_an_error() {
-    let mut opts = options(topology(3, 2));
+    let mut opts = options(topology(5, 2));
     opts.join_timeout = Duration::from_millis(100);
     match join(&opts, 1) {
         Err(e @ onepipe::udp::UdpSystemError::NoAnswer { process: 1, .. }) => {
@@ -360,7 +361,7 @@ fn joining_a_fabric_that_is_not_up_is_an_error() {
 /// gone peer.
 #[test]
 fn what_is_sent_to_a_process_as_soon_as_it_joined_arrives() {
-    let mut opts = options(topology(4, 2));
+    let mut opts = options(topology(6, 2));
     opts.dead_after_intervals = 50; // 10 ms: both process links are dead before anyone joins
     let stop = Arc::new(AtomicBool::new(false));
     let counters = Arc::new(UdpCounters::default());
