@@ -167,9 +167,16 @@ fn print(i: &Inspection, stall_ms: f64) {
     }
     match &i.skew {
         Some(k) => println!(
-            "clock skew between processes: {:.1} us at {} ({} furthest behind, {} furthest ahead; differences in one-way delay included)",
-            k.spread_us, k.switch, k.behind, k.ahead
+            "clock skew between processes: {:.1} us on the clock of {} ({} at {} furthest behind, {} at {} furthest ahead; differences in one-way delay included)",
+            k.spread_us,
+            k.switches.join(", "),
+            k.behind,
+            k.behind_at,
+            k.ahead,
+            k.ahead_at
         ),
-        None => println!("clock skew between processes: not measured (no switch hears two live processes)"),
+        None => println!(
+            "clock skew between processes: not measured (no switches of one machine hear two live processes)"
+        ),
     }
 }

@@ -93,6 +93,7 @@ mod tests {
             socket: Default::default(),
             inputs,
             lagging_port: None,
+            clock_id: String::new(),
         }
     }
 

@@ -48,39 +48,66 @@ pub struct SwitchStatus {
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
     pub lagging_port: Option<u16>,
+    /// Which clock the switch reads: its machine's boot id (see [`Skew`]); empty if unknown.
+    #[serde(default)]
+    pub clock_id: String,
 }
 
 /// How [`SwitchStatus::of`]'s `peers` name a process behind a port (`process P`).
 pub const PROCESS_PEER: &str = "process ";
 
 /// The clock skew between processes as the switches measure it.
+///
+/// Each switch estimates how far each of its processes' clocks runs ahead of its own
+/// (`clock_ahead_us`). Switches that read one clock (one machine: the same `clock_id`) are
+/// compared as one, so processes behind different switches there are compared too. Switches on
+/// different machines are not: their clocks are not measured against each other.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Skew {
-    /// The largest spread of process clock estimates at any one switch (max - min of
-    /// `clock_ahead_us` over its live process links), and that switch. Processes behind
-    /// different switches are compared only through their own switch: switches' clocks are
-    /// not measured against each other.
+    /// The largest spread (max - min of `clock_ahead_us` over live process links) among the
+    /// switches of one clock.
     pub spread_us: f64,
-    pub switch: String,
-    /// The processes with the clock furthest behind and furthest ahead there.
+    /// Those switches: one, or all that share a machine's clock.
+    pub switches: Vec<String>,
+    /// The processes with the clock furthest behind and furthest ahead, and their switches.
     pub behind: String,
+    pub behind_at: String,
     pub ahead: String,
+    pub ahead_at: String,
 }
 
-/// The measured skew between processes, if any switch hears two or more of them.
+/// The measured skew between processes, if two or more live ones are heard on one clock.
 pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
-    statuses
+    // Switches that do not say which clock they read stand alone.
+    let clock_of = |s: &SwitchStatus| match s.clock_id.is_empty() {
+        true => format!("switch {}", s.node),
+        false => s.clock_id.clone(),
+    };
+    let mut clocks: Vec<String> = statuses.iter().map(clock_of).collect();
+    clocks.sort();
+    clocks.dedup();
+    clocks
         .iter()
-        .filter_map(|s| {
-            let links = s.inputs.iter().filter(|l| l.state == "live");
-            let known: Vec<(&LinkStatus, f64)> = links.filter_map(|l| Some((l, l.clock_ahead_us?))).collect();
-            let min = known.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
-            let max = known.iter().max_by(|a, b| a.1.total_cmp(&b.1))?;
+        .filter_map(|clock| {
+            let on_clock = statuses.iter().filter(|s| clock_of(s) == *clock);
+            let known: Vec<(&str, &str, f64)> = on_clock
+                .clone()
+                .flat_map(|s| {
+                    s.inputs
+                        .iter()
+                        .filter(|l| l.state == "live")
+                        .filter_map(|l| Some((s.node.as_str(), l.peer.as_str(), l.clock_ahead_us?)))
+                })
+                .collect();
+            let min = known.iter().min_by(|a, b| a.2.total_cmp(&b.2))?;
+            let max = known.iter().max_by(|a, b| a.2.total_cmp(&b.2))?;
             (known.len() >= 2).then(|| Skew {
-                spread_us: max.1 - min.1,
-                switch: s.node.clone(),
-                behind: min.0.peer.clone(),
-                ahead: max.0.peer.clone(),
+                spread_us: max.2 - min.2,
+                switches: on_clock.map(|s| s.node.clone()).collect(),
+                behind: min.1.to_string(),
+                behind_at: min.0.to_string(),
+                ahead: max.1.to_string(),
+                ahead_at: max.0.to_string(),
             })
         })
         .max_by(|a, b| a.spread_us.total_cmp(&b.spread_us))
@@ -134,6 +161,7 @@ impl SwitchStatus {
                 })
                 .collect(),
             lagging_port: switch.lagging_input().map(|r| r.port),
+            clock_id: String::new(),
         }
     }
 
@@ -232,6 +260,7 @@ mod tests {
             socket: UdpSnapshot::default(),
             inputs,
             lagging_port,
+            clock_id: String::new(),
         }
     }
 
@@ -290,11 +319,49 @@ mod tests {
         let k = skew(&fabric).unwrap();
         assert_eq!(k.spread_us, 8.5, "the dead link's stale clock is left out");
         assert_eq!(
-            (k.switch.as_str(), k.behind.as_str(), k.ahead.as_str()),
-            ("tor0", "process 1", "process 0")
+            (k.switches, k.behind.as_str(), k.ahead.as_str()),
+            (vec!["tor0".to_string()], "process 1", "process 0")
         );
         // One process per switch: nothing to compare.
         assert_eq!(skew(&fabric[1..]), None);
+    }
+
+    #[test]
+    fn switches_on_one_clock_compare_processes_across_them() {
+        let clocked = |port, peer: &str, ahead: f64| LinkStatus {
+            clock_ahead_us: Some(ahead),
+            ..link(port, peer, Some(10.0))
+        };
+        let on = |clock: &str, mut s: SwitchStatus| {
+            s.clock_id = clock.into();
+            s
+        };
+        // Each rack agrees within itself; rack 1 runs 5 ms ahead of rack 0.
+        let rack0 = switch(
+            "tor0",
+            vec![clocked(0, "process 0", 1.0), clocked(1, "process 1", 2.0)],
+        );
+        let rack1 = switch(
+            "tor1",
+            vec![clocked(0, "process 2", 5_001.0), clocked(1, "process 3", 5_002.0)],
+        );
+        let k = skew(&[on("m", rack0.clone()), on("m", rack1.clone())]).unwrap();
+        assert_eq!(k.spread_us, 5_001.0);
+        assert_eq!(
+            (
+                k.behind.as_str(),
+                k.behind_at.as_str(),
+                k.ahead.as_str(),
+                k.ahead_at.as_str()
+            ),
+            ("process 0", "tor0", "process 3", "tor1")
+        );
+        assert_eq!(k.switches, ["tor0", "tor1"]);
+        // On two machines (or unknown ones) each rack is compared only within itself.
+        for (a, b) in [("m", "n"), ("", "")] {
+            let k = skew(&[on(a, rack0.clone()), on(b, rack1.clone())]).unwrap();
+            assert_eq!(k.spread_us, 1.0, "{a:?} {b:?}");
+        }
     }
 
     #[test]

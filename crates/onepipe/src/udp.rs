@@ -195,9 +195,11 @@ pub fn run_switch_reporting(
     let mut switch = manage(&wiring, &plan, switch, ControlMember::Switch(index), index);
     let peers = peer_names(&wiring, index);
     let cuts = driver.link_cuts();
+    let clock_id = machine_clock_id();
     let mut observe = |s: &mut Mgmt<Switch>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
         status.control_malformed = s.counters().malformed;
+        status.clock_id.clone_from(&clock_id);
         for neighbour in report(&status) {
             if let Some(port) = peers.iter().position(|p| *p == neighbour) {
                 cuts.cut(port as onepipe_fabric::PortId);
@@ -206,6 +208,15 @@ pub fn run_switch_reporting(
     };
     driver.run_observed(&mut switch, &clock, stop, counters, STATUS_PERIOD, &mut observe);
     Ok(switch.node.counters().clone())
+}
+
+/// Which clock this process reads: the system clock of this boot of this machine, named by
+/// the kernel's boot id (empty if it cannot be read), so that `onepipe inspect` compares the
+/// process clock estimates of switches on one machine with each other ([`skew`]).
+fn machine_clock_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|id| id.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// What is behind each port of switch `index`: `process P` or the neighbour switch's name.
