@@ -83,17 +83,8 @@ mod tests {
     fn status(node: &str, inputs: Vec<LinkStatus>) -> SwitchStatus {
         SwitchStatus {
             node: node.into(),
-            at_ns: 1,
-            forwarded: 0,
-            beacons_sent: 0,
-            beacons_received: 0,
-            malformed: 0,
-            control_malformed: 0,
-            links_removed: 0,
-            socket: Default::default(),
             inputs,
-            lagging_port: None,
-            clock_id: String::new(),
+            ..Default::default()
         }
     }
 

@@ -31,7 +31,7 @@ pub struct LinkStatus {
     pub clock_ahead_us: Option<f64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SwitchStatus {
     pub node: String,
     /// When the report was made, on the switch's clock (ns since the Unix epoch).
@@ -250,17 +250,9 @@ mod tests {
             .map(|l| l.port);
         SwitchStatus {
             node: node.into(),
-            at_ns: 0,
-            forwarded: 0,
-            beacons_sent: 0,
-            beacons_received: 0,
-            malformed: 0,
-            control_malformed: 0,
-            links_removed: 0,
-            socket: UdpSnapshot::default(),
             inputs,
             lagging_port,
-            clock_id: String::new(),
+            ..Default::default()
         }
     }
 
