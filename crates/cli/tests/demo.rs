@@ -238,6 +238,8 @@ fn bench_modes_prints_every_row() {
         "0.5",
         "--losses",
         "0.001",
+        "--pairs",
+        "2",
         "--json",
     ];
     let v = run_json(&args, None);
@@ -251,7 +253,21 @@ fn bench_modes_prints_every_row() {
     for m in v["modes"].as_array().unwrap() {
         assert!(m["throughput_msgs_per_s"].as_f64().unwrap() > 0.0, "{m}");
     }
-    assert!(v["reliable_to_best_effort_throughput"].as_f64().unwrap() > 0.0);
+    let ratio = v["reliable_to_best_effort_throughput"].as_f64().unwrap();
+    assert!(ratio > 0.0);
+    // Two pairs of runs: the lower median is the smaller ratio, and the rows are that pair's.
+    let pairs: Vec<f64> = v["reliable_to_best_effort_throughput_pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(pairs.len(), 2, "{v}");
+    assert_eq!(ratio, pairs[0].min(pairs[1]), "{v}");
+    let modes = v["modes"].as_array().unwrap();
+    let rows = modes[1]["throughput_msgs_per_s"].as_f64().unwrap()
+        / modes[0]["throughput_msgs_per_s"].as_f64().unwrap();
+    assert!((rows - ratio).abs() < 1e-9, "{rows} {ratio}");
     assert_eq!(v["loss_table"][0]["reliable_no_loss"], true, "{v}");
 }
 
