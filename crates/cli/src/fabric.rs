@@ -578,17 +578,28 @@ fn wait_until_ready(started: &mut Started, status: &Path, stop: &AtomicBool) -> 
     let names: Vec<String> = started.switches.iter().map(|(n, _)| n.clone()).collect();
     let since = std::time::Instant::now();
     loop {
-        for (name, c) in &mut started.switches {
+        // First: Ctrl-C reaches the switches too, and their exit is then no error of theirs.
+        if stop.load(Ordering::Relaxed) {
+            return Err("stopped while starting".into());
+        }
+        let children = started
+            .switches
+            .iter_mut()
+            .map(|(name, c)| (format!("switch {name}"), c))
+            .chain(
+                started
+                    .controllers
+                    .iter_mut()
+                    .map(|c| (c.name.clone(), &mut c.child)),
+            );
+        for (name, c) in children {
             if let Ok(Some(exit)) = c.try_wait() {
-                return Err(format!("switch {name} exited ({exit}) while starting"));
+                return Err(format!("{name} exited ({exit}) while starting"));
             }
         }
         let Some(not_ready) = ready::first_not_ready(status, &names) else {
             return Ok(());
         };
-        if stop.load(Ordering::Relaxed) {
-            return Err("stopped while starting".into());
-        }
         if since.elapsed() > ready::READY_WITHIN {
             return Err(format!(
                 "the fabric did not come up within {} s: {not_ready}",
@@ -715,7 +726,11 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     std::fs::write(&state, started.record())?;
     if let Err(why) = wait_until_ready(&mut started, &status, &stop) {
         started.stop(std::time::Duration::from_secs(2));
+        if let Some(url) = &etcd {
+            replica::forget_group(url, &topology);
+        }
         let _ = std::fs::remove_file(&state);
+        let _ = std::fs::remove_dir_all(&status);
         return Err(why.into());
     }
     eprintln!(

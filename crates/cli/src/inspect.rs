@@ -35,7 +35,8 @@ struct Inspection {
     not_reporting: Vec<String>,
     /// The link holding best-effort delivery back, if any barrier lags more than `stall_ms`.
     holding_back: Option<Stall>,
-    /// The clock skew between processes, as measured by a switch that hears two or more.
+    /// The clock skew between processes, as measured by the switches of one machine (or one
+    /// switch) that hear two or more.
     skew: Option<Skew>,
 }
 
@@ -87,8 +88,14 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn lag(v: Option<f64>) -> String {
-    v.map_or("never".into(), |us| format!("{:.1}", us / 1e3))
+/// A barrier's lag, `never` for a link never heard, `zero` for one heard with no clock behind
+/// it yet (its neighbour hears no process).
+fn lag(heard: bool, v: Option<f64>) -> String {
+    match (heard, v) {
+        (_, Some(us)) => format!("{:.1}", us / 1e3),
+        (false, None) => "never".into(),
+        (true, None) => "zero".into(),
+    }
 }
 
 fn print(i: &Inspection, stall_ms: f64) {
@@ -120,8 +127,8 @@ fn print(i: &Inspection, stall_ms: f64) {
                 l.port,
                 l.peer,
                 l.state,
-                lag(l.barrier_lag_us),
-                lag(l.commit_lag_us),
+                lag(l.heard, l.barrier_lag_us),
+                lag(l.heard, l.commit_lag_us),
                 l.silent_us / 1e3,
                 l.clock_ahead_us.map_or("-".into(), |us| format!("{us:.1}")),
                 if s.lagging_port == Some(l.port) {
@@ -161,7 +168,11 @@ fn print(i: &Inspection, stall_ms: f64) {
             st.peer,
             st.switch,
             st.port,
-            lag(st.barrier_lag_us)
+            st.barrier_lag_us
+                .map_or("- (no process clock behind it yet)".into(), |us| format!(
+                    "{:.1}",
+                    us / 1e3
+                ))
         ),
         None => println!("barriers flow: no barrier lags more than {stall_ms} ms"),
     }

@@ -83,13 +83,8 @@ fn up_join_verify_down() {
         let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
         rest
     });
-    // The switches may still be starting (a forked child names the file before it execs).
-    let started = std::time::Instant::now();
-    let mut running = common::processes_naming(file.to_str().unwrap());
-    while running.len() != 4 && started.elapsed() < std::time::Duration::from_secs(5) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        running = common::processes_naming(file.to_str().unwrap());
-    }
+    // `up` prints its banner once every switch has reported: all of them run.
+    let running = common::processes_naming(file.to_str().unwrap());
     assert_eq!(running.len(), 4, "up and three switches: {running:?}");
 
     let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());

@@ -55,7 +55,8 @@ pub struct UdpOptions {
     pub clock_offset_ns: i64,
     pub ecmp_seed: u64,
     pub udp: UdpConfig,
-    /// How long [`join`] waits for the process's ToR to answer before it gives up.
+    /// How long [`join`] waits for the process's ToR to answer before it gives up; zero
+    /// returns at once (what is sent to the process before its ToR hears it is then lost).
     pub join_timeout: Duration,
 }
 
@@ -117,6 +118,8 @@ pub enum UdpSystemError {
         tor: std::net::SocketAddr,
         waited_ms: u64,
     },
+    #[error("process {process}: its endpoint thread stopped while joining (a bug: see its panic above)")]
+    EndpointStopped { process: u32 },
 }
 
 fn wiring_and_plan(options: &UdpOptions) -> Result<(Wiring, AddressPlan), UdpSystemError> {
@@ -286,7 +289,16 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     // it: joined means heard. The endpoint beacons from its first pass.
     let waited = std::time::Instant::now();
     let timeout = std::time::Duration::from_nanos(options.join_timeout.as_nanos());
-    while !answers.answered(TOR_PORT) {
+    let running = |h: &Process| {
+        h.runtime
+            .as_ref()
+            .and_then(|r| r.thread.as_ref())
+            .is_some_and(|t| !t.is_finished())
+    };
+    while !timeout.is_zero() && !answers.answered(TOR_PORT) {
+        if !running(&handle) {
+            return Err(UdpSystemError::EndpointStopped { process });
+        }
         if waited.elapsed() >= timeout {
             return Err(UdpSystemError::NoAnswer {
                 process,

@@ -31,8 +31,12 @@ pub const PROBE_AFTER: Duration = Duration::from_millis(20);
 /// A sequence number this far from the expected one means the peer restarted.
 const RESYNC_DISTANCE: u32 = 1 << 24;
 /// A limit answers this run's datagrams if it lies past the first of them and at most this
-/// far past the next (a receiver grants its window past what it took; windows are far smaller).
-const ANSWER_SLACK: u32 = 1 << 16;
+/// far past the next (a receiver grants its window past what it took: at most 16 datagrams
+/// in the udp driver, so a stale limit of an earlier run passes only by a 2^-24 chance).
+const ANSWER_SLACK: u32 = 256;
+/// A datagram this many windows behind the expected number was not overtaken in the network
+/// (at most a window is in flight): its sender restarted and happened to number just below.
+const RESTART_BEHIND_WINDOWS: u32 = 4;
 
 /// The sending half of a link.
 #[derive(Clone, Debug)]
@@ -162,7 +166,10 @@ impl ReceiveWindow {
         };
         let ahead = seq.wrapping_sub(expected);
         let behind = expected.wrapping_sub(seq);
-        if ahead > RESYNC_DISTANCE && behind > RESYNC_DISTANCE {
+        let restarted_below = behind > RESTART_BEHIND_WINDOWS.saturating_mul(self.window) + INITIAL_WINDOW;
+        if ahead > RESYNC_DISTANCE && (behind > RESYNC_DISTANCE || restarted_below) {
+            // The peer restarted. Also when it numbered just below the old run (one start in
+            // 256): every datagram of it would otherwise be dropped as reordered, for good.
             let dropped = self.inbox.len();
             self.inbox.clear();
             self.expected = Some(seq.wrapping_add(1));
@@ -322,7 +329,19 @@ mod tests {
         }
         assert_eq!(r.arrive(18), Arrival::Overrun);
         assert_eq!(r.limit(), Some(16));
+        // A datagram a window behind was overtaken; one far behind is a restart numbered just
+        // below the old run.
+        assert_eq!(r.arrive(14), Arrival::Reordered);
+        assert_eq!(r.arrive(17u32.wrapping_sub(200)), Arrival::Resync { dropped: 4 });
         // The peer restarted with a new random first number.
+        for seq in (0..4).map(|i| 17u32.wrapping_sub(199 - i)) {
+            r.arrive(seq);
+            r.inbox.push_back(Parked {
+                seq,
+                datagram: Vec::new(),
+                at: 0,
+            });
+        }
         assert_eq!(r.arrive(0x8000_0000), Arrival::Resync { dropped: 4 });
         assert_eq!(r.limit(), Some(0x8000_0003));
         assert!(r.credit_due());
@@ -331,9 +350,12 @@ mod tests {
     #[test]
     fn a_limit_answers_only_once_the_peer_took_a_datagram_of_this_run() {
         let mut s = SendWindow::new(u32::MAX);
-        // The peer's limit for an earlier run, or its initial grant before anything came.
+        // The peer's limit for an earlier run.
         assert!(!s.on_limit(0x4000_0000, t(0)));
-        assert!(!s.on_limit(u32::MAX, t(0)), "nothing past our first datagram");
+        assert!(
+            !s.on_limit(u32::MAX, t(0)),
+            "a limit at our first datagram grants nothing taken"
+        );
         s.take_seq(t(0)); // u32::MAX
         s.take_seq(t(0)); // 0
         // The peer took the first: it grants from the next one on, across the wrap.
