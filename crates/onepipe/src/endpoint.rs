@@ -23,7 +23,7 @@
 use crate::clock::HostClock;
 use crate::reliable::ReliableConfig;
 use crate::reliable::receiver::{AckRelease, Admit, ReliableReceiver};
-use crate::reliable::sender::ReliableSender;
+use crate::reliable::sender::{ReliableSender, Transmit};
 use crate::reorder::{Insert, ReorderBuffer};
 use onepipe_wire::ack::{emit_piggyback, split_piggyback};
 use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
@@ -594,24 +594,7 @@ impl Endpoint {
             None
         };
         let head = if piggyback.is_some() { PIGGYBACK_LEN } else { 0 };
-        let repr = Repr {
-            opcode: Opcode::Prepare,
-            end_of_message: t.frag_index + 1 == t.frag_count,
-            ecn: false,
-            ack: piggyback.is_some(),
-            recall: t.recall,
-            msg_ts: t.ts.to_wire(),
-            barrier,
-            commit_barrier,
-            psn: t.psn,
-            src: self.config.process,
-            dst: t.dst,
-            msg_id: t.msg_id,
-            frag_index: t.frag_index,
-            frag_count: t.frag_count,
-            link_id: self.config.tor_port,
-            payload_len: (head + t.payload.len()) as u16,
-        };
+        let repr = prepare_repr(&self.config, &t, (barrier, commit_barrier), head);
         let total = repr.buffer_len();
         let mut packet = Packet::new_unchecked(&mut buf[..total]);
         repr.emit(&mut packet);
@@ -1108,6 +1091,35 @@ mod recovery;
 pub use recovery::{Recovery, RecoveryError, RecoveryReport};
 #[path = "endpoint_forward.rs"]
 mod forward;
+
+/// The header of reliable packet `t` from `config`'s process, carrying `(barrier,
+/// commit_barrier)`, with `piggyback_len` bytes of piggybacked ACK before its payload (0: none).
+/// The fabric path and the controller-forwarded one (zero barriers, no ACK) share it.
+pub(crate) fn prepare_repr(
+    config: &EndpointConfig,
+    t: &Transmit<'_>,
+    barriers: (Timestamp48, Timestamp48),
+    piggyback_len: usize,
+) -> Repr {
+    Repr {
+        opcode: Opcode::Prepare,
+        end_of_message: t.frag_index + 1 == t.frag_count,
+        ecn: false,
+        ack: piggyback_len > 0,
+        recall: t.recall,
+        msg_ts: t.ts.to_wire(),
+        barrier: barriers.0,
+        commit_barrier: barriers.1,
+        psn: t.psn,
+        src: config.process,
+        dst: t.dst,
+        msg_id: t.msg_id,
+        frag_index: t.frag_index,
+        frag_count: t.frag_count,
+        link_id: config.tor_port,
+        payload_len: (piggyback_len + t.payload.len()) as u16,
+    }
+}
 
 #[cfg(test)]
 #[path = "endpoint_tests.rs"]

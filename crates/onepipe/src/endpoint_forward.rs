@@ -12,7 +12,7 @@
 use super::{Endpoint, Repr};
 use onepipe_wire::ack::split_piggyback;
 use onepipe_wire::packet::{Opcode, Packet, ParseError};
-use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Instant, Timestamp48};
+use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Instant};
 
 impl Endpoint {
     /// A controller can forward for this endpoint. Packets larger than the controller forwards
@@ -26,24 +26,8 @@ impl Endpoint {
     /// the MTU): (its destination, its length).
     pub fn poll_forward(&mut self, buf: &mut [u8]) -> Option<(u32, usize)> {
         let t = self.sender.poll_forward()?;
-        let repr = Repr {
-            opcode: Opcode::Prepare,
-            end_of_message: t.frag_index + 1 == t.frag_count,
-            ecn: false,
-            ack: false,
-            recall: t.recall,
-            msg_ts: t.ts.to_wire(),
-            barrier: Timestamp48::default(),
-            commit_barrier: Timestamp48::default(),
-            psn: t.psn,
-            src: self.config.process,
-            dst: t.dst,
-            msg_id: t.msg_id,
-            frag_index: t.frag_index,
-            frag_count: t.frag_count,
-            link_id: self.config.tor_port,
-            payload_len: t.payload.len() as u16,
-        };
+        // Barriers mean something only on the link they crossed: none go through the controller.
+        let repr = super::prepare_repr(&self.config, &t, Default::default(), 0);
         let total = repr.buffer_len();
         let mut packet = Packet::new_unchecked(&mut buf[..total]);
         repr.emit(&mut packet);
@@ -105,6 +89,7 @@ impl Endpoint {
 mod tests {
     use super::*;
     use crate::endpoint::EndpointConfig;
+    use onepipe_wire::Timestamp48;
 
     fn t(us: u64) -> Instant {
         Instant::from_nanos(1_000_000 + us * 1_000)
