@@ -79,10 +79,12 @@ impl Default for ReliableConfig {
 mod tests;
 
 /// Connections by peer process, created on first contact (paper 6.1). A process talks to few
-/// of the processes of a large system, so nothing here is sized by the process count (a table
-/// per process of 32K entries, at every one of 32K simulated processes, is gigabytes).
+/// of the processes of a large system, so the connections themselves are not sized by the
+/// process count (a connection per process of 32K, at every one of 32K simulated processes, is
+/// gigabytes); only the peer-to-connection index is, and only in small systems.
 pub(crate) struct Connections<C> {
-    map: std::collections::HashMap<u32, C, std::hash::BuildHasherDefault<PeerHasher>>,
+    items: Vec<C>,
+    index: PeerIndex,
     /// The peers in increasing order, for scans that must be deterministic (connections are
     /// never closed, so this only grows; kept rather than sorted per scan, which was a tenth of
     /// the simulator's time with 511 peers and a retransmission timer firing every few us).
@@ -90,21 +92,60 @@ pub(crate) struct Connections<C> {
     process_count: u32,
 }
 
+/// Systems up to this many processes index connections by a table of one `u32` per process
+/// (4 KiB); larger ones hash. Several lookups per message go through it, and the table has no
+/// hashing and no probing (measured at 32 processes: see docs/performance.md).
+const DENSE_INDEX_PROCESSES_MAX: u32 = 1024;
+
+/// Where `items` keeps each peer's connection.
+enum PeerIndex {
+    /// `table[peer]`, `u32::MAX` for none.
+    Dense(Vec<u32>),
+    Sparse(std::collections::HashMap<u32, u32, std::hash::BuildHasherDefault<PeerHasher>>),
+}
+
+impl PeerIndex {
+    fn get(&self, peer: u32) -> Option<usize> {
+        match self {
+            PeerIndex::Dense(table) => match table.get(peer as usize) {
+                Some(&i) if i != u32::MAX => Some(i as usize),
+                _ => None,
+            },
+            PeerIndex::Sparse(map) => map.get(&peer).map(|&i| i as usize),
+        }
+    }
+
+    fn insert(&mut self, peer: u32, item: u32) {
+        match self {
+            PeerIndex::Dense(table) => table[peer as usize] = item,
+            PeerIndex::Sparse(map) => {
+                map.insert(peer, item);
+            }
+        }
+    }
+}
+
 impl<C> Connections<C> {
     pub(crate) fn new(process_count: u32) -> Connections<C> {
+        let index = if process_count <= DENSE_INDEX_PROCESSES_MAX {
+            PeerIndex::Dense(vec![u32::MAX; process_count as usize])
+        } else {
+            PeerIndex::Sparse(Default::default())
+        };
         Connections {
-            map: Default::default(),
+            items: Vec::new(),
+            index,
             order: Vec::new(),
             process_count,
         }
     }
 
     pub(crate) fn get(&self, peer: u32) -> Option<&C> {
-        self.map.get(&peer)
+        self.index.get(peer).map(|i| &self.items[i])
     }
 
     pub(crate) fn get_mut(&mut self, peer: u32) -> Option<&mut C> {
-        self.map.get_mut(&peer)
+        self.index.get(peer).map(|i| &mut self.items[i])
     }
 
     /// The connection to `peer`, opened with `open` if new; `None` for a process that does
@@ -113,12 +154,18 @@ impl<C> Connections<C> {
         if peer >= self.process_count {
             return None;
         }
-        let order = &mut self.order;
-        Some(self.map.entry(peer).or_insert_with(|| {
-            let at = order.partition_point(|&p| p < peer);
-            order.insert(at, peer);
-            open()
-        }))
+        let i = match self.index.get(peer) {
+            Some(i) => i,
+            None => {
+                let i = self.items.len();
+                self.items.push(open());
+                self.index.insert(peer, i as u32);
+                let at = self.order.partition_point(|&p| p < peer);
+                self.order.insert(at, peer);
+                i
+            }
+        };
+        Some(&mut self.items[i])
     }
 
     /// How many peers have a connection.

@@ -192,6 +192,40 @@ fn ack_of_a_retransmission_keeps_the_backoff() {
     assert_eq!(s.counters().retransmissions, 2);
 }
 
+/// Timeouts visit transmissions oldest first and stop at the first too young to be due at the
+/// un-backed-off RTO. An older transmission of a backed-off connection is not due yet when a
+/// younger one of another connection is: it must stay, and go when its own RTO has passed.
+#[test]
+fn an_older_backed_off_transmission_waits_behind_a_younger_due_one() {
+    let mut s = sender(8);
+    s.submit(0, &[(1, b"a")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
+    s.on_timeout(t(100));
+    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "backed off: next RTO 200 us");
+    s.submit(1, &[(2, b"b")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(150)), vec![(2, 0)]);
+    s.on_timeout(t(260));
+    assert_eq!(drain(&mut s, t(260)), vec![(2, 0)], "only the younger one is due");
+    let next = s.poll_timeout().expect("two packets unacknowledged");
+    assert!(
+        next <= t(300),
+        "the older one is due at t(300), deadline {next:?}"
+    );
+    s.on_timeout(t(299));
+    assert!(drain(&mut s, t(299)).is_empty());
+    s.on_timeout(t(300));
+    assert_eq!(drain(&mut s, t(300)), vec![(1, 0)], "kept, not lost");
+    // Acknowledged packets are never sent again, whatever timers they left behind.
+    s.on_ack(t(310), 1, 1, &ack(8));
+    s.on_ack(t(310), 2, 1, &ack(8));
+    s.on_timeout(t(5000));
+    assert!(drain(&mut s, t(5000)).is_empty());
+    assert_eq!(s.poll_timeout(), None, "nothing left to time");
+    assert_eq!(s.counters().retransmissions, 3);
+}
+
 /// A timeout whose packet is acknowledged before its second copy leaves was spurious (the
 /// packet was late, not lost): the window cut is undone, and the ACK, which can only be for
 /// the first copy, is an RTT sample. Found on the inproc testbed, where descheduled workers
@@ -449,16 +483,24 @@ fn seen_ring_is_continuous_where_psns_wrap() {
 
 /// Retransmission scans visit connections in peer order whatever order they were opened in
 /// (the simulator's traces depend on it); ids beyond the system open nothing.
+/// Both indexes: a table in small systems, a hash map past `DENSE_INDEX_PROCESSES_MAX`.
 #[test]
 fn connections_are_listed_in_peer_order() {
-    let mut c = super::Connections::new(10);
-    for peer in [7, 2, 9, 2, 0, 5] {
-        assert!(c.get_or_open(peer, || peer * 10).is_some());
+    for base in [0, super::DENSE_INDEX_PROCESSES_MAX] {
+        let count = base + 10;
+        let mut c = super::Connections::new(count);
+        for peer in [7, 2, 9, 2, 0, 5].map(|p| base + p) {
+            assert!(c.get_or_open(peer, || peer * 10).is_some());
+        }
+        assert!(c.get_or_open(count, || 0).is_none(), "not a process");
+        let peers: Vec<u32> = (0..c.peer_count()).map(|i| c.peer_at(i)).collect();
+        assert_eq!(peers, [0, 2, 5, 7, 9].map(|p| base + p));
+        assert_eq!(c.get(base + 9), Some(&((base + 9) * 10)));
+        assert_eq!(c.get(base + 2), Some(&((base + 2) * 10)), "opened once, kept");
+        assert_eq!(c.get(base + 3), None);
+        *c.get_mut(base + 5).expect("open") += 1;
+        assert_eq!(c.get(base + 5), Some(&((base + 5) * 10 + 1)));
     }
-    assert!(c.get_or_open(10, || 0).is_none(), "not a process");
-    let peers: Vec<u32> = (0..c.peer_count()).map(|i| c.peer_at(i)).collect();
-    assert_eq!(peers, [0, 2, 5, 7, 9]);
-    assert_eq!(c.get(9), Some(&90));
 }
 
 /// (destination, PSN, recall, message id) of everything transmittable now.
