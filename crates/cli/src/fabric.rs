@@ -98,6 +98,11 @@ pub struct SwitchArgs {
     /// the switch's status names them (`onepipe cut-link` writes it; `onepipe up` sets it)
     #[arg(long, value_name = "FILE")]
     cut_file: Option<PathBuf>,
+    /// Skew injection for tests: run this switch's clock this far ahead of the system clock
+    /// (negative: behind), as if it ran on another machine. Its status then names a clock of
+    /// its own, which `onepipe inspect` compares with the others only through its links
+    #[arg(long, value_name = "US", default_value_t = 0, allow_hyphen_values = true)]
+    clock_offset_us: i64,
 }
 
 /// How the controller decides (paper 5.2).
@@ -175,6 +180,20 @@ pub struct UpArgs {
     /// The controller replicas' lease TTL (topologies whose [controller] names etcd)
     #[arg(long, value_name = "SECONDS")]
     lease_ttl_secs: Option<u64>,
+    /// Skew injection for tests: run switch NAME's clock US microseconds ahead (negative:
+    /// behind), as if on another machine (repeatable; `onepipe switch --clock-offset-us`)
+    #[arg(long, value_name = "NAME=US", value_parser = parse_switch_offset, allow_hyphen_values = true)]
+    switch_clock_offset: Vec<(String, i64)>,
+}
+
+fn parse_switch_offset(s: &str) -> std::result::Result<(String, i64), String> {
+    let (name, us) = s.split_once('=').ok_or_else(|| format!("`{s}` is not NAME=US"))?;
+    let us = us
+        .parse::<i64>()
+        .map_err(|e| format!("`{us}` is not a whole number of microseconds: {e}"))?;
+    us.checked_mul(1_000)
+        .ok_or_else(|| format!("{us} us is out of range"))?;
+    Ok((name.to_string(), us))
 }
 
 #[derive(Args)]
@@ -214,7 +233,11 @@ pub fn switch(args: SwitchArgs) -> Result<ExitCode, String> {
 }
 
 fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
-    let options = args.fabric.options(load(&args.topology)?)?;
+    let mut options = args.fabric.options(load(&args.topology)?)?;
+    options.switch_clock_offset_ns = args
+        .clock_offset_us
+        .checked_mul(1_000)
+        .ok_or("--clock-offset-us is out of range")?;
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         stop_with_parent(&stop);
@@ -619,6 +642,13 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
     let options = args.fabric.options(topology.clone())?;
     let wiring = Wiring::new(topology.clone(), options.processes_per_host)?;
     let plan = AddressPlan::new(&wiring)?;
+    if let Some((name, _)) = args
+        .switch_clock_offset
+        .iter()
+        .find(|(name, _)| !topology.switches.iter().any(|s| s.name == *name))
+    {
+        return Err(format!("--switch-clock-offset: the topology has no switch `{name}`").into());
+    }
     let state = state_path(&args.topology)?;
     if let Ok(text) = std::fs::read_to_string(&state)
         && let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<u32>().ok())
@@ -702,6 +732,11 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
         (None, _) => {}
     }
     for s in &topology.switches {
+        let offset_us = args
+            .switch_clock_offset
+            .iter()
+            .rfind(|(name, _)| *name == s.name)
+            .map_or(0, |&(_, us)| us);
         let child = Command::new(&exe)
             .arg("switch")
             .arg("--topology")
@@ -714,6 +749,7 @@ fn up_inner(args: UpArgs) -> Res<ExitCode> {
             .arg(status.join(format!("{}.json", s.name)))
             .arg("--cut-file")
             .arg(cut_file(&status, &s.name))
+            .arg(format!("--clock-offset-us={offset_us}"))
             .spawn();
         match child {
             Ok(c) => started.switches.push((s.name.clone(), c)),

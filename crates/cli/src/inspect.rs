@@ -35,8 +35,8 @@ struct Inspection {
     not_reporting: Vec<String>,
     /// The link holding best-effort delivery back, if any barrier lags more than `stall_ms`.
     holding_back: Option<Stall>,
-    /// The clock skew between processes, as measured by the switches of one machine (or one
-    /// switch) that hear two or more.
+    /// The clock skew between processes, as measured by the switches of one machine, or of
+    /// several joined through links between them (`onepipe::status::skew`).
     skew: Option<Skew>,
 }
 
@@ -177,17 +177,27 @@ fn print(i: &Inspection, stall_ms: f64) {
         None => println!("barriers flow: no barrier lags more than {stall_ms} ms"),
     }
     match &i.skew {
-        Some(k) => println!(
-            "clock skew between processes: {:.1} us on the clock of {} ({} at {} furthest behind, {} at {} furthest ahead; differences in one-way delay included)",
-            k.spread_us,
-            k.switches.join(", "),
-            k.behind,
-            k.behind_at,
-            k.ahead,
-            k.ahead_at
-        ),
+        Some(k) => {
+            let across = match k.bridges.is_empty() {
+                true => String::new(),
+                false => format!(
+                    "; {} clocks joined through {}",
+                    k.clocks.len(),
+                    k.bridges.join(", ")
+                ),
+            };
+            println!(
+                "clock skew between processes: {:.1} us as seen by {} ({} at {} furthest behind, {} at {} furthest ahead; differences in one-way delay included{across})",
+                k.spread_us,
+                k.switches.join(", "),
+                k.behind,
+                k.behind_at,
+                k.ahead,
+                k.ahead_at
+            )
+        }
         None => println!(
-            "clock skew between processes: not measured (no switches of one machine hear two live processes)"
+            "clock skew between processes: not measured (no switches that can be compared hear two live processes)"
         ),
     }
 }

@@ -77,6 +77,7 @@ mod tests {
             heard,
             silent_us: 0.0,
             clock_ahead_us: None,
+            from_below: false,
         }
     }
 

@@ -60,11 +60,14 @@ fn up_join_verify_down() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = write_topology(&dir);
     let beacon = ["--beacon-interval-us", "200"];
+    // tor1 runs as if on another machine whose clock is 3 ms ahead: inspect must then compare
+    // rack 1 with rack 0 through the spine, which hears tor1 from below.
     let mut up = KillOnDrop(
         common::onepipe()
             .arg("up")
             .arg(&file)
             .args(beacon)
+            .arg("--switch-clock-offset=tor1=3000")
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -175,14 +178,18 @@ fn up_join_verify_down() {
             .iter()
             .all(|l| l["state"] == "live" && l["barrier_lag_us"].is_f64())
     );
-    // Each rack agrees within itself; only comparing tor1's processes with tor0's, on the one
-    // clock the switches of this machine share, shows the skew. It is the injected one, give
-    // or take the difference in least one-way delays: tens of us on an idle machine, but up
-    // to a scheduler time slice (ms) where a debug build's threads outnumber the cores.
+    // Each rack agrees within itself; only comparing tor1's processes with tor0's shows the
+    // skew, and tor1 reads another clock (3 ms ahead): the spine, on tor0's clock, measures
+    // tor1's slowest process, which joins the clocks. The skew is the injected 5 ms between the
+    // processes (not the switches' 3 ms), give or take the difference in least one-way delays:
+    // tens of us on an idle machine, but up to a scheduler time slice (ms) where a debug
+    // build's threads outnumber the cores.
     let skew = &inspection["skew"];
     assert_eq!(skew["behind_at"], "tor0", "{skew}");
     assert_eq!(skew["ahead_at"], "tor1", "{skew}");
     assert_eq!(skew["switches"].as_array().unwrap().len(), 3, "{skew}");
+    assert_eq!(skew["clocks"].as_array().unwrap().len(), 2, "{skew}");
+    assert_eq!(skew["bridges"], serde_json::json!(["spine<-tor1"]), "{skew}");
     let spread = skew["spread_us"].as_f64().unwrap();
     assert!(
         (SKEW_US - 1_500.0..SKEW_US + 1_500.0).contains(&spread),

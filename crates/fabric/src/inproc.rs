@@ -58,6 +58,16 @@ impl Clock {
     pub fn now(&self) -> Instant {
         self.start + Duration::from_nanos(self.origin.elapsed().as_nanos() as u64)
     }
+
+    /// This clock, `offset_ns` ahead (behind if negative): a machine whose clock is off, for
+    /// tests of skew.
+    pub fn shifted(self, offset_ns: i64) -> Clock {
+        let start = (self.start.as_nanos() as i128 + offset_ns as i128).max(0) as u64;
+        Clock {
+            start: Instant::from_nanos(start),
+            ..self
+        }
+    }
 }
 
 pub use crate::wiring::DirectedLink as LinkSpec;

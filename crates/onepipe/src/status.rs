@@ -3,7 +3,7 @@
 //! been silent; the switch's and its socket's counters. [`holding_back`] reads a fabric's
 //! reports and names the link that holds delivery back.
 
-use crate::switch::{InputState, Switch};
+use crate::switch::{Half, InputState, Switch};
 use onepipe_fabric::udp::{UdpCounters, UdpSnapshot};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -25,10 +25,16 @@ pub struct LinkStatus {
     pub heard: bool,
     /// Since anything was last heard on the link.
     pub silent_us: f64,
-    /// Process links only: how far the process's clock runs ahead of the switch's, less the
-    /// least one-way delay seen in the last second or two (`InputRegister::clock_ahead_ns`).
+    /// How far the clock behind the link runs ahead of the switch's, less the least one-way
+    /// delay seen in the last second or two (`InputRegister::clock_ahead_ns`). From a process:
+    /// its clock. From a neighbour switch: the barrier it passes on, which from a ToR below is
+    /// the clock of its slowest process (see [`skew`]).
     #[serde(default)]
     pub clock_ahead_us: Option<f64>,
+    /// The link comes from below (a process, or a switch a layer down): its barrier counts in
+    /// this switch's uplink half.
+    #[serde(default)]
+    pub from_below: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -61,22 +67,44 @@ pub const PROCESS_PEER: &str = "process ";
 /// Each switch estimates how far each of its processes' clocks runs ahead of its own
 /// (`clock_ahead_us`). Switches that read one clock (one machine: the same `clock_id`) are
 /// compared as one, so processes behind different switches there are compared too. Switches on
-/// different machines are not: their clocks are not measured against each other.
+/// different machines are compared through a link between them: a ToR passes up the barrier of
+/// its slowest process, so a switch above it on another clock measures that process's clock
+/// on its own, and the offset between the two clocks follows (see [`skew`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Skew {
     /// The largest spread (max - min of `clock_ahead_us` over live process links) among the
-    /// switches of one clock.
+    /// switches of clocks that could be compared.
     pub spread_us: f64,
-    /// Those switches: one, or all that share a machine's clock.
+    /// Those switches: one, or all on the clocks compared.
     pub switches: Vec<String>,
     /// The processes with the clock furthest behind and furthest ahead, and their switches.
     pub behind: String,
     pub behind_at: String,
     pub ahead: String,
     pub ahead_at: String,
+    /// The clocks compared (machines' boot ids, or `switch NAME` for a switch that names none).
+    pub clocks: Vec<String>,
+    /// The links that joined two clocks, as `SWITCH<-TOR` (the switch that measured the ToR's
+    /// slowest process on its own clock); empty when one clock was enough.
+    pub bridges: Vec<String>,
 }
 
-/// The measured skew between processes, if two or more live ones are heard on one clock.
+/// A clock offset measured across a link: values on clock `from` plus `us` are on clock `to`.
+struct Bridge {
+    from: usize,
+    to: usize,
+    us: f64,
+    name: String,
+}
+
+/// The measured skew between processes, if two or more live ones are heard on clocks that can
+/// be compared.
+///
+/// Clocks are joined by bridges: switch S, on clock H, hears ToR N, on clock G, from below.
+/// N's uplink carries the minimum of its live processes' barriers, so S's `clock_ahead_us` for
+/// N is N's slowest process measured on H, while N measured that process on G: the difference
+/// is H's offset from G (give or take the difference in one-way delays, as everywhere here).
+/// Where several links bridge two clocks, the median offset counts.
 pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
     // Switches that do not say which clock they read stand alone.
     let clock_of = |s: &SwitchStatus| match s.clock_id.is_empty() {
@@ -86,28 +114,112 @@ pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
     let mut clocks: Vec<String> = statuses.iter().map(clock_of).collect();
     clocks.sort();
     clocks.dedup();
-    clocks
+    let clock_index = |s: &SwitchStatus| clocks.binary_search(&clock_of(s)).expect("listed");
+    let processes = |s: &SwitchStatus| {
+        s.inputs
+            .iter()
+            .filter(|l| l.state == "live" && l.peer.starts_with(PROCESS_PEER))
+            .filter_map(|l| Some((l.peer.clone(), l.clock_ahead_us?)))
+            .collect::<Vec<_>>()
+    };
+    let bridges: Vec<Bridge> = statuses
         .iter()
-        .filter_map(|clock| {
-            let on_clock = statuses.iter().filter(|s| clock_of(s) == *clock);
-            let known: Vec<(&str, &str, f64)> = on_clock
-                .clone()
-                .flat_map(|s| {
-                    s.inputs
+        .flat_map(|s| s.inputs.iter().map(move |l| (s, l)))
+        .filter(|(_, l)| l.state == "live" && l.from_below)
+        .filter_map(|(s, l)| {
+            let tor = statuses.iter().find(|n| n.node == l.peer)?;
+            let (from, to) = (clock_index(tor), clock_index(s));
+            // Only a switch whose inputs from below are all processes passes up their minimum.
+            let below_are_processes = tor
+                .inputs
+                .iter()
+                .filter(|i| i.from_below)
+                .all(|i| i.peer.starts_with(PROCESS_PEER));
+            let slowest = processes(tor).into_iter().map(|p| p.1).min_by(f64::total_cmp)?;
+            let ahead = l.clock_ahead_us?;
+            (from != to && below_are_processes).then(|| Bridge {
+                from,
+                to,
+                us: ahead - slowest,
+                name: format!("{}<-{}", s.node, tor.node),
+            })
+        })
+        .collect();
+    // Offsets to each component's first clock: a value on clock c plus offset[c] is on it.
+    let mut offset: Vec<Option<f64>> = vec![None; clocks.len()];
+    let mut component = vec![usize::MAX; clocks.len()];
+    let mut used: Vec<Vec<String>> = Vec::new();
+    for root in 0..clocks.len() {
+        if component[root] != usize::MAX {
+            continue;
+        }
+        let id = used.len();
+        used.push(Vec::new());
+        component[root] = id;
+        offset[root] = Some(0.0);
+        let mut queue = vec![root];
+        while let Some(c) = queue.pop() {
+            for other in 0..clocks.len() {
+                if component[other] != usize::MAX {
+                    continue;
+                }
+                // c -> other: values on other plus `d` are on c.
+                let mut d: Vec<f64> = bridges
+                    .iter()
+                    .filter_map(|b| match (b.from, b.to) {
+                        (f, t) if f == other && t == c => Some(b.us),
+                        (f, t) if f == c && t == other => Some(-b.us),
+                        _ => None,
+                    })
+                    .collect();
+                if d.is_empty() {
+                    continue;
+                }
+                d.sort_by(f64::total_cmp);
+                let median = d[d.len() / 2];
+                offset[other] = Some(offset[c].expect("reached") + median);
+                component[other] = id;
+                used[id].extend(
+                    bridges
                         .iter()
-                        .filter(|l| l.state == "live")
-                        .filter_map(|l| Some((s.node.as_str(), l.peer.as_str(), l.clock_ahead_us?)))
+                        .filter(|b| (b.from, b.to) == (other, c) || (b.from, b.to) == (c, other))
+                        .map(|b| b.name.clone()),
+                );
+                queue.push(other);
+            }
+        }
+    }
+    (0..used.len())
+        .filter_map(|id| {
+            let members: Vec<&SwitchStatus> = statuses
+                .iter()
+                .filter(|s| component[clock_index(s)] == id)
+                .collect();
+            let known: Vec<(&str, String, f64)> = members
+                .iter()
+                .flat_map(|s| {
+                    let off = offset[clock_index(s)].expect("in a component");
+                    processes(s)
+                        .into_iter()
+                        .map(move |(p, ahead)| (s.node.as_str(), p, ahead + off))
                 })
                 .collect();
             let min = known.iter().min_by(|a, b| a.2.total_cmp(&b.2))?;
             let max = known.iter().max_by(|a, b| a.2.total_cmp(&b.2))?;
+            let mut bridges = used[id].clone();
+            bridges.sort();
             (known.len() >= 2).then(|| Skew {
                 spread_us: max.2 - min.2,
-                switches: on_clock.map(|s| s.node.clone()).collect(),
-                behind: min.1.to_string(),
+                switches: members.iter().map(|s| s.node.clone()).collect(),
+                behind: min.1.clone(),
                 behind_at: min.0.to_string(),
-                ahead: max.1.to_string(),
+                ahead: max.1.clone(),
                 ahead_at: max.0.to_string(),
+                clocks: (0..clocks.len())
+                    .filter(|&c| component[c] == id)
+                    .map(|c| clocks[c].clone())
+                    .collect(),
+                bridges,
             })
         })
         .max_by(|a, b| a.spread_us.total_cmp(&b.spread_us))
@@ -142,12 +254,8 @@ impl SwitchStatus {
                 .map(|r| LinkStatus {
                     port: r.port,
                     peer: peers.get(r.port as usize).cloned().unwrap_or_default(),
-                    clock_ahead_us: peers
-                        .get(r.port as usize)
-                        .is_some_and(|p| p.starts_with(PROCESS_PEER))
-                        .then_some(r.clock_ahead_ns)
-                        .flatten()
-                        .map(|ns| ns as f64 / 1e3),
+                    clock_ahead_us: r.clock_ahead_ns.map(|ns| ns as f64 / 1e3),
+                    from_below: r.half == Half::Up,
                     state: match r.state {
                         InputState::Live => "live",
                         InputState::Dead => "dead",
@@ -237,6 +345,7 @@ mod tests {
             heard: lag.is_some(),
             silent_us: 0.0,
             clock_ahead_us: None,
+            from_below: peer.starts_with(PROCESS_PEER),
         }
     }
 
@@ -354,6 +463,76 @@ mod tests {
             let k = skew(&[on(a, rack0.clone()), on(b, rack1.clone())]).unwrap();
             assert_eq!(k.spread_us, 1.0, "{a:?} {b:?}");
         }
+    }
+
+    /// Two machines, as `onepipe up --switch-clock-offset` emulates them: the spine and tor0
+    /// read clock "a", tor1 reads clock "b", 3 ms ahead of "a". Rack 1's processes run 5 ms
+    /// ahead of rack 0's (on "a"), so tor1 sees them 2 ms ahead of itself; the spine, on "a",
+    /// sees tor1's slowest process 5 ms ahead (plus a little delay).
+    #[test]
+    fn clocks_of_two_machines_are_compared_through_a_link_between_them() {
+        let clocked = |port, peer: &str, ahead: f64, below: bool| LinkStatus {
+            clock_ahead_us: Some(ahead),
+            from_below: below,
+            ..link(port, peer, Some(10.0))
+        };
+        let on = |clock: &str, mut s: SwitchStatus| {
+            s.clock_id = clock.into();
+            s
+        };
+        let tor0 = on(
+            "a",
+            switch(
+                "tor0",
+                vec![
+                    clocked(0, "process 0", -10.0, true),
+                    clocked(1, "process 1", -12.0, true),
+                    clocked(2, "spine", -40.0, false),
+                ],
+            ),
+        );
+        let tor1 = on(
+            "b",
+            switch(
+                "tor1",
+                vec![
+                    clocked(0, "process 2", 1_990.0, true),
+                    clocked(1, "process 3", 1_995.0, true),
+                    clocked(2, "spine", -3_040.0, false),
+                ],
+            ),
+        );
+        let spine = on(
+            "a",
+            switch(
+                "spine",
+                vec![clocked(0, "tor0", -14.0, true), clocked(1, "tor1", 4_988.0, true)],
+            ),
+        );
+        let fabric = [tor0.clone(), tor1.clone(), spine.clone()];
+        let k = skew(&fabric).unwrap();
+        // tor1's clock is 4_988 - 1_990 = 2_998 us ahead: process 3 is 1_995 + 2_998 on "a".
+        assert_eq!(k.spread_us, 4_993.0 - -12.0, "{k:?}");
+        assert_eq!(
+            (
+                k.behind.as_str(),
+                k.behind_at.as_str(),
+                k.ahead.as_str(),
+                k.ahead_at.as_str()
+            ),
+            ("process 1", "tor0", "process 3", "tor1")
+        );
+        assert_eq!(k.clocks, ["a", "b"]);
+        assert_eq!(k.bridges, ["spine<-tor1"]);
+        assert_eq!(k.switches.len(), 3);
+        // Without the spine nothing joins the clocks: each rack alone.
+        let k = skew(&[tor0.clone(), tor1.clone()]).unwrap();
+        assert_eq!((k.spread_us, k.clocks.len()), (5.0, 1));
+        // A ToR heard from above is no bridge: what it passes down is not its processes' minimum.
+        let mut turned = spine.clone();
+        turned.inputs[1].from_below = false;
+        let k = skew(&[tor0, tor1, turned]).unwrap();
+        assert!(k.bridges.is_empty() && k.spread_us < 10.0, "{k:?}");
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct UdpOptions {
     pub recv_queue_max: usize,
     /// Added to this participant's clock, to test skew.
     pub clock_offset_ns: i64,
+    /// Added to a switch's clock, to test skew across machines: the switch then reports a
+    /// clock of its own ([`SwitchStatus::clock_id`]).
+    pub switch_clock_offset_ns: i64,
     pub ecmp_seed: u64,
     pub udp: UdpConfig,
     /// How long [`join`] waits for the process's ToR to answer before it gives up; zero
@@ -72,6 +75,7 @@ impl UdpOptions {
             send_queue_max: 1024,
             recv_queue_max: 65_536,
             clock_offset_ns: 0,
+            switch_clock_offset_ns: 0,
             ecmp_seed: 1,
             udp: UdpConfig::default(),
             join_timeout: Duration::from_secs(10),
@@ -193,12 +197,17 @@ pub fn run_switch_reporting(
     let routes = routing::build(&wiring)?.swap_remove(index);
     let links = links_of(&wiring, &plan, index);
     let mut driver = UdpDriver::bind(&links, &options.udp)?;
-    let clock = Clock::from_system_time();
+    // A switch told to run its clock off (a test of skew across machines) reads a clock of its
+    // own, and says so: `onepipe inspect` then compares it with the others only through links.
+    let clock = Clock::from_system_time().shifted(options.switch_clock_offset_ns);
     let switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
     let mut switch = manage(&wiring, &plan, switch, ControlMember::Switch(index), index);
     let peers = peer_names(&wiring, index);
     let cuts = driver.link_cuts();
-    let clock_id = machine_clock_id();
+    let clock_id = match options.switch_clock_offset_ns {
+        0 => machine_clock_id(),
+        off => format!("{} {off:+} ns", machine_clock_id()),
+    };
     let mut observe = |s: &mut Mgmt<Switch>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
         status.control_malformed = s.counters().malformed;
