@@ -145,24 +145,22 @@ pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
             })
         })
         .collect();
-    // Offsets to each component's first clock: a value on clock c plus offset[c] is on it.
-    let mut offset: Vec<Option<f64>> = vec![None; clocks.len()];
-    let mut component = vec![usize::MAX; clocks.len()];
+    // Each clock's component, and its offset to the component's first clock: a value on clock
+    // c plus the offset is on that one.
+    let mut placed: Vec<Option<(usize, f64)>> = vec![None; clocks.len()];
     let mut used: Vec<Vec<String>> = Vec::new();
     for root in 0..clocks.len() {
-        if component[root] != usize::MAX {
+        if placed[root].is_some() {
             continue;
         }
         let id = used.len();
         used.push(Vec::new());
-        component[root] = id;
-        offset[root] = Some(0.0);
+        placed[root] = Some((id, 0.0));
         let mut queue = vec![root];
         while let Some(c) = queue.pop() {
-            for other in 0..clocks.len() {
-                if component[other] != usize::MAX {
-                    continue;
-                }
+            let (_, at_c) = placed[c].expect("queued once placed");
+            let unplaced: Vec<usize> = (0..clocks.len()).filter(|&o| placed[o].is_none()).collect();
+            for other in unplaced {
                 // c -> other: values on other plus `d` are on c.
                 let mut d: Vec<f64> = bridges
                     .iter()
@@ -177,8 +175,7 @@ pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
                 }
                 d.sort_by(f64::total_cmp);
                 let median = d[d.len() / 2];
-                offset[other] = Some(offset[c].expect("reached") + median);
-                component[other] = id;
+                placed[other] = Some((id, at_c + median));
                 used[id].extend(
                     bridges
                         .iter()
@@ -193,12 +190,12 @@ pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
         .filter_map(|id| {
             let members: Vec<&SwitchStatus> = statuses
                 .iter()
-                .filter(|s| component[clock_index(s)] == id)
+                .filter(|s| placed[clock_index(s)].is_some_and(|p| p.0 == id))
                 .collect();
             let known: Vec<(&str, String, f64)> = members
                 .iter()
                 .flat_map(|s| {
-                    let off = offset[clock_index(s)].expect("in a component");
+                    let (_, off) = placed[clock_index(s)].expect("every clock is placed");
                     processes(s)
                         .into_iter()
                         .map(move |(p, ahead)| (s.node.as_str(), p, ahead + off))
@@ -216,7 +213,7 @@ pub fn skew(statuses: &[SwitchStatus]) -> Option<Skew> {
                 ahead: max.1.clone(),
                 ahead_at: max.0.to_string(),
                 clocks: (0..clocks.len())
-                    .filter(|&c| component[c] == id)
+                    .filter(|&c| placed[c].is_some_and(|p| p.0 == id))
                     .map(|c| clocks[c].clone())
                     .collect(),
                 bridges,

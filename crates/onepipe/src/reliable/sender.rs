@@ -848,14 +848,13 @@ impl ReliableSender {
             });
             c.backoff += 1;
         }
+        self.rto_deadline = next;
         if expired.is_empty() && exhausted.is_empty() {
-            self.rto_deadline = next;
             return;
         }
         for dst in exhausted {
             self.give_up(dst);
         }
-        self.rto_deadline = next;
         self.credits_changed = true;
         self.retire_front();
     }
