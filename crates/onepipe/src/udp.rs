@@ -30,7 +30,7 @@ use crate::system::{Member, SystemConfig};
 use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::udp::local::LocalError;
 use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
-use onepipe_fabric::udp::{Links, UdpConfig, UdpCounters, UdpDriver, UdpError};
+use onepipe_fabric::udp::{Links, PATH_FRAME_BYTES_MAX, UdpConfig, UdpCounters, UdpDriver, UdpError};
 use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
@@ -47,6 +47,10 @@ pub struct UdpOptions {
     /// than the inproc runtime's 50 us: ordering costs half an interval of latency.
     pub beacon_interval: Duration,
     pub dead_after_intervals: u32,
+    /// The largest frame an endpoint sends (header included); longer messages are fragmented.
+    /// The default, [`PATH_FRAME_BYTES_MAX`] (1218), fits in a datagram on any path between
+    /// machines, down to IPv6's minimum MTU: a frame no datagram of some path could carry
+    /// would be dropped there on every retransmission.
     pub mtu_bytes: usize,
     pub message_bytes_max: usize,
     pub send_queue_max: usize,
@@ -70,7 +74,7 @@ impl UdpOptions {
             processes_per_host: 1,
             beacon_interval: Duration::from_micros(500),
             dead_after_intervals: 1_000,
-            mtu_bytes: 1500,
+            mtu_bytes: PATH_FRAME_BYTES_MAX,
             message_bytes_max: 1 << 20,
             send_queue_max: 1024,
             recv_queue_max: 65_536,

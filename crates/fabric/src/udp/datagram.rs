@@ -22,7 +22,8 @@ const MAGIC: [u8; 2] = *b"OP";
 const VERSION: u8 = 2;
 const FLAG_FRAMES: u8 = 1;
 const FLAG_LIMIT: u8 = 2;
-const FRAME_LEN_BYTES: usize = 2;
+/// Each frame in a datagram follows its length, two bytes.
+pub const FRAME_LEN_BYTES: usize = 2;
 
 /// Why a datagram was dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +78,21 @@ impl Packer {
             frames: 0,
             capacity,
         }
+    }
+
+    /// Datagrams of at most `capacity` bytes from now on (a path that takes less than
+    /// configured); the caller emptied the packer.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        debug_assert!(self.is_empty());
+        assert!(
+            capacity > HEADER_LEN + FRAME_LEN_BYTES,
+            "datagram too small for any frame"
+        );
+        self.capacity = capacity;
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Whether a frame of `len` bytes still fits.

@@ -91,6 +91,9 @@ pub struct UdpCounters {
     pub lost: AtomicU64,
     /// Frames dropped because the socket would not take their datagram.
     pub send_dropped_frames: AtomicU64,
+    /// Datagrams refused as larger than their path's MTU, after which the link's datagrams
+    /// were cut to the path (links start at the path's size; this counts later shrinking).
+    pub path_mtu_cuts: AtomicU64,
     /// Datagrams dropped because their link's inbox was full: the peer sent past its credit
     /// (or restarted while we held its datagrams).
     pub overrun: AtomicU64,
@@ -130,6 +133,7 @@ impl UdpCounters {
             reordered: l(&self.reordered),
             lost: l(&self.lost),
             send_dropped_frames: l(&self.send_dropped_frames),
+            path_mtu_cuts: l(&self.path_mtu_cuts),
             no_link_frames: l(&self.no_link_frames),
             peer_gone_frames: l(&self.peer_gone_frames),
             cut_datagrams: l(&self.cut_datagrams),
@@ -155,6 +159,8 @@ pub struct UdpSnapshot {
     pub reordered: u64,
     pub lost: u64,
     pub send_dropped_frames: u64,
+    #[serde(default)]
+    pub path_mtu_cuts: u64,
     pub no_link_frames: u64,
     #[serde(default)]
     pub peer_gone_frames: u64,
@@ -337,9 +343,13 @@ impl UdpDriver {
                     self.by_addr.insert(canonical(*a), i as PortId);
                 }
                 let initial_seq = mix64(nonce ^ (local << 16) ^ i as u64) as u32;
+                // A path whose MTU is smaller than the configured datagram (1500-byte Ethernet
+                // between machines, under the 8972 jumbo default) takes nothing larger: the
+                // socket refuses such datagrams rather than fragment them.
+                let path = peer.and_then(path_datagram_bytes);
                 Port {
                     peer: *peer,
-                    packer: Packer::new(self.config.datagram_bytes_max),
+                    packer: Packer::new(port_datagram_bytes(self.config.datagram_bytes_max, path)),
                     send: SendWindow::new(initial_seq),
                     recv: ReceiveWindow::new(window),
                 }
@@ -359,6 +369,20 @@ impl UdpDriver {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()
+    }
+
+    /// The ports whose datagrams are smaller than configured because the path to their
+    /// neighbour carries less: (port, neighbour, largest datagram in bytes).
+    pub fn path_limited_ports(&self) -> Vec<(PortId, SocketAddr, usize)> {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let capacity = p.packer.capacity();
+                let peer = p.peer?;
+                (capacity < self.config.datagram_bytes_max).then_some((i as PortId, peer, capacity))
+            })
+            .collect()
     }
 
     /// The handle through which links of this driver are cut while it runs.
@@ -595,9 +619,10 @@ impl UdpDriver {
         if !node.wants_transmit() {
             return false;
         }
-        let frame_max = self.config.datagram_bytes_max - HEADER_LEN - 2;
         let mut worked = false;
         for port in 0..self.ports.len() {
+            // The largest frame this port's datagrams (cut to its path) can carry.
+            let frame_max = self.ports[port].packer.capacity() - HEADER_LEN - 2;
             for _ in 0..OUTPUT_BUDGET_FRAMES {
                 if !self.ports[port].has_room(frame_max) {
                     break;
@@ -742,8 +767,85 @@ fn send(
             p.send.untake_seq();
             return false;
         }
-        Err(_) => UdpCounters::add(&counters.send_dropped_frames, frames),
+        Err(e) => {
+            UdpCounters::add(&counters.send_dropped_frames, frames);
+            // The path's MTU shrank under the datagram (a route changed): its frames are gone
+            // (reliable 1Pipe sends them again), the next datagrams are cut to fit.
+            if e.raw_os_error() == Some(rustix::io::Errno::MSGSIZE.raw_os_error()) {
+                let fits = path_datagram_bytes(peer).unwrap_or(PATH_DATAGRAM_BYTES_MIN);
+                let capacity = port_datagram_bytes(p.packer.capacity(), Some(fits));
+                p.packer.clear();
+                p.packer.set_capacity(capacity);
+                UdpCounters::add(&counters.path_mtu_cuts, 1);
+            }
+        }
     }
     p.packer.clear();
     true
+}
+
+/// The smallest datagram a link is cut to: IPv6's minimum MTU (1280) less its IP and UDP
+/// headers, which every IPv6 path and any real IPv4 one carries.
+pub const PATH_DATAGRAM_BYTES_MIN: usize = 1_232;
+/// The largest frame that fits in a datagram on any path: what endpoints over UDP send by
+/// default, so that no path between machines can refuse a frame (datagrams still pack many
+/// frames up to each path's MTU).
+pub const PATH_FRAME_BYTES_MAX: usize = PATH_DATAGRAM_BYTES_MIN - HEADER_LEN - datagram::FRAME_LEN_BYTES;
+
+/// A link's datagram size: the configured one, or less where the path carries less, but never
+/// below [`PATH_DATAGRAM_BYTES_MIN`] (a path that claims less is taken at that).
+fn port_datagram_bytes(configured: usize, path: Option<usize>) -> usize {
+    path.map_or(configured, |b| b.max(PATH_DATAGRAM_BYTES_MIN).min(configured))
+}
+
+/// The largest UDP payload the route to `peer` carries unfragmented, as the kernel knows it:
+/// the MTU of the path (its interface's, or less once ICMP taught it) less the IP and UDP
+/// headers. `None` if the kernel cannot say (no route).
+fn path_datagram_bytes(peer: SocketAddr) -> Option<usize> {
+    let any: SocketAddr = match peer {
+        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let probe = UdpSocket::bind(any).ok()?;
+    probe.connect(peer).ok()?;
+    let (mtu, headers) = match peer {
+        SocketAddr::V4(_) => (rustix::net::sockopt::ip_mtu(&probe).ok()?, 20 + 8),
+        SocketAddr::V6(_) => (rustix::net::sockopt::ipv6_mtu(&probe).ok()?, 40 + 8),
+    };
+    (mtu as usize).checked_sub(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_takes_the_smaller_of_the_configured_and_the_path_datagram() {
+        // 1500-byte Ethernet between machines under the 8972 jumbo default.
+        assert_eq!(port_datagram_bytes(8_972, Some(1_472)), 1_472);
+        // Loopback (65536-byte MTU) carries more than configured.
+        assert_eq!(port_datagram_bytes(8_972, Some(65_508)), 8_972);
+        // The kernel cannot say: as configured.
+        assert_eq!(port_datagram_bytes(8_972, None), 8_972);
+        // A path claiming less than IPv6's minimum is taken at that.
+        assert_eq!(port_datagram_bytes(8_972, Some(500)), PATH_DATAGRAM_BYTES_MIN);
+        // Cutting an already cut link again never grows it.
+        assert_eq!(port_datagram_bytes(1_472, Some(1_252)), 1_252);
+    }
+
+    #[test]
+    fn the_kernel_reports_the_loopback_path_and_a_loopback_link_is_not_cut() {
+        let peer: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let path = path_datagram_bytes(peer).expect("loopback has a route and an MTU");
+        assert!(path >= PATH_DATAGRAM_BYTES_MIN, "loopback path of {path} bytes");
+        let config = UdpConfig::default();
+        let mut d = UdpDriver::bind_addr("127.0.0.1:0".parse().unwrap(), &config).unwrap();
+        d.set_ports(&[Some(peer), None]);
+        let limited = d.path_limited_ports();
+        if path >= config.datagram_bytes_max {
+            assert!(limited.is_empty(), "{limited:?}");
+        } else {
+            assert_eq!(limited, vec![(0, peer, path)]);
+        }
+    }
 }
