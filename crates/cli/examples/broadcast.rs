@@ -42,6 +42,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("broadcast: process {p} failed (failure timestamp {ts})");
         f.lock().unwrap().push(p);
     });
+    // Messages the fabric could not deliver (reliable: after the retry budget), by reason.
+    let failures = Arc::new(Mutex::new(std::collections::BTreeMap::<String, u64>::new()));
+    let fs = failures.clone();
+    me.on_send_failure(move |f| {
+        *fs.lock()
+            .unwrap()
+            .entry(format!("{:?} to {}", f.reason, f.dst))
+            .or_default() += 1;
+    });
     let mut everyone: Vec<u32> = (0..me.process_count()).collect();
     let gap = (args.rate > 0).then(|| std::time::Duration::from_secs_f64(1.0 / args.rate as f64));
     let start = std::time::Instant::now();
@@ -97,5 +106,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.count,
         sending.as_secs_f64()
     );
+    for (what, n) in failures.lock().unwrap().iter() {
+        println!(
+            "process {} could not deliver {n} messages: {what}",
+            args.join.process
+        );
+    }
     Ok(())
 }

@@ -26,6 +26,11 @@ pub struct InspectArgs {
     /// Print one JSON object instead of tables
     #[arg(long)]
     json: bool,
+    /// Read `DIR/NAME.json` for each switch instead of what `onepipe up` started: the files
+    /// that switches run by hand write with `onepipe switch --status-file` (across machines,
+    /// collect them in one directory)
+    #[arg(long, value_name = "DIR")]
+    status_dir: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -45,7 +50,13 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
         return Err("--stall-ms must be positive".into());
     }
     let topology = Topology::from_file(&args.topology).map_err(|e| e.to_string())?;
-    let dir = status_dir(&args.topology).map_err(|e| e.to_string())?;
+    let dir = match &args.status_dir {
+        Some(d) => d.clone(),
+        None => status_dir(&args.topology).map_err(|e| e.to_string())?,
+    };
+    if args.status_dir.is_some() && !dir.is_dir() {
+        return Err(format!("--status-dir {} is not a directory", dir.display()));
+    }
     if !dir.is_dir() {
         return Err(format!(
             "{} is not up (no status in {}); start it with `onepipe up {}`",
