@@ -68,6 +68,10 @@ pub struct Fig8Args {
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0)]
     limit_seconds: f64,
+    /// 1Pipe's beacon interval, and the Lamport baseline's exchange interval [default: each
+    /// runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
+    #[arg(long)]
+    beacon_interval_us: Option<f64>,
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
@@ -238,6 +242,17 @@ fn run_row(args: &Fig8Args, system: &'static str, processes: usize) -> Result<Ro
     }
 }
 
+/// The beacon interval asked for, or the runtime's default: a node thread per process over
+/// udp wakes for every beacon tick, and dozens of them waking every 50 us on two cores spend
+/// the machine on context switches (docs/udp.md).
+fn beacon_interval(args: &Fig8Args) -> Duration {
+    match (args.beacon_interval_us, args.runtime) {
+        (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
+        (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
+        (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
+    }
+}
+
 fn onepipe_row(
     args: &Fig8Args,
     system: &'static str,
@@ -251,6 +266,7 @@ fn onepipe_row(
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         reliable: system == "1pipe-r",
         record_window: RECORD_WINDOW,
+        beacon_interval: beacon_interval(args),
         udp: (args.runtime == RuntimeKind::Udp).then(|| udp_config(args.datagram_bytes)),
         ..DemoConfig::default()
     };
@@ -280,8 +296,8 @@ fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usiz
     let mut config = BaselineConfig::new(kind, schedule);
     config.message_bytes = MESSAGE_BYTES;
     config.window = args.window;
-    // 1Pipe's beacon interval in these runtimes (DemoConfig's default).
-    config.exchange_interval = DemoConfig::default().beacon_interval;
+    // 1Pipe's beacon interval in this runtime.
+    config.exchange_interval = beacon_interval(args);
     let nodes = onepipe_baselines::build(&wiring, &config, start).map_err(|e| e.to_string())?;
     let wait = |clock: &Clock| {
         while clock.now() < send_until {

@@ -37,6 +37,11 @@ use onepipe_wire::packet::HEADER_LEN;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+/// The default beacon interval over udp, coarser than the inproc runtime's 50 us: each
+/// datagram costs a syscall of several microseconds, and each node is a thread that wakes for
+/// every beacon tick.
+pub const BEACON_INTERVAL: Duration = Duration::from_micros(500);
+
 /// How every participant of a udp fabric is configured; all must agree on the topology,
 /// processes per host, beacon interval and MTU.
 #[derive(Clone, Debug)]
@@ -72,7 +77,7 @@ impl UdpOptions {
         UdpOptions {
             topology,
             processes_per_host: 1,
-            beacon_interval: Duration::from_micros(500),
+            beacon_interval: BEACON_INTERVAL,
             dead_after_intervals: 1_000,
             mtu_bytes: PATH_FRAME_BYTES_MAX,
             message_bytes_max: 1 << 20,
