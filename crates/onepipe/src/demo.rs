@@ -12,7 +12,7 @@ use crate::host::App;
 use crate::switch::{SwitchConfig, SwitchCounters};
 use crate::system::{self, SystemConfig, SystemError};
 use crate::udp::{LocalFabric, start_local};
-use crate::workload::{Broadcast, Schedule};
+use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
 use onepipe_fabric::Either;
@@ -160,6 +160,10 @@ pub struct PhaseResult {
     pub ordering: bool,
     pub processes: usize,
     pub seconds: f64,
+    /// How long the fabric ran: the sending window and the drain after it. Counters that
+    /// run all along (beacons, frames) are rates over this, not over `seconds`: a reliable
+    /// phase drains ten times longer than a best-effort one, and idle links beacon meanwhile.
+    pub run_seconds: f64,
     /// Deliveries during the sending window (throughput numerator).
     pub delivered_in_window: u64,
     /// All deliveries, including the drain after sending stopped.
@@ -211,8 +215,10 @@ enum PhaseRuntime {
 /// Largest demo message (the endpoint's default limit).
 pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
 
-/// Time given to in-flight messages after sending stops.
+/// Time given to in-flight messages after sending stops, at most: the drain ends as soon as
+/// every message sent has been delivered, looked at this often.
 const DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 const RELIABLE_BUFFER_BROADCASTS: usize = 4;
 const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
 const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
@@ -314,7 +320,7 @@ pub fn run_phase(
     let send_from = start;
     let send_until = send_from + config.duration;
     let record_until = send_from + config.record_window.min(config.duration);
-    let delivered = Arc::new(AtomicU64::new(0));
+    let progress_counts = Arc::new(Progress::default());
     let send_gap = if config.rate_per_process > 0.0 {
         Duration::from_nanos((1e9 / config.rate_per_process) as u64)
     } else {
@@ -335,7 +341,7 @@ pub fn run_phase(
                     seed: config.seed,
                     reliable: config.reliable,
                 },
-                delivered.clone(),
+                progress_counts.clone(),
             );
             w.watch_failure(failure_at_ns.clone());
             App::Workload(Box::new(w))
@@ -392,11 +398,17 @@ pub fn run_phase(
             });
         }
         let done = (since.as_nanos() as f64 / total).min(1.0);
-        progress(done, delivered.load(Ordering::Relaxed));
+        progress(done, progress_counts.delivered.load(Ordering::Relaxed));
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
-    // Reliable messages may still be waiting for retransmission after sending stops.
-    std::thread::sleep(if config.reliable { RELIABLE_DRAIN } else { DRAIN });
+    // Messages still in flight when sending stops, reliable ones perhaps waiting for a
+    // retransmission, get until every message sent is delivered, at most the drain time (a
+    // message lost for good, to a best-effort link or a failure, waits for all of it).
+    let drain_until = std::time::Instant::now() + if config.reliable { RELIABLE_DRAIN } else { DRAIN };
+    while !progress_counts.all_delivered(count as u64) && std::time::Instant::now() < drain_until {
+        std::thread::sleep(DRAIN_POLL);
+    }
+    let run_seconds = clock.now().saturating_since(start).as_nanos() as f64 / 1e9;
     let mut udp_totals = None;
     let (link_drops, link_duplicates, link_reordered, ecn_marked, nodes) = match runtime {
         PhaseRuntime::Inproc(runtime) => {
@@ -422,6 +434,7 @@ pub fn run_phase(
         ordering,
         processes: count as usize,
         seconds,
+        run_seconds,
         delivered_in_window: 0,
         delivered: 0,
         messages_sent: 0,

@@ -13,8 +13,29 @@ use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Deliveries between updates of the shared progress counter.
+/// Deliveries (and sent messages) between updates of the shared progress counters, while
+/// sending lasts; afterwards every one is reported at once, so that a driver waiting for the
+/// last deliveries sees them as they happen.
 const PROGRESS_BATCH: u64 = 256;
+
+/// What all processes of a run sent and delivered so far, counted in messages (a broadcast
+/// to 32 processes is 32), shared with the driver: it shows progress, and it ends the drain
+/// after sending stops once every message sent has been delivered.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub sent: AtomicU64,
+    pub delivered: AtomicU64,
+    /// Processes past their sending window that have reported everything they sent.
+    pub senders_done: AtomicU64,
+}
+
+impl Progress {
+    /// Whether all `processes` stopped sending and every message they sent was delivered.
+    pub fn all_delivered(&self, processes: u64) -> bool {
+        self.senders_done.load(Ordering::Acquire) >= processes
+            && self.delivered.load(Ordering::Acquire) >= self.sent.load(Ordering::Acquire)
+    }
+}
 /// Latencies above this are clamped into the histogram's top bucket.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
 
@@ -42,8 +63,12 @@ pub struct Broadcast {
     pub send_failures: u64,
     /// Reliable scatterings aborted because a receiver failed (paper 5.2, Recall).
     pub aborted: u64,
+    /// Deliveries and sent messages not yet added to `progress`.
     unreported: u64,
-    progress: Arc<AtomicU64>,
+    unreported_sent: u64,
+    /// Everything sent has been reported, and `senders_done` counts this process.
+    sending_reported: bool,
+    progress: Arc<Progress>,
     /// When a failure was injected (shared-clock ns, 0 before), set by whoever injects it.
     failure_at_ns: Option<Arc<AtomicU64>>,
     /// The first delivery of a message stamped at or after the failure: the commit barrier
@@ -72,7 +97,7 @@ impl Broadcast {
         process_count: u32,
         message_bytes: usize,
         schedule: Schedule,
-        progress: Arc<AtomicU64>,
+        progress: Arc<Progress>,
     ) -> Broadcast {
         let Schedule {
             send_from,
@@ -106,6 +131,8 @@ impl Broadcast {
             send_failures: 0,
             aborted: 0,
             unreported: 0,
+            unreported_sent: 0,
+            sending_reported: false,
             progress,
             failure_at_ns: None,
             delivered_past_failure_at: None,
@@ -124,7 +151,15 @@ impl Broadcast {
 
     /// Queues broadcasts while the send buffer has room for a whole one.
     pub fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
-        if now >= self.send_until || now < self.next_send_at {
+        if now >= self.send_until {
+            if !self.sending_reported {
+                self.sending_reported = true;
+                self.report_progress();
+                self.progress.senders_done.fetch_add(1, Ordering::Release);
+            }
+            return;
+        }
+        if now < self.next_send_at {
             return;
         }
         let len = self.payload.len();
@@ -147,6 +182,7 @@ impl Broadcast {
             .map(|&d| (d, &self.payload[..]))
             .collect();
         let record = now < self.record_until;
+        let messages = scatter.len() as u64;
         if self.reliable {
             let msg_id = endpoint
                 .send_reliable(now, &scatter)
@@ -163,6 +199,10 @@ impl Broadcast {
             if record {
                 self.record_send(receipt.ts, receipt.msg_id);
             }
+        }
+        self.unreported_sent += messages;
+        if self.unreported_sent >= PROGRESS_BATCH {
+            self.report_progress();
         }
         if self.send_gap > Duration::ZERO {
             // Keep the schedule (open loop); after a stall, resume from now rather than burst.
@@ -221,9 +261,22 @@ impl Broadcast {
             self.delivered_in_window += 1;
         }
         self.unreported += 1;
-        if self.unreported >= PROGRESS_BATCH {
-            self.progress.fetch_add(self.unreported, Ordering::Relaxed);
-            self.unreported = 0;
+        if self.unreported >= PROGRESS_BATCH || now >= self.send_until {
+            self.report_progress();
+        }
+    }
+
+    /// Adds what was sent and delivered since the last report to the shared counters.
+    fn report_progress(&mut self) {
+        if self.unreported_sent > 0 {
+            self.progress
+                .sent
+                .fetch_add(std::mem::take(&mut self.unreported_sent), Ordering::Release);
+        }
+        if self.unreported > 0 {
+            self.progress
+                .delivered
+                .fetch_add(std::mem::take(&mut self.unreported), Ordering::Release);
         }
     }
 
