@@ -268,6 +268,20 @@ fn bench_modes_prints_every_row() {
     let rows = modes[1]["throughput_msgs_per_s"].as_f64().unwrap()
         / modes[0]["throughput_msgs_per_s"].as_f64().unwrap();
     assert!((rows - ratio).abs() < 1e-9, "{rows} {ratio}");
+    // Each pair has its lossy reliable run; the ratio is again the lower median, and the
+    // lossy row is that run, every message delivered.
+    let lossy: Vec<f64> = v["reliable_throughput_at_1pct_loss_pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    assert_eq!(lossy.len(), 2, "{v}");
+    let lossy_ratio = v["reliable_throughput_at_1pct_loss_ratio"].as_f64().unwrap();
+    assert_eq!(lossy_ratio, lossy[0].min(lossy[1]), "{v}");
+    assert!(lossy_ratio > 0.0, "{v}");
+    assert_eq!(modes[3]["loss"], 0.01, "{v}");
+    assert_eq!(modes[3]["no_loss"], true, "{v}");
     assert_eq!(v["loss_table"][0]["reliable_no_loss"], true, "{v}");
 }
 
