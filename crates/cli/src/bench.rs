@@ -206,30 +206,13 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
     let mut lossy = Vec::with_capacity(args.pairs);
     for k in 0..args.pairs {
         let of = format!("({}/{})", k + 1, args.pairs);
-        let be = || {
-            phase(
-                &config(s, args.seed, false, 0.0, 0.0),
-                true,
-                &bar,
-                format!("best effort {of}"),
-            )
+        let run = |reliable: bool, loss: f64, what: &str| {
+            let c = config(s, args.seed, reliable, loss, 0.0);
+            phase(&c, true, &bar, format!("{what} {of}"))
         };
-        let rel = || {
-            phase(
-                &config(s, args.seed, true, 0.0, 0.0),
-                true,
-                &bar,
-                format!("reliable {of}"),
-            )
-        };
-        let rel_lossy = || {
-            phase(
-                &config(s, args.seed, true, 0.01, 0.0),
-                true,
-                &bar,
-                format!("reliable, 1% loss {of}"),
-            )
-        };
+        let be = || run(false, 0.0, "best effort");
+        let rel = || run(true, 0.0, "reliable");
+        let rel_lossy = || run(true, 0.01, "reliable, 1% loss");
         // Alternating which goes first cancels a steady drift of the machine's speed; the
         // lossy run sits next to the loss-free reliable one it is compared with.
         pairs.push(match k % 2 {
