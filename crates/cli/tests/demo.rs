@@ -256,12 +256,14 @@ fn bench_modes_prints_every_row() {
     let ratio = v["reliable_to_best_effort_throughput"].as_f64().unwrap();
     assert!(ratio > 0.0);
     // Two pairs of runs: the lower median is the smaller ratio, and the rows are that pair's.
-    let pairs: Vec<f64> = v["reliable_to_best_effort_throughput_pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
+    let f64s = |x: &serde_json::Value| -> Vec<f64> {
+        x.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let pairs = f64s(&v["reliable_to_best_effort_throughput_pairs"]);
     assert_eq!(pairs.len(), 2, "{v}");
     assert_eq!(ratio, pairs[0].min(pairs[1]), "{v}");
     let modes = v["modes"].as_array().unwrap();
@@ -270,12 +272,7 @@ fn bench_modes_prints_every_row() {
     assert!((rows - ratio).abs() < 1e-9, "{rows} {ratio}");
     // Each pair has its lossy reliable run; the ratio is again the lower median, and the
     // lossy row is that run, every message delivered.
-    let lossy: Vec<f64> = v["reliable_throughput_at_1pct_loss_pairs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect();
+    let lossy = f64s(&v["reliable_throughput_at_1pct_loss_pairs"]);
     assert_eq!(lossy.len(), 2, "{v}");
     let lossy_ratio = v["reliable_throughput_at_1pct_loss_ratio"].as_f64().unwrap();
     assert_eq!(lossy_ratio, lossy[0].min(lossy[1]), "{v}");
