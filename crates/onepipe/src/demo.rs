@@ -161,8 +161,8 @@ pub struct PhaseResult {
     pub processes: usize,
     pub seconds: f64,
     /// How long the fabric ran: the sending window and the drain after it. Counters that
-    /// run all along (beacons, frames) are rates over this, not over `seconds`: a reliable
-    /// phase drains ten times longer than a best-effort one, and idle links beacon meanwhile.
+    /// run all along (beacons, frames) are rates over this, not over `seconds`: a drain can
+    /// last up to a second (a reliable message under repair), and idle links beacon meanwhile.
     pub run_seconds: f64,
     /// Deliveries during the sending window (throughput numerator).
     pub delivered_in_window: u64,
