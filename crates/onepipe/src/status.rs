@@ -346,6 +346,11 @@ mod tests {
         }
     }
 
+    /// The clocks furthest behind and ahead, each with the switch that measured it.
+    fn extremes(k: &Skew) -> (&str, &str, &str, &str) {
+        (&k.behind, &k.behind_at, &k.ahead, &k.ahead_at)
+    }
+
     fn switch(node: &str, inputs: Vec<LinkStatus>) -> SwitchStatus {
         let lagging_port = inputs
             .iter()
@@ -445,15 +450,7 @@ mod tests {
         );
         let k = skew(&[on("m", rack0.clone()), on("m", rack1.clone())]).unwrap();
         assert_eq!(k.spread_us, 5_001.0);
-        assert_eq!(
-            (
-                k.behind.as_str(),
-                k.behind_at.as_str(),
-                k.ahead.as_str(),
-                k.ahead_at.as_str()
-            ),
-            ("process 0", "tor0", "process 3", "tor1")
-        );
+        assert_eq!(extremes(&k), ("process 0", "tor0", "process 3", "tor1"));
         assert_eq!(k.switches, ["tor0", "tor1"]);
         // On two machines (or unknown ones) each rack is compared only within itself.
         for (a, b) in [("m", "n"), ("", "")] {
@@ -510,15 +507,7 @@ mod tests {
         let k = skew(&fabric).unwrap();
         // tor1's clock is 4_988 - 1_990 = 2_998 us ahead: process 3 is 1_995 + 2_998 on "a".
         assert_eq!(k.spread_us, 4_993.0 - -12.0, "{k:?}");
-        assert_eq!(
-            (
-                k.behind.as_str(),
-                k.behind_at.as_str(),
-                k.ahead.as_str(),
-                k.ahead_at.as_str()
-            ),
-            ("process 1", "tor0", "process 3", "tor1")
-        );
+        assert_eq!(extremes(&k), ("process 1", "tor0", "process 3", "tor1"));
         assert_eq!(k.clocks, ["a", "b"]);
         assert_eq!(k.bridges, ["spine<-tor1"]);
         assert_eq!(k.switches.len(), 3);

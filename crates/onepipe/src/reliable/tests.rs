@@ -50,6 +50,18 @@ fn drain(s: &mut ReliableSender, now: Instant) -> Vec<(u32, u32)> {
     out
 }
 
+/// A sender whose one packet, (1, 0), went at t(0) and again at its timeout at t(100) (RTO
+/// 100 us before any sample); the connection is backed off once.
+fn timed_out_once() -> ReliableSender {
+    let mut s = sender(8);
+    s.submit(0, &[(1, b"a")]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
+    s.on_timeout(t(100));
+    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "timed out once");
+    s
+}
+
 fn ack(window_packets: u32) -> AckPayload {
     AckPayload {
         sack: 0,
@@ -159,12 +171,7 @@ fn selective_ack_repairs_a_hole_once_per_rtt() {
 /// and the next packet timed out again; one spurious retransmission per packet.
 #[test]
 fn ack_of_a_retransmission_keeps_the_backoff() {
-    let mut s = sender(8);
-    s.submit(0, &[(1, b"a")]);
-    release(&mut s);
-    assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
-    s.on_timeout(t(100)); // RTO 100 us, no sample yet
-    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "timed out once");
+    let mut s = timed_out_once();
     s.on_ack(t(150), 1, 1, &ack(8));
     s.submit(1, &[(1, b"b")]);
     release(&mut s);
@@ -197,12 +204,7 @@ fn ack_of_a_retransmission_keeps_the_backoff() {
 /// younger one of another connection is: it must stay, and go when its own RTO has passed.
 #[test]
 fn an_older_backed_off_transmission_waits_behind_a_younger_due_one() {
-    let mut s = sender(8);
-    s.submit(0, &[(1, b"a")]);
-    release(&mut s);
-    assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
-    s.on_timeout(t(100));
-    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "backed off: next RTO 200 us");
+    let mut s = timed_out_once(); // backed off: next RTO 200 us
     s.submit(1, &[(2, b"b")]);
     release(&mut s);
     assert_eq!(drain(&mut s, t(150)), vec![(2, 0)]);
