@@ -54,16 +54,16 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
         Some(d) => d.clone(),
         None => status_dir(&args.topology).map_err(|e| e.to_string())?,
     };
-    if args.status_dir.is_some() && !dir.is_dir() {
-        return Err(format!("--status-dir {} is not a directory", dir.display()));
-    }
     if !dir.is_dir() {
-        return Err(format!(
-            "{} is not up (no status in {}); start it with `onepipe up {}`",
-            args.topology.display(),
-            dir.display(),
-            args.topology.display()
-        ));
+        return Err(match args.status_dir {
+            Some(_) => format!("--status-dir {} is not a directory", dir.display()),
+            None => format!(
+                "{} is not up (no status in {}); start it with `onepipe up {}`",
+                args.topology.display(),
+                dir.display(),
+                args.topology.display()
+            ),
+        });
     }
     let now_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
