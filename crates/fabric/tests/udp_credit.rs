@@ -77,6 +77,17 @@ impl Node for TestNode {
 
 #[test]
 fn a_fast_sender_is_held_back_and_loses_nothing() {
+    held_back_and_lossless(None);
+}
+
+/// The same with the three nodes on fewer threads than nodes, each node keeping its socket.
+#[test]
+fn nodes_sharing_threads_are_held_back_and_lose_nothing() {
+    held_back_and_lossless(Some(2));
+    held_back_and_lossless(Some(1));
+}
+
+fn held_back_and_lossless(threads: Option<usize>) {
     let wiring = Wiring::new(Topology::single_switch(2).unwrap(), 1).unwrap();
     let in_sequence = Arc::new(AtomicU64::new(0));
     let nodes = vec![
@@ -91,6 +102,7 @@ fn a_fast_sender_is_held_back_and_loses_nothing() {
     // Small socket buffers: without credits most of the burst would be dropped.
     let udp = UdpConfig {
         socket_buffer_bytes: 256 << 10,
+        threads,
         ..UdpConfig::default()
     };
     let fabric = LocalFabric::start(&wiring, nodes, &udp, Clock::from_system_time()).unwrap();
@@ -106,7 +118,7 @@ fn a_fast_sender_is_held_back_and_loses_nothing() {
     assert_eq!(
         (in_sequence.load(Ordering::Relaxed), *out_of_sequence),
         (FRAMES, 0),
-        "{totals:?}"
+        "threads {threads:?}: {totals:?}"
     );
     assert_eq!(
         totals.lost_datagrams + totals.overrun_datagrams + totals.dropped_frames,

@@ -49,6 +49,17 @@ impl Node for TestNode {
 
 #[test]
 fn a_parked_node_wakes_for_timeouts_shorter_than_a_scheduler_tick() {
+    ticks_near_the_interval(None);
+}
+
+/// A thread that runs several nodes parks on all their sockets and wakes for the earliest of
+/// their timeouts.
+#[test]
+fn a_parked_thread_of_several_nodes_wakes_for_their_timeouts() {
+    ticks_near_the_interval(Some(1));
+}
+
+fn ticks_near_the_interval(threads: Option<usize>) {
     let wiring = Wiring::new(Topology::single_switch(1).unwrap(), 1).unwrap();
     let nodes = vec![
         TestNode::Switch,
@@ -60,6 +71,7 @@ fn a_parked_node_wakes_for_timeouts_shorter_than_a_scheduler_tick() {
     // Park after every idle pass, so that every timeout is waited for in the kernel.
     let udp = UdpConfig {
         idle: IdlePolicy::SpinThenPark { spins: 1 },
+        threads,
         ..UdpConfig::default()
     };
     let fabric = LocalFabric::start(&wiring, nodes, &udp, Clock::from_system_time()).unwrap();
@@ -76,6 +88,6 @@ fn a_parked_node_wakes_for_timeouts_shorter_than_a_scheduler_tick() {
     let ideal = (elapsed.as_micros() as f64 / INTERVAL.as_micros_f64()) as u64;
     assert!(
         ticks > ideal / 5,
-        "{ticks} timeouts in {elapsed:?}, ideally {ideal}"
+        "threads {threads:?}: {ticks} timeouts in {elapsed:?}, ideally {ideal}"
     );
 }

@@ -1,5 +1,6 @@
-//! A whole topology over UDP inside one OS process: a thread and a socket per node, for
-//! `onepipe demo --runtime udp` and the benchmarks (real deployments run `onepipe up`).
+//! A whole topology over UDP inside one OS process: a socket per node, and a thread per node
+//! or a few threads that share them ([`UdpConfig::threads`]), for `onepipe demo --runtime
+//! udp` and the benchmarks (real deployments run `onepipe up`).
 //!
 //! Each node gets the loopback address of the default plan but a port the kernel picks, so
 //! fabrics started side by side (tests, benchmarks) never collide. Any [`Node`] runs here:
@@ -8,7 +9,7 @@
 #![allow(clippy::disallowed_methods)] // threads live here
 
 use super::plan::{AddressPlan, PlanError};
-use super::{UdpConfig, UdpCounters, UdpDriver, UdpError, port_peers};
+use super::{Idle, Pass, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers};
 use crate::inproc::Clock;
 use crate::node::Node;
 use crate::wiring::Wiring;
@@ -27,7 +28,7 @@ pub enum LocalError {
 }
 
 pub struct LocalFabric<N> {
-    threads: Vec<std::thread::JoinHandle<N>>,
+    threads: Vec<std::thread::JoinHandle<Vec<Member<N>>>>,
     stop: Arc<AtomicBool>,
     counters: Vec<Arc<UdpCounters>>,
 }
@@ -72,20 +73,35 @@ impl<N: Node + 'static> LocalFabric<N> {
         }
         let peers = port_peers(wiring, |n| bound[n]);
         let mut fabric = LocalFabric {
-            threads: Vec::with_capacity(nodes.len()),
+            threads: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
             counters: Vec::with_capacity(nodes.len()),
         };
-        for ((mut node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(peers) {
+        let thread_count = udp.threads.unwrap_or(nodes.len()).clamp(1, nodes.len().max(1));
+        let mut groups: Vec<Vec<Member<N>>> = (0..thread_count).map(|_| Vec::new()).collect();
+        for (index, ((node, mut driver), ports)) in nodes.into_iter().zip(drivers).zip(peers).enumerate() {
             driver.set_ports(&ports);
-            let c = Arc::new(UdpCounters::default());
-            fabric.counters.push(c.clone());
+            let counters = Arc::new(UdpCounters::default());
+            fabric.counters.push(counters.clone());
+            // Dealt round robin: switches come first in the wiring, so that each thread gets
+            // its share of them.
+            groups[index % thread_count].push(Member {
+                index,
+                node,
+                driver,
+                counters,
+            });
+        }
+        for mut group in groups {
             let stop = fabric.stop.clone();
             let spawned = std::thread::Builder::new()
                 .name("onepipe-udp-node".into())
                 .spawn(move || {
-                    driver.run(&mut node, &clock, &stop, &c);
-                    node
+                    match group.as_mut_slice() {
+                        [one] => one.driver.run(&mut one.node, &clock, &stop, &one.counters),
+                        many => run_shared(many, &clock, &stop),
+                    }
+                    group
                 });
             match spawned {
                 Ok(thread) => fabric.threads.push(thread),
@@ -119,9 +135,45 @@ impl<N: Node + 'static> LocalFabric<N> {
     /// Stops every node and hands them back, in the order they were given.
     pub fn stop(self) -> Vec<N> {
         self.stop.store(true, Ordering::Relaxed);
-        self.threads
+        let mut members: Vec<Member<N>> = self
+            .threads
             .into_iter()
-            .map(|t| t.join().expect("a node thread panicked"))
-            .collect()
+            .flat_map(|t| t.join().expect("a node thread panicked"))
+            .collect();
+        members.sort_by_key(|m| m.index);
+        members.into_iter().map(|m| m.node).collect()
+    }
+}
+
+/// A node with its socket, on whichever thread runs it.
+struct Member<N> {
+    /// Its place in the wiring's order.
+    index: usize,
+    node: N,
+    driver: UdpDriver,
+    counters: Arc<UdpCounters>,
+}
+
+/// Runs several nodes on one thread, a pass of each in turn, until `stop` is set. The thread
+/// parks (as a lone node's would) only once none of them has anything to do, until a datagram
+/// reaches any of their sockets or the earliest of their timers.
+fn run_shared<N: Node>(members: &mut [Member<N>], clock: &Clock, stop: &AtomicBool) {
+    let policy = members[0].driver.config().idle;
+    let mut idle = Idle::default();
+    while !stop.load(Ordering::Relaxed) {
+        let mut all = Pass {
+            worked: false,
+            received: false,
+        };
+        for m in members.iter_mut() {
+            let p = m.driver.pass(&mut m.node, clock, &m.counters);
+            all.worked |= p.worked;
+            all.received |= p.received;
+        }
+        if idle.after_pass(all.received, all.worked, policy) {
+            let sockets: Vec<&std::net::UdpSocket> = members.iter().map(|m| m.driver.socket()).collect();
+            let timeout = members.iter().filter_map(|m| m.node.poll_timeout()).min();
+            park(&sockets, timeout, clock);
+        }
     }
 }

@@ -40,9 +40,8 @@ const RECV_BUF_BYTES: usize = 65_536;
 pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 /// Longest a parked node sleeps before it looks at the clock again.
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
-/// Bounds on each link's credit window, in datagrams.
+/// The least credit window a link gets, in datagrams, however many links share a socket.
 const WINDOW_MIN_DATAGRAMS: usize = 2;
-const WINDOW_MAX_DATAGRAMS: usize = 16;
 
 /// What a node does when a pass found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +61,15 @@ pub struct UdpConfig {
     pub idle: IdlePolicy,
     /// Kernel socket buffers (SO_RCVBUF, SO_SNDBUF), in bytes.
     pub socket_buffer_bytes: usize,
+    /// OS threads a [`local::LocalFabric`] runs its nodes on, each node keeping its own
+    /// socket (`None`: a thread per node). Fewer threads than nodes suit a machine with fewer
+    /// cores than nodes: a node whose thread waits for the scheduler holds back every barrier
+    /// it feeds. A driver run on its own ignores this.
+    pub threads: Option<usize>,
+    /// Most datagrams a link may have in flight to a node (its credit window; fewer if the
+    /// node's socket buffer cannot hold that many for each of its links). Every datagram in
+    /// flight is queueing delay once senders outpace the receiver.
+    pub window_datagrams_max: usize,
 }
 
 impl Default for UdpConfig {
@@ -70,6 +78,8 @@ impl Default for UdpConfig {
             datagram_bytes_max: 8_972,
             idle: IdlePolicy::SpinThenPark { spins: 64 },
             socket_buffer_bytes: 4 << 20,
+            threads: None,
+            window_datagrams_max: 16,
         }
     }
 }
@@ -364,7 +374,10 @@ impl UdpDriver {
             .recv_buffer_size()
             .unwrap_or(self.config.socket_buffer_bytes);
         let per_link = buffer / (links.max(1) * 2 * self.config.datagram_bytes_max);
-        per_link.clamp(WINDOW_MIN_DATAGRAMS, WINDOW_MAX_DATAGRAMS) as u32
+        per_link.clamp(
+            WINDOW_MIN_DATAGRAMS,
+            self.config.window_datagrams_max.max(WINDOW_MIN_DATAGRAMS),
+        ) as u32
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -429,40 +442,50 @@ impl UdpDriver {
         period: Duration,
         observe: &mut dyn FnMut(&mut N, Instant),
     ) {
-        let mut idle_passes = 0u32;
+        let mut idle = Idle::default();
         let mut observe_at = clock.now();
         while !stop.load(Ordering::Relaxed) {
             let received = self.receive(node, clock, counters);
-            let mut worked = received;
             let now = clock.now();
             if now >= observe_at {
                 observe(node, now);
                 self.apply_cuts();
                 observe_at = now + period;
             }
-            worked |= self.drain_inboxes(node, now, counters);
-            if node.poll_timeout().is_some_and(|t| t <= now) {
-                node.handle_timeout(now);
-                worked = true;
-            }
-            worked |= self.originate(node, now, counters);
-            worked |= self.flush(now, counters);
-            if worked {
-                // Only traffic from outside earns another spell of spinning: a node woken by
-                // its own timer (a beacon) goes back to sleep after the pass. With dozens of
-                // nodes on two cores, spinning after every beacon took most of the CPU.
-                if received {
-                    idle_passes = 0;
-                }
-                continue;
-            }
-            idle_passes += 1;
-            if let IdlePolicy::SpinThenPark { spins } = self.config.idle
-                && idle_passes >= spins
-            {
-                self.park(node.poll_timeout(), clock);
+            let worked = self.work(node, now, counters) || received;
+            if idle.after_pass(received, worked, self.config.idle) {
+                park(&[&self.socket], node.poll_timeout(), clock);
             }
         }
+    }
+
+    /// Runs one pass of `node` with the frames already received: waiting frames, timers,
+    /// frames the node originates, and datagrams out. Returns whether anything happened.
+    fn work<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
+        let mut worked = self.drain_inboxes(node, now, counters);
+        if node.poll_timeout().is_some_and(|t| t <= now) {
+            node.handle_timeout(now);
+            worked = true;
+        }
+        worked |= self.originate(node, now, counters);
+        worked |= self.flush(now, counters);
+        worked
+    }
+
+    /// One pass of `node`, as [`UdpDriver::run`] makes it: what happened, and whether
+    /// datagrams came in.
+    pub(crate) fn pass<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> Pass {
+        let received = self.receive(node, clock, counters);
+        let worked = self.work(node, clock.now(), counters) || received;
+        Pass { worked, received }
+    }
+
+    pub(crate) fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
+    pub(crate) fn config(&self) -> &UdpConfig {
+        &self.config
     }
 
     /// Takes one batch of datagrams: credits are applied, frames handed to the node (or parked
@@ -668,30 +691,61 @@ impl UdpDriver {
         }
         worked
     }
+}
 
-    /// Blocks until a datagram is waiting or the node's next timeout, whichever comes first.
-    fn park(&mut self, timeout: Option<Instant>, clock: &Clock) {
-        let now = clock.now();
-        let wait = timeout.map_or(PARK_MAX, |t| {
-            std::time::Duration::from_nanos(t.saturating_since(now).as_nanos()).min(PARK_MAX)
-        });
-        if wait.is_zero() {
-            return;
+/// What a pass of one or more nodes did.
+pub(crate) struct Pass {
+    pub worked: bool,
+    /// Datagrams came in from outside.
+    pub received: bool,
+}
+
+/// Counts the passes with nothing to do, to decide when to park.
+#[derive(Default)]
+pub(crate) struct Idle {
+    passes: u32,
+}
+
+impl Idle {
+    /// Whether to park after a pass that `worked` and `received` as told.
+    pub(crate) fn after_pass(&mut self, received: bool, worked: bool, policy: IdlePolicy) -> bool {
+        // Only traffic from outside earns another spell of spinning: a node woken by its own
+        // timer (a beacon) goes back to sleep after the pass. With dozens of nodes on two
+        // cores, spinning after every beacon took most of the CPU.
+        if received {
+            self.passes = 0;
         }
-        // ppoll leaves the datagram for the batched receive that follows, and its timeout is a
-        // high-resolution timer. A socket read timeout (SO_RCVTIMEO) would round up to whole
-        // scheduler ticks: with HZ=250 a 150 us wait took 8 ms, and an idle host beaconed
-        // every 8 ms instead of every interval.
-        let timeout = rustix::event::Timespec {
-            tv_sec: wait.as_secs() as _,
-            tv_nsec: wait.subsec_nanos() as _,
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &self.socket,
-            rustix::event::PollFlags::IN,
-        )];
-        let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        if worked {
+            return false;
+        }
+        self.passes += 1;
+        matches!(policy, IdlePolicy::SpinThenPark { spins } if self.passes >= spins)
     }
+}
+
+/// Blocks until a datagram is waiting on one of `sockets` or until `timeout` (a node's next
+/// timer), whichever comes first, for at most [`PARK_MAX`].
+pub(crate) fn park(sockets: &[&UdpSocket], timeout: Option<Instant>, clock: &Clock) {
+    let now = clock.now();
+    let wait = timeout.map_or(PARK_MAX, |t| {
+        std::time::Duration::from_nanos(t.saturating_since(now).as_nanos()).min(PARK_MAX)
+    });
+    if wait.is_zero() {
+        return;
+    }
+    // ppoll leaves the datagram for the batched receive that follows, and its timeout is a
+    // high-resolution timer. A socket read timeout (SO_RCVTIMEO) would round up to whole
+    // scheduler ticks: with HZ=250 a 150 us wait took 8 ms, and an idle host beaconed every
+    // 8 ms instead of every interval.
+    let timeout = rustix::event::Timespec {
+        tv_sec: wait.as_secs() as _,
+        tv_nsec: wait.subsec_nanos() as _,
+    };
+    let mut fds: Vec<_> = sockets
+        .iter()
+        .map(|s| rustix::event::PollFd::new(*s, rustix::event::PollFlags::IN))
+        .collect();
+    let _ = rustix::event::poll(&mut fds, Some(&timeout));
 }
 
 /// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit
