@@ -57,7 +57,8 @@ pub struct Fig8Args {
     /// Length of each run
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
-    /// Baselines: own broadcasts a process may have undelivered back to itself
+    /// Own broadcasts a process may have undelivered back to itself: every system runs this
+    /// closed loop
     #[arg(long, default_value_t = 16)]
     window: usize,
     #[arg(long, default_value_t = 1)]
@@ -65,6 +66,13 @@ pub struct Fig8Args {
     /// udp runtime: largest datagram, header included
     #[arg(long, default_value_t = 8_972)]
     datagram_bytes: usize,
+    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
+    /// thread per node [default: one per core]
+    #[arg(long)]
+    udp_threads: Option<usize>,
+    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
+    #[arg(long, default_value_t = 16)]
+    udp_window_datagrams: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0)]
     limit_seconds: f64,
@@ -115,6 +123,9 @@ struct Flatness {
 #[derive(Serialize)]
 struct Fig8Report {
     runtime: &'static str,
+    /// udp runtime: OS threads the nodes ran on (0: a thread per node).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_threads: Option<usize>,
     topology: &'static str,
     message_bytes: usize,
     seconds: f64,
@@ -172,6 +183,9 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
         return Err("--datagram-bytes must be between 64 and 65507".into());
     }
+    if args.udp_window_datagrams < 2 {
+        return Err("--udp-window-datagrams must be at least 2".into());
+    }
     let systems = systems(&args)?;
     let udp = args.runtime == RuntimeKind::Udp;
     let with_limit = udp && args.limit_seconds > 0.0;
@@ -210,6 +224,7 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     let udp_ratios = udp_limit.as_ref().and_then(|l| udp_ratios(&rows, l));
     let report = Fig8Report {
         runtime: if udp { "udp" } else { "inproc" },
+        udp_threads: udp.then(|| udp_threads(&args)),
         topology: "single switch, one port per process",
         message_bytes: MESSAGE_BYTES,
         seconds: args.seconds,
@@ -253,6 +268,19 @@ fn beacon_interval(args: &Fig8Args) -> Duration {
     }
 }
 
+/// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
+/// machine with fewer cores than processes, and then measures how the kernel schedules dozens
+/// of threads more than the systems: a process waiting for a core holds back every barrier,
+/// token or sequence it feeds (docs/udp.md).
+fn udp_threads(args: &Fig8Args) -> usize {
+    args.udp_threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
+fn udp(args: &Fig8Args) -> onepipe_fabric::udp::UdpConfig {
+    udp_config(args.datagram_bytes, udp_threads(args), args.udp_window_datagrams)
+}
+
 fn onepipe_row(
     args: &Fig8Args,
     system: &'static str,
@@ -267,7 +295,10 @@ fn onepipe_row(
         reliable: system == "1pipe-r",
         record_window: RECORD_WINDOW,
         beacon_interval: beacon_interval(args),
-        udp: (args.runtime == RuntimeKind::Udp).then(|| udp_config(args.datagram_bytes)),
+        udp: (args.runtime == RuntimeKind::Udp).then(|| udp(args)),
+        // The same closed loop as the baselines' (`--window`), so that no system is measured
+        // with every queue of the fabric full while the others keep theirs short.
+        window_broadcasts: Some(args.window),
         ..DemoConfig::default()
     };
     let ordering = system != "unordered";
@@ -318,8 +349,7 @@ fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usiz
             rt.stop()
         }
         RuntimeKind::Udp => {
-            let fabric = LocalFabric::start(&wiring, nodes, &udp_config(args.datagram_bytes), clock)
-                .map_err(|e| e.to_string())?;
+            let fabric = LocalFabric::start(&wiring, nodes, &udp(args), clock).map_err(|e| e.to_string())?;
             wait(&clock);
             fabric.stop()
         }
@@ -412,8 +442,13 @@ fn plots(report: &Fig8Report, systems: &[&'static str]) -> Vec<Plot> {
 }
 
 fn print_report(r: &Fig8Report) {
+    let threads = match r.udp_threads {
+        None => String::new(),
+        Some(0) => " (a thread per node)".into(),
+        Some(n) => format!(" (nodes on {n} threads)"),
+    };
     println!(
-        "{}-byte all-to-all broadcast over {}, {}, {} s per run",
+        "{}-byte all-to-all broadcast over {}{threads}, {}, {} s per run",
         r.message_bytes, r.runtime, r.topology, r.seconds
     );
     println!(

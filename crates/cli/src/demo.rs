@@ -98,6 +98,13 @@ pub struct DemoArgs {
     /// udp runtime: largest datagram, header included
     #[arg(long, default_value_t = 8_972)]
     datagram_bytes: usize,
+    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
+    /// thread per node, as `onepipe up` runs them
+    #[arg(long, default_value_t = 0)]
+    udp_threads: usize,
+    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
+    #[arg(long, default_value_t = 16)]
+    udp_window_datagrams: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -336,7 +343,14 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
         }
-        c.udp = Some(udp_config(args.datagram_bytes));
+        if args.udp_window_datagrams < 2 {
+            return Err("--udp-window-datagrams must be at least 2".into());
+        }
+        c.udp = Some(udp_config(
+            args.datagram_bytes,
+            args.udp_threads,
+            args.udp_window_datagrams,
+        ));
     }
     if let Some(before) = args.start_before_wrap_ns {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
@@ -344,10 +358,17 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     Ok(c)
 }
 
-/// The udp runtime as the demo and the benchmarks run it: every node a thread of this process.
-pub fn udp_config(datagram_bytes: usize) -> onepipe_fabric::udp::UdpConfig {
+/// The udp runtime as the demo and the benchmarks run it: every node in this process, on a
+/// thread of its own (`threads` 0) or on `threads` shared ones.
+pub fn udp_config(
+    datagram_bytes: usize,
+    threads: usize,
+    window_datagrams_max: usize,
+) -> onepipe_fabric::udp::UdpConfig {
     onepipe_fabric::udp::UdpConfig {
         datagram_bytes_max: datagram_bytes,
+        threads: (threads > 0).then_some(threads),
+        window_datagrams_max,
         // Dozens of node threads share the cores: park soon.
         idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
         ..Default::default()

@@ -72,6 +72,37 @@ fn fig8_over_udp_compares_with_the_raw_datagram_rate() {
     let ratios = &report["udp_ratios"];
     assert_eq!(ratios["processes"], 3);
     assert!(ratios["ordered_to_unordered"].as_f64().unwrap() > 0.0, "{report}");
+    // By default the nodes share one thread per core.
+    assert!(report["udp_threads"].as_u64().unwrap() >= 1, "{report}");
+}
+
+#[test]
+fn fig8_over_udp_runs_a_thread_per_node_when_asked() {
+    let args = [
+        "bench",
+        "fig8",
+        "--runtime",
+        "udp",
+        "--udp-threads",
+        "0",
+        "--processes",
+        "3",
+        "--systems",
+        "1pipe-be,token",
+        "--seconds",
+        "0.2",
+        "--limit-seconds",
+        "0",
+        "--json",
+    ];
+    let report = run_json(&args, None);
+    assert_eq!(report["udp_threads"], 0, "{report}");
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{report}");
+    for row in rows {
+        assert!(row["throughput_msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert_eq!(row["checks_ok"], true, "{row}");
+    }
 }
 
 #[test]
@@ -82,6 +113,7 @@ fn udp_limit_alone_and_bad_arguments() {
         &["bench", "fig8", "--processes", "1"][..],
         &["bench", "fig8", "--systems", "paxos"],
         &["bench", "fig8", "--seconds", "0"],
+        &["bench", "fig8", "--runtime", "udp", "--udp-window-datagrams", "1"],
         &["bench", "udp-limit", "--datagram-bytes", "70000"],
     ] {
         let out = common::onepipe().args(bad).output().unwrap();

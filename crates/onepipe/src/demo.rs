@@ -47,6 +47,9 @@ pub struct DemoConfig {
     pub mtu_bytes: usize,
     pub link_capacity_bytes: usize,
     pub send_buffer_packets_max: usize,
+    /// Closed loop: at most this many of a process's own broadcasts undelivered back to it
+    /// (see [`crate::workload::Schedule::window`]); `None` is open loop.
+    pub window_broadcasts: Option<usize>,
     pub reorder_bytes_max: usize,
     /// Use the reliable service (paper 5.1) instead of best effort.
     pub reliable: bool,
@@ -124,6 +127,7 @@ impl Default for DemoConfig {
             // ones amortize more per visit but add milliseconds (docs/performance.md).
             link_capacity_bytes: 2048,
             send_buffer_packets_max: 32,
+            window_broadcasts: None,
             reorder_bytes_max: 64 << 20,
             reliable: false,
             faults: LinkFaults::default(),
@@ -340,6 +344,7 @@ pub fn run_phase(
                     record_until,
                     seed: config.seed,
                     reliable: config.reliable,
+                    window: config.window_broadcasts,
                 },
                 progress_counts.clone(),
             );

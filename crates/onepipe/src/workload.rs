@@ -51,6 +51,10 @@ pub struct Broadcast {
     /// Draws the exponential gaps of paced sending.
     rng: SplitMix,
     reliable: bool,
+    /// See [`Schedule::window`].
+    window: Option<usize>,
+    /// Own broadcasts sent and not yet delivered back (or failed).
+    own_outstanding: usize,
     /// Reliable broadcasts in the send buffer, not yet timestamped, whose S lines are owed.
     unreleased_recorded: std::collections::HashSet<u64>,
     /// Record events only for messages sent before this time (bounds checker memory).
@@ -89,6 +93,10 @@ pub struct Schedule {
     pub seed: u64,
     /// Send with the reliable service.
     pub reliable: bool,
+    /// Closed loop: at most this many of the process's own broadcasts may be undelivered back
+    /// to itself (it is among the receivers), as the baselines' workload keeps them. `None`
+    /// sends whenever the send buffer has room, and then every queue of the fabric fills.
+    pub window: Option<usize>,
 }
 
 impl Broadcast {
@@ -106,6 +114,7 @@ impl Broadcast {
             record_until,
             seed,
             reliable,
+            window,
         } = schedule;
         let mut rng = SplitMix::new(seed ^ (me as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let first_gap = rng.exponential(send_gap);
@@ -122,6 +131,8 @@ impl Broadcast {
             next_send_at: send_from + first_gap,
             rng,
             reliable,
+            window,
+            own_outstanding: 0,
             unreleased_recorded: Default::default(),
             record_until,
             events: Vec::new(),
@@ -159,7 +170,7 @@ impl Broadcast {
             }
             return;
         }
-        if now < self.next_send_at {
+        if now < self.next_send_at || self.window.is_some_and(|w| self.own_outstanding >= w) {
             return;
         }
         let len = self.payload.len();
@@ -199,6 +210,9 @@ impl Broadcast {
             if record {
                 self.record_send(receipt.ts, receipt.msg_id);
             }
+        }
+        if self.destinations.contains(&self.me) {
+            self.own_outstanding += 1;
         }
         self.unreported_sent += messages;
         if self.unreported_sent >= PROGRESS_BATCH {
@@ -256,6 +270,9 @@ impl Broadcast {
                 self.delivered_past_failure_at = Some(now);
             }
         }
+        if src == self.me {
+            self.own_outstanding = self.own_outstanding.saturating_sub(1);
+        }
         self.delivered += 1;
         if now < self.send_until {
             self.delivered_in_window += 1;
@@ -281,6 +298,10 @@ impl Broadcast {
     }
 
     pub fn on_failure(&mut self, f: SendFailure) {
+        // Our own copy will not come back: its slot of the window is free.
+        if f.dst == self.me {
+            self.own_outstanding = self.own_outstanding.saturating_sub(1);
+        }
         match f.reason {
             FailureReason::ReceiverFailed { .. } => self.aborted += 1,
             _ => self.send_failures += 1,
