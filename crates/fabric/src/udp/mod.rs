@@ -36,6 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 /// Frames a node may originate on one port per pass, so inputs are not starved.
 const OUTPUT_BUDGET_FRAMES: usize = 256;
 const RECV_BUF_BYTES: usize = 65_536;
+/// Batches a node may receive per pass while its socket keeps filling them: a switch takes
+/// the traffic of all its links through one socket, and one batch per pass starved it.
+const RECEIVE_BATCHES_PER_PASS: usize = 8;
 /// The largest UDP payload over IPv4.
 pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 /// Longest a parked node sleeps before it looks at the clock again.
@@ -488,14 +491,28 @@ impl UdpDriver {
         &self.config
     }
 
-    /// Takes one batch of datagrams: credits are applied, frames handed to the node (or parked
-    /// behind earlier ones that wait for room).
+    /// Takes what waits on the socket, a batch at a time (up to [`RECEIVE_BATCHES_PER_PASS`]):
+    /// credits are applied, frames handed to the node (or parked behind earlier ones that wait
+    /// for room). Returns whether anything came.
     fn receive<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> bool {
+        let mut received = false;
+        for _ in 0..RECEIVE_BATCHES_PER_PASS {
+            let n = self.receive_batch(node, clock, counters);
+            received |= n > 0;
+            if n < self.recv_bufs.len() {
+                break;
+            }
+        }
+        received
+    }
+
+    /// Takes one batch of datagrams (one `recvmmsg`); returns how many buffers it filled.
+    fn receive_batch<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> usize {
         let meta = &mut self.recv_meta;
         let mut slices: Vec<IoSliceMut<'_>> = self.recv_bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
         // Nothing waiting (WouldBlock) or a transient socket error: try again next pass.
         let Ok(n) = self.state.recv((&self.socket).into(), &mut slices, meta) else {
-            return false;
+            return 0;
         };
         drop(slices);
         let now = clock.now();
@@ -519,7 +536,7 @@ impl UdpDriver {
             }
         }
         (self.recv_bufs, self.recv_meta) = (bufs, meta);
-        n > 0
+        n
     }
 
     fn take_datagram<N: Node>(
