@@ -58,9 +58,9 @@ pub struct Fig8Args {
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
     /// Own broadcasts a process may have undelivered back to itself: every system runs this
-    /// closed loop
-    #[arg(long, default_value_t = 16)]
-    window: usize,
+    /// closed loop [default: 2048 messages' worth, ceil(2048 / processes) broadcasts]
+    #[arg(long)]
+    window: Option<usize>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// udp runtime: largest datagram, header included
@@ -100,6 +100,8 @@ struct Row {
     processes: usize,
     throughput_msgs_per_s: f64,
     latency_us: Percentiles,
+    /// The closed loop's window: own broadcasts a process could have undelivered.
+    window_broadcasts: usize,
     /// The checker passed on the recorded events (total order, FIFO, causality, no
     /// duplicates, no creation); `None` for unordered delivery, which promises no order.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -177,7 +179,7 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     if let Some(p) = args.processes.iter().find(|p| **p < 2) {
         return Err(format!("{p} processes: a broadcast needs at least 2"));
     }
-    if args.window == 0 {
+    if args.window == Some(0) {
         return Err("--window must be at least 1".into());
     }
     if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
@@ -268,6 +270,18 @@ fn beacon_interval(args: &Fig8Args) -> Duration {
     }
 }
 
+/// Messages of its own a process keeps in flight by default. A fixed number of broadcasts
+/// would hold back the systems whose delivery takes longest at few processes (16 broadcasts
+/// at 2 processes kept reliable 1Pipe to 32 messages per 490 us round). Over udp, windows of
+/// 32 to 256 broadcasts at 8 and 32 processes could not be told apart (ordered over unordered
+/// within the run-to-run spread); this one is never what limits a system here.
+const WINDOW_MESSAGES: usize = 2048;
+
+/// The closed loop's window in broadcasts: as asked, or [`WINDOW_MESSAGES`] worth.
+fn window(args: &Fig8Args, processes: usize) -> usize {
+    args.window.unwrap_or_else(|| WINDOW_MESSAGES.div_ceil(processes))
+}
+
 /// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
 /// machine with fewer cores than processes, and then measures how the kernel schedules dozens
 /// of threads more than the systems: a process waiting for a core holds back every barrier,
@@ -298,7 +312,7 @@ fn onepipe_row(
         udp: (args.runtime == RuntimeKind::Udp).then(|| udp(args)),
         // The same closed loop as the baselines' (`--window`), so that no system is measured
         // with every queue of the fabric full while the others keep theirs short.
-        window_broadcasts: Some(args.window),
+        window_broadcasts: Some(window(args, processes)),
         ..DemoConfig::default()
     };
     let ordering = system != "unordered";
@@ -306,6 +320,7 @@ fn onepipe_row(
     Ok(Row {
         system,
         processes,
+        window_broadcasts: window(args, processes),
         throughput_msgs_per_s: r.throughput_msgs_per_s(),
         latency_us: Percentiles {
             p50: r.latency_us(0.5),
@@ -326,7 +341,7 @@ fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usiz
     schedule.seed = args.seed;
     let mut config = BaselineConfig::new(kind, schedule);
     config.message_bytes = MESSAGE_BYTES;
-    config.window = args.window;
+    config.window = window(args, processes);
     // 1Pipe's beacon interval in this runtime.
     config.exchange_interval = beacon_interval(args);
     let nodes = onepipe_baselines::build(&wiring, &config, start).map_err(|e| e.to_string())?;
@@ -360,6 +375,7 @@ fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usiz
     Ok(Row {
         system: kind.name(),
         processes,
+        window_broadcasts: config.window,
         throughput_msgs_per_s: t.delivered_in_window as f64 / seconds,
         latency_us: Percentiles {
             p50: q(0.5),

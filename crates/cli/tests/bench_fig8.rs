@@ -24,6 +24,8 @@ fn rows_are_sound(report: &serde_json::Value, processes: &[u64]) {
                 .unwrap_or_else(|| panic!("no row for {s} at {p}: {report}"));
             assert!(row["throughput_msgs_per_s"].as_f64().unwrap() > 0.0, "{row}");
             assert!(row["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{row}");
+            // 2048 messages' worth of broadcasts by default, the same for every system.
+            assert_eq!(row["window_broadcasts"], 2048u64.div_ceil(p), "{row}");
             let checked = row.get("checks_ok").and_then(|c| c.as_bool());
             assert_eq!(checked, (s != "unordered").then_some(true), "{row}");
         }
