@@ -158,7 +158,9 @@ struct Member<N> {
 /// parks (as a lone node's would) only once none of them has anything to do, until a datagram
 /// reaches any of their sockets or the earliest of their timers.
 fn run_shared<N: Node>(members: &mut [Member<N>], clock: &Clock, stop: &AtomicBool) {
-    let policy = members[0].driver.config().idle;
+    let Some(policy) = members.first().map(|m| m.driver.config().idle) else {
+        return;
+    };
     let mut idle = Idle::default();
     while !stop.load(Ordering::Relaxed) {
         let mut all = Pass {
