@@ -1,6 +1,7 @@
 //! The demo's workload: every process broadcasts fixed-size messages to every process
-//! (itself included), as fast as its send buffer drains, and records what it sends and
-//! delivers for the checker.
+//! (itself included), as fast as its send buffer drains (or paced, or closed by a window of
+//! its own broadcasts in flight: [`Schedule`]), and records what it sends and delivers for
+//! the checker.
 //!
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
