@@ -73,6 +73,11 @@ pub struct Fig8Args {
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
     #[arg(long, default_value_t = 16)]
     udp_window_datagrams: usize,
+    /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
+    /// goes first: this machine's speed drifts by tens of percent within a minute, so
+    /// ordered over unordered is the median over the table's pair and these
+    #[arg(long, default_value_t = 2)]
+    ratio_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0)]
     limit_seconds: f64,
@@ -138,6 +143,18 @@ struct Fig8Report {
     udp_limit: Option<LimitReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     udp_ratios: Option<UdpRatios>,
+    /// 1Pipe best effort over unordered at the most processes, over alternating pairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ordering_cost: Option<OrderingCost>,
+}
+
+#[derive(Serialize)]
+struct OrderingCost {
+    processes: usize,
+    /// 1pipe-be over unordered throughput, one per pair of runs: the table's, then
+    /// `--ratio-pairs` more, alternating which of the two runs first.
+    ratios: Vec<f64>,
+    median: f64,
 }
 
 #[derive(Serialize)]
@@ -147,7 +164,7 @@ struct UdpRatios {
     unordered_to_raw_datagrams: f64,
     /// ... and over what the raw path carries packed (full datagrams of 64-byte messages).
     unordered_to_raw_packed: f64,
-    /// 1Pipe best effort over unordered (target >= 0.9).
+    /// 1Pipe best effort over unordered (target >= 0.9): the median of `ordering_cost`.
     ordered_to_unordered: f64,
     processes: usize,
 }
@@ -191,7 +208,10 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     let systems = systems(&args)?;
     let udp = args.runtime == RuntimeKind::Udp;
     let with_limit = udp && args.limit_seconds > 0.0;
-    let runs = (systems.len() * args.processes.len()) as u64 + with_limit as u64;
+    let paired = ratio_processes(&args, &systems);
+    let runs = (systems.len() * args.processes.len()) as u64
+        + with_limit as u64
+        + 2 * paired.map_or(0, |_| args.ratio_pairs) as u64;
     let bar = if args.json {
         ProgressBar::hidden()
     } else {
@@ -221,9 +241,15 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
             bar.inc(1);
         }
     }
+    let ordering_cost = match paired {
+        Some(p) => Some(ordering_cost(&args, &rows, p, &bar)?),
+        None => None,
+    };
     bar.finish_and_clear();
     let flatness = flatness(&rows, &systems);
-    let udp_ratios = udp_limit.as_ref().and_then(|l| udp_ratios(&rows, l));
+    let udp_ratios = udp_limit
+        .as_ref()
+        .and_then(|l| udp_ratios(&rows, l, ordering_cost.as_ref()));
     let report = Fig8Report {
         runtime: if udp { "udp" } else { "inproc" },
         udp_threads: udp.then(|| udp_threads(&args)),
@@ -234,6 +260,7 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
         flatness,
         udp_limit,
         udp_ratios,
+        ordering_cost,
     };
     if let Some(path) = &args.plot {
         crate::plot::write_png(&plots(&report, &systems), path)?;
@@ -407,18 +434,73 @@ fn flatness(rows: &[Row], systems: &[&'static str]) -> Vec<Flatness> {
         .collect()
 }
 
-fn udp_ratios(rows: &[Row], limit: &LimitReport) -> Option<UdpRatios> {
-    let at = |system: &str, p: usize| rows.iter().find(|r| r.system == system && r.processes == p);
-    let (unordered, ordered) = rows
-        .iter()
-        .filter(|r| r.system == "unordered")
-        .filter_map(|u| Some((u, at("1pipe-be", u.processes)?)))
-        .max_by_key(|(u, _)| u.processes)?;
+fn udp_ratios(rows: &[Row], limit: &LimitReport, cost: Option<&OrderingCost>) -> Option<UdpRatios> {
+    let cost = cost?;
+    let unordered = row(rows, "unordered", cost.processes)?;
     Some(UdpRatios {
         unordered_to_raw_datagrams: unordered.throughput_msgs_per_s / limit.datagrams_per_s.max(1.0),
         unordered_to_raw_packed: unordered.throughput_msgs_per_s / limit.packed_msgs_per_s.max(1.0),
-        ordered_to_unordered: ordered.throughput_msgs_per_s / unordered.throughput_msgs_per_s.max(1.0),
-        processes: unordered.processes,
+        ordered_to_unordered: cost.median,
+        processes: cost.processes,
+    })
+}
+
+fn row<'a>(rows: &'a [Row], system: &str, processes: usize) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.system == system && r.processes == processes)
+}
+
+/// The most processes at which both 1pipe-be and unordered run, if both do.
+fn ratio_processes(args: &Fig8Args, systems: &[&'static str]) -> Option<usize> {
+    let both = systems.contains(&"1pipe-be") && systems.contains(&"unordered");
+    both.then(|| args.processes.iter().copied().max()).flatten()
+}
+
+/// Ordered over unordered at `processes`: the table's pair, then `--ratio-pairs` more runs of
+/// the two, alternating which goes first (the table runs 1pipe-be first).
+fn ordering_cost(
+    args: &Fig8Args,
+    rows: &[Row],
+    processes: usize,
+    bar: &ProgressBar,
+) -> Result<OrderingCost, String> {
+    let ratio = |ordered: &Row, unordered: &Row| {
+        ordered.throughput_msgs_per_s / unordered.throughput_msgs_per_s.max(1.0)
+    };
+    let (ordered, unordered) = row(rows, "1pipe-be", processes)
+        .zip(row(rows, "unordered", processes))
+        .ok_or_else(|| format!("no 1pipe-be and unordered rows at {processes} processes"))?;
+    let mut ratios = vec![ratio(ordered, unordered)];
+    for k in 0..args.ratio_pairs {
+        bar.set_message(format!(
+            "ordered/unordered pair {}/{} at {processes} processes",
+            k + 1,
+            args.ratio_pairs
+        ));
+        let run = |system| -> Result<Row, String> {
+            let r = run_row(args, system, processes);
+            bar.inc(1);
+            r
+        };
+        let (ordered, unordered) = if k % 2 == 0 {
+            let u = run("unordered")?;
+            (run("1pipe-be")?, u)
+        } else {
+            let o = run("1pipe-be")?;
+            (o, run("unordered")?)
+        };
+        ratios.push(ratio(&ordered, &unordered));
+    }
+    let mut sorted = ratios.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = match sorted.len() % 2 {
+        1 => sorted[sorted.len() / 2],
+        _ => (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0,
+    };
+    Ok(OrderingCost {
+        processes,
+        ratios,
+        median,
     })
 }
 
@@ -498,8 +580,18 @@ fn print_report(r: &Fig8Report) {
     }
     if let Some(u) = &r.udp_ratios {
         println!(
-            "  at {} processes: unordered / raw datagrams x{:.2}, unordered / raw packed x{:.2}, 1pipe-be / unordered x{:.2}",
-            u.processes, u.unordered_to_raw_datagrams, u.unordered_to_raw_packed, u.ordered_to_unordered
+            "  at {} processes: unordered / raw datagrams x{:.2}, unordered / raw packed x{:.2}",
+            u.processes, u.unordered_to_raw_datagrams, u.unordered_to_raw_packed
+        );
+    }
+    if let Some(c) = &r.ordering_cost {
+        let pairs: Vec<String> = c.ratios.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "  1pipe-be / unordered at {} processes: x{:.2}, the median of {} pairs ({})",
+            c.processes,
+            c.median,
+            c.ratios.len(),
+            pairs.join(", ")
         );
     }
 }
