@@ -242,7 +242,7 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
         }
     }
     let ordering_cost = match paired {
-        Some(p) => Some(ordering_cost(&args, &rows, p, &bar)?),
+        Some(p) => Some(ordering_cost(&args, &systems, &rows, p, &bar)?),
         None => None,
     };
     bar.finish_and_clear();
@@ -457,13 +457,16 @@ fn ratio_processes(args: &Fig8Args, systems: &[&'static str]) -> Option<usize> {
 }
 
 /// Ordered over unordered at `processes`: the table's pair, then `--ratio-pairs` more runs of
-/// the two, alternating which goes first (the table runs 1pipe-be first).
+/// the two, alternating which goes first, starting with the other one than in the table.
 fn ordering_cost(
     args: &Fig8Args,
+    systems: &[&'static str],
     rows: &[Row],
     processes: usize,
     bar: &ProgressBar,
 ) -> Result<OrderingCost, String> {
+    let position = |name| systems.iter().position(|s| *s == name);
+    let table_ordered_first = position("1pipe-be") < position("unordered");
     let ratio = |ordered: &Row, unordered: &Row| {
         ordered.throughput_msgs_per_s / unordered.throughput_msgs_per_s.max(1.0)
     };
@@ -482,12 +485,13 @@ fn ordering_cost(
             bar.inc(1);
             r
         };
-        let (ordered, unordered) = if k % 2 == 0 {
-            let u = run("unordered")?;
-            (run("1pipe-be")?, u)
-        } else {
+        let ordered_first = (k % 2 == 1) == table_ordered_first;
+        let (ordered, unordered) = if ordered_first {
             let o = run("1pipe-be")?;
             (o, run("unordered")?)
+        } else {
+            let u = run("unordered")?;
+            (run("1pipe-be")?, u)
         };
         ratios.push(ratio(&ordered, &unordered));
     }
