@@ -199,12 +199,8 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     if args.window == Some(0) {
         return Err("--window must be at least 1".into());
     }
-    if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
-        return Err("--datagram-bytes must be between 64 and 65507".into());
-    }
-    if args.udp_window_datagrams < 2 {
-        return Err("--udp-window-datagrams must be at least 2".into());
-    }
+    // The udp options are checked whichever runtime runs (rows build the config again).
+    udp(&args)?;
     let systems = systems(&args)?;
     let udp = args.runtime == RuntimeKind::Udp;
     let with_limit = udp && args.limit_seconds > 0.0;
@@ -318,7 +314,7 @@ fn udp_threads(args: &Fig8Args) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
-fn udp(args: &Fig8Args) -> onepipe_fabric::udp::UdpConfig {
+fn udp(args: &Fig8Args) -> Result<onepipe_fabric::udp::UdpConfig, String> {
     udp_config(args.datagram_bytes, udp_threads(args), args.udp_window_datagrams)
 }
 
@@ -336,7 +332,9 @@ fn onepipe_row(
         reliable: system == "1pipe-r",
         record_window: RECORD_WINDOW,
         beacon_interval: beacon_interval(args),
-        udp: (args.runtime == RuntimeKind::Udp).then(|| udp(args)),
+        udp: (args.runtime == RuntimeKind::Udp)
+            .then(|| udp(args))
+            .transpose()?,
         // The same closed loop as the baselines' (`--window`), so that no system is measured
         // with every queue of the fabric full while the others keep theirs short.
         window_broadcasts: Some(window(args, processes)),
@@ -391,7 +389,7 @@ fn baseline_row(args: &Fig8Args, kind: Kind, topology: Topology, processes: usiz
             rt.stop()
         }
         RuntimeKind::Udp => {
-            let fabric = LocalFabric::start(&wiring, nodes, &udp(args), clock).map_err(|e| e.to_string())?;
+            let fabric = LocalFabric::start(&wiring, nodes, &udp(args)?, clock).map_err(|e| e.to_string())?;
             wait(&clock);
             fabric.stop()
         }

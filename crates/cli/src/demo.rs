@@ -336,21 +336,12 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             .collect::<Result<_, _>>()?;
     }
     if args.runtime == RuntimeKind::Udp {
-        if !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes) {
-            return Err("--datagram-bytes must be between 64 and 65507".into());
-        }
+        let udp = udp_config(args.datagram_bytes, args.udp_threads, args.udp_window_datagrams)?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
         }
-        if args.udp_window_datagrams < 2 {
-            return Err("--udp-window-datagrams must be at least 2".into());
-        }
-        c.udp = Some(udp_config(
-            args.datagram_bytes,
-            args.udp_threads,
-            args.udp_window_datagrams,
-        ));
+        c.udp = Some(udp);
     }
     if let Some(before) = args.start_before_wrap_ns {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
@@ -358,21 +349,33 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     Ok(c)
 }
 
+/// Checks `--datagram-bytes` for every command that runs the udp runtime.
+pub fn check_datagram_bytes(bytes: usize) -> Result<(), String> {
+    match (64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&bytes) {
+        true => Ok(()),
+        false => Err("--datagram-bytes must be between 64 and 65507".into()),
+    }
+}
+
 /// The udp runtime as the demo and the benchmarks run it: every node in this process, on a
-/// thread of its own (`threads` 0) or on `threads` shared ones.
+/// thread of its own (`threads` 0) or on `threads` shared ones. Checks the options given.
 pub fn udp_config(
     datagram_bytes: usize,
     threads: usize,
     window_datagrams_max: usize,
-) -> onepipe_fabric::udp::UdpConfig {
-    onepipe_fabric::udp::UdpConfig {
+) -> Result<onepipe_fabric::udp::UdpConfig, String> {
+    check_datagram_bytes(datagram_bytes)?;
+    if window_datagrams_max < 2 {
+        return Err("--udp-window-datagrams must be at least 2".into());
+    }
+    Ok(onepipe_fabric::udp::UdpConfig {
         datagram_bytes_max: datagram_bytes,
         threads: (threads > 0).then_some(threads),
         window_datagrams_max,
         // Dozens of node threads share the cores: park soon.
         idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
         ..Default::default()
-    }
+    })
 }
 
 fn progress_bar(quiet: bool, label: &'static str) -> ProgressBar {

@@ -44,9 +44,7 @@ impl FabricArgs {
         if self.processes_per_host == 0 {
             return Err("--processes-per-host must be at least 1".into());
         }
-        if !(64..=65_507).contains(&self.datagram_bytes) {
-            return Err("--datagram-bytes must be between 64 and 65507".into());
-        }
+        crate::demo::check_datagram_bytes(self.datagram_bytes)?;
         let mut o = UdpOptions::new(topology);
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
