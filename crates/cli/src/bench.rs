@@ -143,6 +143,14 @@ fn percentiles(r: &PhaseResult) -> Percentiles {
     }
 }
 
+/// Where the median of `values` is (the lower of the two middle ones for an even count), so
+/// that the run behind it can be shown. `values` is not empty.
+fn median_index(values: &[f64]) -> usize {
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
+    order[(order.len() - 1) / 2]
+}
+
 fn config(seconds: f64, seed: u64, reliable: bool, loss: f64, rate: f64) -> DemoConfig {
     DemoConfig {
         duration: Duration::from_nanos((seconds * 1e9) as u64),
@@ -234,18 +242,14 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
         .zip(&pairs)
         .map(|(l, (_, r))| l.throughput_msgs_per_s() / r.throughput_msgs_per_s().max(1.0))
         .collect();
-    let mut lossy_order: Vec<usize> = (0..lossy.len()).collect();
-    lossy_order.sort_by(|&a, &b| lossy_ratios[a].total_cmp(&lossy_ratios[b]));
-    let lossy_median = lossy_order[(lossy_order.len() - 1) / 2];
+    let lossy_median = median_index(&lossy_ratios);
     let every_lossy_run_delivered = lossy.iter().all(|l| check_no_loss(&l.logs).is_empty());
     let ratio = |(be, rel): &(PhaseResult, PhaseResult)| {
         rel.throughput_msgs_per_s() / be.throughput_msgs_per_s().max(1.0)
     };
     let ratios: Vec<f64> = pairs.iter().map(ratio).collect();
-    let mut order: Vec<usize> = (0..pairs.len()).collect();
-    order.sort_by(|&a, &b| ratios[a].total_cmp(&ratios[b]));
     let every_reliable_run_delivered = pairs.iter().all(|(_, r)| check_no_loss(&r.logs).is_empty());
-    let (be, rel) = pairs.swap_remove(order[(order.len() - 1) / 2]);
+    let (be, rel) = pairs.swap_remove(median_index(&ratios));
     let unordered = phase(
         &config(s, args.seed, false, 0.0, 0.0),
         false,
