@@ -64,9 +64,11 @@ impl HostNode {
     fn drain(&mut self, now: Instant) {
         match &mut self.app {
             App::Workload(w) => {
-                // Sends logged before the deliveries that follow them in program order.
-                w.on_released(&mut self.endpoint);
                 if w.is_reliable() {
+                    // Sends logged before the deliveries that follow them in program order.
+                    // (Only reliable scatterings are released; a best-effort one is logged
+                    // when sent.)
+                    w.on_released(&mut self.endpoint);
                     while self
                         .endpoint
                         .poll_deliver_reliable_with(|ts, src, id, payload| {
