@@ -13,9 +13,9 @@ use super::{Idle, Pass, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_
 use crate::inproc::Clock;
 use crate::node::Node;
 use crate::wiring::Wiring;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
@@ -28,7 +28,9 @@ pub enum LocalError {
 }
 
 pub struct LocalFabric<N> {
-    threads: Vec<std::thread::JoinHandle<Vec<Member<N>>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Every node, in the wiring's order; a thread runs a node while it holds its lock.
+    members: Arc<Vec<Mutex<Member<N>>>>,
     stop: Arc<AtomicBool>,
     counters: Vec<Arc<UdpCounters>>,
 }
@@ -72,36 +74,55 @@ impl<N: Node + 'static> LocalFabric<N> {
             drivers.push(d);
         }
         let peers = port_peers(wiring, |n| bound[n]);
-        let mut fabric = LocalFabric {
-            threads: Vec::new(),
-            stop: Arc::new(AtomicBool::new(false)),
-            counters: Vec::with_capacity(nodes.len()),
-        };
         let thread_count = udp.threads.unwrap_or(nodes.len()).clamp(1, nodes.len().max(1));
-        let mut groups: Vec<Vec<Member<N>>> = (0..thread_count).map(|_| Vec::new()).collect();
-        for (index, ((node, mut driver), ports)) in nodes.into_iter().zip(drivers).zip(peers).enumerate() {
+        let shared = thread_count < nodes.len();
+        // Shared threads park on every node's socket: copies of them, since a node's own
+        // socket is out of reach while another thread runs it.
+        let park_sockets: Arc<[UdpSocket]> = match shared {
+            true => drivers
+                .iter()
+                .map(|d| d.socket().try_clone())
+                .collect::<Result<_, _>>()
+                .map_err(UdpError::Io)?,
+            false => Arc::new([]),
+        };
+        let mut counters = Vec::with_capacity(nodes.len());
+        let mut members = Vec::with_capacity(nodes.len());
+        for ((node, mut driver), ports) in nodes.into_iter().zip(drivers).zip(peers) {
             driver.set_ports(&ports);
-            let counters = Arc::new(UdpCounters::default());
-            fabric.counters.push(counters.clone());
-            // Dealt round robin: switches come first in the wiring, so that each thread gets
-            // its share of them.
-            groups[index % thread_count].push(Member {
-                index,
+            let c = Arc::new(UdpCounters::default());
+            counters.push(c.clone());
+            members.push(Mutex::new(Member {
                 node,
                 driver,
-                counters,
-            });
+                counters: c,
+            }));
         }
-        for mut group in groups {
-            let stop = fabric.stop.clone();
+        let mut fabric = LocalFabric {
+            threads: Vec::new(),
+            members: Arc::new(members),
+            stop: Arc::new(AtomicBool::new(false)),
+            counters,
+        };
+        for t in 0..thread_count {
+            let (stop, members, sockets) =
+                (fabric.stop.clone(), fabric.members.clone(), park_sockets.clone());
             let spawned = std::thread::Builder::new()
                 .name("onepipe-udp-node".into())
-                .spawn(move || {
-                    match group.as_mut_slice() {
-                        [one] => one.driver.run(&mut one.node, &clock, &stop, &one.counters),
-                        many => run_shared(many, &clock, &stop),
+                .spawn(move || match shared {
+                    // Spread out, so that the threads do not start by contending for one node.
+                    true => run_shared(
+                        &members,
+                        t * members.len() / thread_count,
+                        &sockets,
+                        &clock,
+                        &stop,
+                    ),
+                    false => {
+                        let mut guard = members[t].lock().expect("nothing else runs this node");
+                        let one = &mut *guard;
+                        one.driver.run(&mut one.node, &clock, &stop, &one.counters)
                     }
-                    group
                 });
             match spawned {
                 Ok(thread) => fabric.threads.push(thread),
@@ -135,30 +156,44 @@ impl<N: Node + 'static> LocalFabric<N> {
     /// Stops every node and hands them back, in the order they were given.
     pub fn stop(self) -> Vec<N> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut members: Vec<Member<N>> = self
-            .threads
+        for t in self.threads {
+            t.join().expect("a node thread panicked");
+        }
+        let Ok(members) = Arc::try_unwrap(self.members) else {
+            unreachable!("every thread holding the nodes has ended")
+        };
+        members
             .into_iter()
-            .flat_map(|t| t.join().expect("a node thread panicked"))
-            .collect();
-        members.sort_by_key(|m| m.index);
-        members.into_iter().map(|m| m.node).collect()
+            .map(|m| m.into_inner().expect("a node thread panicked").node)
+            .collect()
     }
 }
 
 /// A node with its socket, on whichever thread runs it.
 struct Member<N> {
-    /// Its place in the wiring's order.
-    index: usize,
     node: N,
     driver: UdpDriver,
     counters: Arc<UdpCounters>,
 }
 
-/// Runs several nodes on one thread, a pass of each in turn, until `stop` is set. The thread
-/// parks (as a lone node's would) only once none of them has anything to do, until a datagram
-/// reaches any of their sockets or the earliest of their timers.
-fn run_shared<N: Node>(members: &mut [Member<N>], clock: &Clock, stop: &AtomicBool) {
-    let Some(policy) = members.first().map(|m| m.driver.config().idle) else {
+/// Runs passes of the nodes with a few other threads, until `stop` is set: the thread goes
+/// round all the nodes from `first` on and runs a pass of each one no other thread is running.
+/// So a node that has more to do (a switch) than the others is not stuck behind a fixed share
+/// of them, and no thread idles while another has a backlog. The thread parks (as a lone
+/// node's would) only once a round found nothing to do, until a datagram reaches any socket or
+/// the earliest timer.
+fn run_shared<N: Node>(
+    members: &[Mutex<Member<N>>],
+    first: usize,
+    sockets: &[UdpSocket],
+    clock: &Clock,
+    stop: &AtomicBool,
+) {
+    let Some(policy) = members
+        .first()
+        .and_then(|m| m.lock().ok())
+        .map(|m| m.driver.config().idle)
+    else {
         return;
     };
     let mut idle = Idle::default();
@@ -167,14 +202,25 @@ fn run_shared<N: Node>(members: &mut [Member<N>], clock: &Clock, stop: &AtomicBo
             worked: false,
             received: false,
         };
-        for m in members.iter_mut() {
+        for k in 0..members.len() {
+            let mut guard = match members[(first + k) % members.len()].try_lock() {
+                Ok(g) => g,
+                // Another thread is on it (or died in it, and the fabric stops).
+                Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => continue,
+            };
+            let m = &mut *guard;
             let p = m.driver.pass(&mut m.node, clock, &m.counters);
             all.worked |= p.worked;
             all.received |= p.received;
         }
         if idle.after_pass(all.received, all.worked, policy) {
-            let sockets: Vec<&std::net::UdpSocket> = members.iter().map(|m| m.driver.socket()).collect();
-            let timeout = members.iter().filter_map(|m| m.node.poll_timeout()).min();
+            // Waits for a node another thread is running: that thread is busy, and this one
+            // has nothing to do but sleep.
+            let timeout = members
+                .iter()
+                .filter_map(|m| m.lock().ok().and_then(|m| m.node.poll_timeout()))
+                .min();
+            let sockets: Vec<&UdpSocket> = sockets.iter().collect();
             park(&sockets, timeout, clock);
         }
     }
