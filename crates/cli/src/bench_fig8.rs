@@ -9,7 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // the runtimes run in real time: the bench sleeps meanwhile
 
-use crate::demo::{RuntimeKind, udp_config};
+use crate::demo::{self, RuntimeKind, udp_config};
 use crate::udp_limit::{self, LimitReport};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -286,11 +286,7 @@ fn run_row(args: &Fig8Args, system: &'static str, processes: usize) -> Result<Ro
 /// udp wakes for every beacon tick, and dozens of them waking every 50 us on two cores spend
 /// the machine on context switches (docs/udp.md).
 fn beacon_interval(args: &Fig8Args) -> Duration {
-    match (args.beacon_interval_us, args.runtime) {
-        (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
-        (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
-        (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
-    }
+    demo::beacon_interval(args.beacon_interval_us, args.runtime)
 }
 
 /// Messages of its own a process keeps in flight by default. A fixed number of broadcasts
@@ -305,13 +301,8 @@ fn window(args: &Fig8Args, processes: usize) -> usize {
     args.window.unwrap_or_else(|| WINDOW_MESSAGES.div_ceil(processes))
 }
 
-/// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
-/// machine with fewer cores than processes, and then measures how the kernel schedules dozens
-/// of threads more than the systems: a process waiting for a core holds back every barrier,
-/// token or sequence it feeds (docs/udp.md).
 fn udp_threads(args: &Fig8Args) -> usize {
-    args.udp_threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+    demo::udp_threads(args.udp_threads)
 }
 
 fn udp(args: &Fig8Args) -> Result<onepipe_fabric::udp::UdpConfig, String> {

@@ -25,8 +25,10 @@ pub struct DemoArgs {
     processes_per_host: u32,
     #[arg(long, default_value_t = 64)]
     message_bytes: usize,
-    #[arg(long, default_value_t = 50.0)]
-    beacon_interval_us: f64,
+    /// How often hosts and idle links send beacons [default: each runtime's own: 50 inproc,
+    /// 500 udp (`onepipe up`'s)]
+    #[arg(long)]
+    beacon_interval_us: Option<f64>,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
     skew_us: f64,
@@ -99,9 +101,9 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 8_972)]
     datagram_bytes: usize,
     /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
-    /// thread per node, as `onepipe up` runs them
-    #[arg(long, default_value_t = 0)]
-    udp_threads: usize,
+    /// thread per node, as `onepipe up` runs them [default: one per core]
+    #[arg(long)]
+    udp_threads: Option<usize>,
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
     #[arg(long, default_value_t = 16)]
     udp_window_datagrams: usize,
@@ -276,7 +278,9 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         }
     };
     positive("seconds", args.seconds)?;
-    positive("beacon-interval-us", args.beacon_interval_us)?;
+    if let Some(b) = args.beacon_interval_us {
+        positive("beacon-interval-us", b)?;
+    }
     non_negative("skew-us", args.skew_us)?;
     non_negative("rate", args.rate)?;
     non_negative("link-delay-us", args.link_delay_us)?;
@@ -302,7 +306,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         topology,
         processes_per_host: args.processes_per_host,
         message_bytes: args.message_bytes,
-        beacon_interval: us(args.beacon_interval_us),
+        beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime),
         skew: us(args.skew_us),
         seed: args.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
@@ -336,7 +340,8 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             .collect::<Result<_, _>>()?;
     }
     if args.runtime == RuntimeKind::Udp {
-        let udp = udp_config(args.datagram_bytes, args.udp_threads, args.udp_window_datagrams)?;
+        let threads = udp_threads(args.udp_threads);
+        let udp = udp_config(args.datagram_bytes, threads, args.udp_window_datagrams)?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
@@ -347,6 +352,25 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
     }
     Ok(c)
+}
+
+/// The beacon interval: as asked, or the runtime's own. Over udp that is `onepipe up`'s 500
+/// us: at the inproc 50 us, dozens of nodes on two cores wake for every tick, and a demo on
+/// the 32-process testbed delivered an eighth as much and declared busy links dead.
+pub fn beacon_interval(asked_us: Option<f64>, runtime: RuntimeKind) -> Duration {
+    match (asked_us, runtime) {
+        (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
+        (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
+        (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
+    }
+}
+
+/// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
+/// machine with fewer cores than processes, and then measures how the kernel schedules dozens
+/// of threads more than the systems: a process waiting for a core holds back every barrier,
+/// token or sequence it feeds (docs/udp.md).
+pub fn udp_threads(asked: Option<usize>) -> usize {
+    asked.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
 /// Checks `--datagram-bytes` for every command that runs the udp runtime.
@@ -477,7 +501,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             .map(|u| ordered.throughput_msgs_per_s() / u.throughput_msgs_per_s().max(1.0)),
         latency_us: percentiles(&ordered),
         unordered_latency_us: unordered.as_ref().map(percentiles),
-        beacon_interval_us: args.beacon_interval_us,
+        beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime).as_micros_f64(),
         beacons_per_s: beacons as f64 / ordered.run_seconds,
         run_seconds: ordered.run_seconds,
         beacon_share_of_frames: beacons as f64 / (beacons + data_frames).max(1) as f64,
