@@ -9,7 +9,7 @@
 #![allow(clippy::disallowed_methods)] // threads live here
 
 use super::plan::{AddressPlan, PlanError};
-use super::{Idle, Pass, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers};
+use super::{Idle, IdlePolicy, Pass, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers};
 use crate::inproc::Clock;
 use crate::node::Node;
 use crate::wiring::Wiring;
@@ -104,6 +104,7 @@ impl<N: Node + 'static> LocalFabric<N> {
             stop: Arc::new(AtomicBool::new(false)),
             counters,
         };
+        let idle = udp.idle;
         for t in 0..thread_count {
             let (stop, members, sockets) =
                 (fabric.stop.clone(), fabric.members.clone(), park_sockets.clone());
@@ -115,6 +116,7 @@ impl<N: Node + 'static> LocalFabric<N> {
                         &members,
                         t * members.len() / thread_count,
                         &sockets,
+                        idle,
                         &clock,
                         &stop,
                     ),
@@ -186,16 +188,11 @@ fn run_shared<N: Node>(
     members: &[Mutex<Member<N>>],
     first: usize,
     sockets: &[UdpSocket],
+    policy: IdlePolicy,
     clock: &Clock,
     stop: &AtomicBool,
 ) {
-    let Some(policy) = members
-        .first()
-        .and_then(|m| m.lock().ok())
-        .map(|m| m.driver.config().idle)
-    else {
-        return;
-    };
+    let sockets: Vec<&UdpSocket> = sockets.iter().collect();
     let mut idle = Idle::default();
     while !stop.load(Ordering::Relaxed) {
         let mut all = Pass {
@@ -220,7 +217,6 @@ fn run_shared<N: Node>(
                 .iter()
                 .filter_map(|m| m.lock().ok().and_then(|m| m.node.poll_timeout()))
                 .min();
-            let sockets: Vec<&UdpSocket> = sockets.iter().collect();
             park(&sockets, timeout, clock);
         }
     }

@@ -487,10 +487,6 @@ impl UdpDriver {
         &self.socket
     }
 
-    pub(crate) fn config(&self) -> &UdpConfig {
-        &self.config
-    }
-
     /// Takes what waits on the socket, a batch at a time (up to [`RECEIVE_BATCHES_PER_PASS`]):
     /// credits are applied, frames handed to the node (or parked behind earlier ones that wait
     /// for room). Returns whether anything came.
