@@ -150,6 +150,12 @@ pub struct RunArgs {
     message_bytes_max: Option<usize>,
     #[arg(long)]
     reliable: bool,
+    /// Reliable: cap of the retransmission timeout [default: 100us, 2ms with --gap 0ns]. A cap
+    /// keeps a packet that keeps being lost from holding everyone's delivery for long; but
+    /// saturated, round trips queue for hundreds of us, and below them every packet times out
+    /// before its ACK comes (and Karn's rule keeps the estimate from ever learning the RTT).
+    #[arg(long, value_parser = time)]
+    rto_max: Option<Duration>,
     /// Run the controller (paper 5.2) over management links: processes cut off by a --fail are
     /// declared failed, the rest recover; reports atomicity and the recovery time (needs
     /// --reliable; failures are then permanent)
@@ -218,6 +224,11 @@ impl RunArgs {
                 send_buffer_packets_max: self
                     .send_buffer_packets
                     .unwrap_or(onepipe::reliable::ReliableConfig::default().send_buffer_packets_max),
+                rto_max: self.rto_max.unwrap_or(if self.gap == Duration::ZERO {
+                    onepipe_sim::config::SATURATED_RTO_MAX
+                } else {
+                    onepipe_sim::config::microsecond_reliable().rto_max
+                }),
                 ..onepipe_sim::config::microsecond_reliable()
             },
             dead_after_intervals: self.dead_after_beacons,

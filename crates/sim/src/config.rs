@@ -203,6 +203,12 @@ impl Default for SimConfig {
     }
 }
 
+/// The retransmission timeout's cap for saturated runs: a round trip then queues 300-900 us at
+/// the CPUs (Fig. 8 at 512 processes), and under a lower cap every packet times out before its
+/// ACK comes, while Karn's rule (no sample from a retransmitted packet) keeps the estimate
+/// from ever learning the RTT.
+pub const SATURATED_RTO_MAX: Duration = Duration::from_millis(2);
+
 /// The reliable service's timers for a fabric whose round trip is microseconds (the runtime
 /// defaults are for threads that a shared machine deschedules for milliseconds).
 pub fn microsecond_reliable() -> ReliableConfig {

@@ -361,10 +361,7 @@ pub fn fig8(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure,
             // than best effort's: twice the window covers it at saturation (a deeper buffer
             // only queues at the sender's CPU; measured at 32 and 128 processes).
             c.reliable_config.send_buffer_packets_max = 2 * window * n as usize;
-            // Saturated at 512 processes, a round trip queues 300-900 us at the CPUs. Below
-            // that cap every packet timed out before its ACK came, and Karn's rule (no sample
-            // from a retransmitted packet) kept the estimate from ever learning the RTT.
-            c.reliable_config.rto_max = Duration::from_millis(2);
+            c.reliable_config.rto_max = crate::config::SATURATED_RTO_MAX;
             let r = run(&c, &mut |_, _| {})?;
             let row = row(s.label(), n as f64, &r);
             progress(&row);
