@@ -220,7 +220,12 @@ fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, Stri
                 .switches
                 .iter()
                 .position(|s| s.name == name)
-                .ok_or_else(|| format!("--fail `{spec}`: no switch named `{name}`")),
+                .ok_or_else(|| {
+                    format!(
+                        "--fail `{spec}`: no switch named `{name}` ({})",
+                        topology.switch_names_hint()
+                    )
+                }),
         }
     };
     let target = match what.split_once(':') {

@@ -88,7 +88,13 @@ fn bad_config_names_the_field_and_budgets_stop_runs() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("`loss`"), "{err}");
     let out = onepipe(&["sim", "--fail", "switch:nowhere@10us"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no switch named `nowhere`"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no switch named `nowhere`"), "{err}");
+    // The names it could have been (the testbed's switches, 10 in all).
+    assert!(
+        err.contains("switches: core0, core1,") && err.contains("(10 in all)"),
+        "{err}"
+    );
     let out = onepipe(&["sim", "--events-max", "5000"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

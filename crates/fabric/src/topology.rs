@@ -561,6 +561,22 @@ impl Topology {
     pub fn layers(&self) -> u8 {
         self.switches.iter().map(|s| s.layer).max().unwrap_or(0)
     }
+
+    /// The switches' names, for an error about a name that is not among them: the first few
+    /// and how many there are (a fat-tree has hundreds).
+    pub fn switch_names_hint(&self) -> String {
+        const SHOWN: usize = 12;
+        let mut names: Vec<&str> = self
+            .switches
+            .iter()
+            .take(SHOWN)
+            .map(|s| s.name.as_str())
+            .collect();
+        if self.switches.len() > SHOWN {
+            names.push("...");
+        }
+        format!("switches: {} ({} in all)", names.join(", "), self.switches.len())
+    }
 }
 
 enum Named {

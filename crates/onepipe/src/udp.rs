@@ -110,8 +110,8 @@ pub enum UdpSystemError {
     Plan(#[from] PlanError),
     #[error(transparent)]
     Udp(#[from] UdpError),
-    #[error("the topology has no switch named `{0}`")]
-    UnknownSwitch(String),
+    #[error("the topology has no switch named `{name}` ({hint})")]
+    UnknownSwitch { name: String, hint: String },
     #[error("process {process} does not exist: the topology has {count}")]
     UnknownProcess { process: u32, count: usize },
     #[error("the beacon interval must be positive")]
@@ -202,7 +202,10 @@ pub fn run_switch_reporting(
         .switches
         .iter()
         .position(|s| s.name == name)
-        .ok_or_else(|| UdpSystemError::UnknownSwitch(name.to_string()))?;
+        .ok_or_else(|| UdpSystemError::UnknownSwitch {
+            name: name.to_string(),
+            hint: wiring.topology.switch_names_hint(),
+        })?;
     let routes = routing::build(&wiring)?.swap_remove(index);
     let links = links_of(&wiring, &plan, index);
     let mut driver = UdpDriver::bind(&links, &options.udp)?;

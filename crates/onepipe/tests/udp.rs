@@ -83,7 +83,7 @@ fn strangers_are_dropped_and_counted_and_unknown_names_are_errors() {
     let opts = options(topology(1, 2));
     assert!(matches!(
         run_switch(&opts, "nope", &AtomicBool::new(false), &UdpCounters::default()),
-        Err(onepipe::udp::UdpSystemError::UnknownSwitch(_))
+        Err(onepipe::udp::UdpSystemError::UnknownSwitch { .. })
     ));
     assert!(matches!(
         join(&opts, 2),

@@ -395,7 +395,10 @@ fn switch_index(wiring: &Wiring, name: &str) -> Result<usize, ConfigError> {
         .position(|s| s.name == name)
         .ok_or_else(|| ConfigError {
             field: "failures",
-            reason: format!("no switch named `{name}` in the topology"),
+            reason: format!(
+                "no switch named `{name}` in the topology ({})",
+                wiring.topology.switch_names_hint()
+            ),
         })
 }
 
