@@ -303,6 +303,13 @@ pub fn run_phase(
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
     endpoint.reliable.send_buffer_packets_max =
         reliable_buffer_broadcasts(config.udp.is_some()) * endpoint.send_buffer_packets_max;
+    // A reliable message waits whole at its receiver for the commit barrier: the receive
+    // window must hold one.
+    let message_packets = config
+        .message_bytes
+        .div_ceil(endpoint.reliable_fragment_bytes())
+        .max(1);
+    endpoint.reliable.recv_window_packets = endpoint.reliable.recv_window_packets.max(message_packets as u32);
     let system_config = SystemConfig {
         switch: SwitchConfig {
             beacon_interval: config.beacon_interval,

@@ -77,6 +77,17 @@ impl EndpointConfig {
     fn fragment_payload_bytes(&self) -> usize {
         self.mtu_bytes - HEADER_LEN
     }
+
+    /// Payload bytes of a reliable fragment: less than best effort's when there is room for
+    /// an ACK to ride along.
+    pub fn reliable_fragment_bytes(&self) -> usize {
+        let fragment_bytes = self.fragment_payload_bytes();
+        if fragment_bytes > 2 * PIGGYBACK_LEN {
+            fragment_bytes - PIGGYBACK_LEN
+        } else {
+            fragment_bytes
+        }
+    }
 }
 
 /// Why a send was refused. Nothing of a refused scattering is sent.
@@ -94,6 +105,14 @@ pub enum SendError {
     BufferFull { queued: usize, max: usize },
     #[error("a scattering of {packets} packets can never fit the reliable send buffer of {max}")]
     ScatteringTooLarge { packets: usize, max: usize },
+    /// A reliable message is held whole at its receiver until the commit barrier passes it,
+    /// within the receive window (`ReliableConfig::recv_window_packets`, paper 6.1); one larger
+    /// than the window could never complete there.
+    #[error(
+        "a reliable message of {packets} packets can never fit the receive window of {window} packets \
+         (raise recv_window_packets)"
+    )]
+    MessageExceedsWindow { packets: usize, window: usize },
     #[error("destination process {0} has failed")]
     ProcessFailed(u32),
     /// Paper 5.2, Receiver Recovery: the controller said this process failed; it sends again
@@ -295,7 +314,7 @@ impl Endpoint {
         // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
         let fragment_bytes = config.fragment_payload_bytes();
         let piggyback = fragment_bytes > 2 * PIGGYBACK_LEN;
-        let reliable_fragment_bytes = fragment_bytes - if piggyback { PIGGYBACK_LEN } else { 0 };
+        let reliable_fragment_bytes = config.reliable_fragment_bytes();
         Endpoint {
             piggyback,
             sender: ReliableSender::new(
@@ -438,6 +457,18 @@ impl Endpoint {
         let max = self.config.reliable.send_buffer_packets_max;
         if packets > max {
             return Err(SendError::ScatteringTooLarge { packets, max });
+        }
+        let window = self.config.reliable.recv_window_packets as usize;
+        if let Some(largest) = scatter
+            .iter()
+            .map(|(_, m)| self.reliable_packets_for(m.len()))
+            .max()
+            && largest > window
+        {
+            return Err(SendError::MessageExceedsWindow {
+                packets: largest,
+                window,
+            });
         }
         if packets > self.sender.room_packets() {
             return Err(SendError::BufferFull {

@@ -257,6 +257,25 @@ fn full_reliable_send_buffer_is_backpressure() {
     assert_eq!(ep.reliable_room_packets(), 1);
 }
 
+/// A reliable message waits whole at its receiver, within the receive window: one larger
+/// than the window could never complete, so it is refused, not left to wait forever.
+#[test]
+fn reliable_message_larger_than_the_receive_window_is_refused() {
+    let mut c = EndpointConfig::new(0, 4, 7);
+    c.mtu_bytes = HEADER_LEN + 10;
+    c.reliable.recv_window_packets = 4;
+    let mut ep = Endpoint::new(c, t(0));
+    assert_eq!(
+        ep.send_reliable(t(1), &[(1, &[0u8; 10]), (2, &[0u8; 50])]),
+        Err(SendError::MessageExceedsWindow {
+            packets: 5,
+            window: 4
+        })
+    );
+    assert_eq!(ep.reliable_sender().unacked_packets(), 0, "nothing of it stays");
+    ep.send_reliable(t(1), &[(1, &[0u8; 40])]).unwrap();
+}
+
 /// Paper 5.1: a prepare packet is acknowledged and held until the commit barrier passes its
 /// timestamp; only then is it delivered.
 #[test]

@@ -60,6 +60,9 @@ struct OutMessage {
     packets: u16,
     /// Credits acquired while waiting; packets not yet acknowledged after release.
     credits: u16,
+    /// Its credits went beyond the window (see `sender_credits.rs`): packets the window does
+    /// not reach at release are held.
+    overdrawn: bool,
     unacked: u16,
 }
 
@@ -110,6 +113,10 @@ struct TimeoutUndo {
 struct Connection {
     /// Next PSN to assign.
     next_psn: u32,
+    /// First PSN never put in the transmit queue: the packets from here to `next_psn` are held
+    /// until the window reaches them (a message larger than the window went; see
+    /// `sender_credits.rs`).
+    unsent: u32,
     /// Oldest PSN not cumulatively acknowledged; `in_flight[0]` has it.
     una: u32,
     in_flight: VecDeque<InFlight>,
@@ -139,6 +146,7 @@ impl Connection {
     fn new(config: &ReliableConfig) -> Connection {
         Connection {
             next_psn: 0,
+            unsent: 0,
             una: 0,
             in_flight: VecDeque::new(),
             window_edge: config.recv_window_packets,
@@ -183,17 +191,59 @@ impl Connection {
     /// Credits free for new packets: min(receive window, congestion window) less what is in
     /// flight and what waiting scatterings hold.
     fn available(&self) -> u32 {
-        let cwnd_edge = self.una.wrapping_add(self.cc.window().max(1));
-        let edge = if psn_before(cwnd_edge, self.window_edge) {
-            cwnd_edge
-        } else {
-            self.window_edge
-        };
-        let room = edge.wrapping_sub(self.next_psn);
+        let room = self.edge().wrapping_sub(self.next_psn);
         if (room as i32) <= 0 {
             return 0;
         }
         room.saturating_sub(self.reserved)
+    }
+
+    /// PSNs below this fit min(receive window, congestion window).
+    fn edge(&self) -> u32 {
+        let cwnd_edge = self.una.wrapping_add(self.cc.window().max(1));
+        if psn_before(cwnd_edge, self.window_edge) {
+            cwnd_edge
+        } else {
+            self.window_edge
+        }
+    }
+
+    /// The window has room for the next PSN (before what waiting scatterings reserved).
+    fn has_room(&self) -> bool {
+        psn_before(self.next_psn, self.edge())
+    }
+
+    /// Nothing in flight, held or reserved by a waiting scattering other than one holding
+    /// `own` credits: no credits will come back to this connection until it sends again.
+    fn is_idle(&self, own: u32) -> bool {
+        self.una == self.next_psn && self.reserved == own
+    }
+
+    /// Assigns the next PSN to a new packet, and queues it for transmission unless packets
+    /// before it are held or (with `windowed`) it lies beyond the window.
+    fn push_packet(&mut self, e: InFlight, windowed: bool, transmit: &mut VecDeque<(u32, u32)>, dst: u32) {
+        let psn = self.next_psn;
+        self.next_psn = self.next_psn.wrapping_add(1);
+        let go = self.unsent == psn && (!windowed || psn_before(psn, self.edge()));
+        self.in_flight.push_back(InFlight { queued: go, ..e });
+        if go {
+            self.unsent = self.next_psn;
+            transmit.push_back((dst, psn));
+        }
+    }
+
+    /// Queues held packets the window now reaches.
+    fn send_held(&mut self, transmit: &mut VecDeque<(u32, u32)>, dst: u32) {
+        let edge = self.edge();
+        while self.unsent != self.next_psn && psn_before(self.unsent, edge) {
+            let psn = self.unsent;
+            self.unsent = psn.wrapping_add(1);
+            let e = self.entry(psn).expect("held packets are in flight");
+            if !e.acked {
+                e.queued = true;
+                transmit.push_back((dst, psn));
+            }
+        }
     }
 
     fn entry(&mut self, psn: u32) -> Option<&mut InFlight> {
@@ -367,6 +417,7 @@ impl ReliableSender {
                 len: msg.len(),
                 packets: n,
                 credits: 0,
+                overdrawn: false,
                 unacked: n,
             });
             data.extend_from_slice(msg);
@@ -435,9 +486,7 @@ impl ReliableSender {
             }
             c.reserved -= m.credits as u32;
             for fragment in 0..m.packets {
-                let psn = c.next_psn;
-                c.next_psn = c.next_psn.wrapping_add(1);
-                c.in_flight.push_back(InFlight {
+                let e = InFlight {
                     slot,
                     message: index as u16,
                     fragment,
@@ -448,8 +497,10 @@ impl ReliableSender {
                     resent: false,
                     recall: false,
                     forwarded_at_retries: 0,
-                });
-                self.transmit.push_back((m.dst, psn));
+                };
+                // Credits are the right to send at once (even if a timeout has cut the window
+                // since); credits beyond the window are not.
+                c.push_packet(e, m.overdrawn, &mut self.transmit, m.dst);
             }
         }
         self.slots[slot as usize] = Some(s);
@@ -623,7 +674,7 @@ impl ReliableSender {
         };
         // Acknowledging beyond what we sent is forged or corrupt. An ACK below una is stale
         // (reordered or repeated): it advances nothing and its SACK bits find no entries.
-        if psn_before(c.next_psn, cumulative) {
+        if psn_before(c.unsent, cumulative) {
             self.counters.acks_invalid += 1;
             return;
         }
@@ -657,6 +708,9 @@ impl ReliableSender {
             let bit = bits.trailing_zeros();
             bits &= bits - 1;
             let psn = cumulative.wrapping_add(1 + bit);
+            if !psn_before(psn, c.unsent) {
+                break; // never sent: forged or corrupt, like the rest of the bits
+            }
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
@@ -687,6 +741,9 @@ impl ReliableSender {
             c.window_edge = edge;
         }
         c.cc.on_ack(ack.received, ack.ce_marked, c.una, c.next_psn);
+        if c.unsent != c.next_psn {
+            c.send_held(&mut self.transmit, from);
+        }
         if progressed {
             c.waiting_since = Some(now);
         }
@@ -905,6 +962,7 @@ impl ReliableSender {
         }
         c.in_flight.clear();
         c.una = c.next_psn;
+        c.unsent = c.next_psn;
         debug_assert!(
             c.broken || c.reserved == 0,
             "waiting scatterings to it were dropped"
@@ -1024,9 +1082,7 @@ impl ReliableSender {
                 if c.broken {
                     continue;
                 }
-                let psn = c.next_psn;
-                c.next_psn = c.next_psn.wrapping_add(1);
-                c.in_flight.push_back(InFlight {
+                let e = InFlight {
                     slot,
                     message: index as u16,
                     fragment: 0,
@@ -1037,8 +1093,10 @@ impl ReliableSender {
                     resent: false,
                     recall: true,
                     forwarded_at_retries: 0,
-                });
-                self.transmit.push_back((m.dst, psn));
+                };
+                // Recalls take no buffer space at the receiver: no window, as before; but
+                // they keep their place behind held packets.
+                c.push_packet(e, false, &mut self.transmit, m.dst);
                 if m.unacked == 0 {
                     s.open_messages += 1;
                 }
@@ -1093,6 +1151,11 @@ impl ReliableSender {
                 !c.failed || c.in_flight.is_empty(),
                 "a failed connection is closed"
             );
+            let sent = c.unsent.wrapping_sub(c.una) as usize;
+            assert!(sent <= c.in_flight.len(), "held packets of {dst} are in flight");
+            for e in c.in_flight.iter().skip(sent) {
+                assert!(e.sent_at.is_none() && !e.queued, "a held packet to {dst} left");
+            }
             for e in &c.in_flight {
                 let s = self.slots[e.slot as usize]
                     .as_ref()

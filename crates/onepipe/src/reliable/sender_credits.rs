@@ -31,6 +31,20 @@ pub(super) struct Need {
     seq: u64,
 }
 
+/// Credits for the message first in line on `c`, which holds `own` and lacks `lacking`: what
+/// the window has, or, on a connection with nothing in flight and a window open by at least
+/// one packet (its own credits may fill it), all it lacks. A message larger than the congestion window (or than what is left of
+/// it after a timeout cut it, which only ACKs of traffic grow again) would otherwise wait
+/// forever; it goes, and its packets beyond the window are held until ACKs open it
+/// (`Connection::send_held`).
+fn overdraw(c: &Connection, own: u32, lacking: u32) -> u32 {
+    if c.is_idle(own) && c.has_room() {
+        lacking
+    } else {
+        c.available().min(lacking)
+    }
+}
+
 /// Lists `c` (the connection to `dst`) for the next release pass.
 pub(super) fn mark_dirty(dirty: &mut Vec<u32>, c: &mut Connection, dst: u32) {
     if !c.dirty {
@@ -100,10 +114,11 @@ impl ReliableSender {
             }
             // Behind older scatterings that wait here, it gets nothing before they do.
             let take = if c.needy.is_empty() {
-                c.available().min(m.packets as u32)
+                overdraw(c, 0, m.packets as u32)
             } else {
                 0
             };
+            m.overdrawn |= take > c.available();
             c.reserved += take;
             m.credits += take as u16;
             s.missing -= take as usize;
@@ -143,7 +158,8 @@ impl ReliableSender {
                 m.credits = m.packets;
                 s.missing -= lacking as usize;
             } else {
-                let take = c.available().min(lacking as u32);
+                let take = overdraw(c, m.credits as u32, lacking as u32);
+                m.overdrawn |= take > c.available();
                 c.reserved += take;
                 m.credits += take as u16;
                 s.missing -= take as usize;

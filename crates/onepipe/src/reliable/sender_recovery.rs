@@ -74,7 +74,11 @@ impl ReliableSender {
         let config = &self.config;
         if let Some(c) = self.connections.get_mut(process) {
             debug_assert!(c.in_flight.is_empty(), "a failed connection is closed");
+            // No scattering waits for it (those that did were aborted with the failure, and
+            // sends to a failed process are refused); a pending release pass may list it.
+            let dirty = c.dirty;
             *c = Connection::new(config);
+            c.dirty = dirty;
         }
         self.failed.retain(|&(p, open)| p != process || open > 0);
         self.credits_changed = true;

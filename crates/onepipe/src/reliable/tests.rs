@@ -269,9 +269,22 @@ fn a_timeout_after_the_resend_left_keeps_its_cut() {
     s.submit(1, &[(1, &[7u8; 400])]);
     assert_eq!(
         release(&mut s),
-        0,
-        "window 1 + 1 from slow start: four packets wait"
+        1,
+        "larger than the window, it goes on the idle connection"
     );
+    assert_eq!(
+        drain(&mut s, t(150)),
+        vec![(1, 1), (1, 2)],
+        "window 1 + 1 from slow start: two of its four packets now"
+    );
+    s.check_invariants();
+    s.on_ack(t(200), 1, 3, &ack(8));
+    assert_eq!(
+        drain(&mut s, t(200)),
+        vec![(1, 3), (1, 4)],
+        "the rest as the window opens"
+    );
+    s.check_invariants();
 }
 
 #[test]
@@ -648,6 +661,42 @@ fn waiting_scattering_naming_the_failed_process_is_dropped_with_its_credits() {
     assert_eq!(s.unacked_packets(), 2);
 }
 
+/// Paper 5.2 Receiver Recovery: a failed peer that rejoins gets a fresh connection, and
+/// scatterings to it wait for, and take, that connection's credits like any other.
+#[test]
+fn a_rejoined_peer_takes_credits_afresh() {
+    let mut s = sender(2);
+    s.submit(0, &[(1, &[0u8; 200])]); // fills the window to 1
+    s.submit(1, &[(1, b"a"), (2, b"b")]); // waits for a credit towards 1
+    assert_eq!(release(&mut s), 1);
+    drain(&mut s, t(0));
+    s.on_ack(t(1), 1, 1, &ack(2)); // a credit towards 1 frees; no release pass yet
+    s.on_process_failed(1);
+    s.reset_peer(1);
+    s.check_invariants();
+    assert_eq!(s.waiting(), 0, "the waiting one was aborted with the failure");
+    s.submit(2, &[(1, &[0u8; 300]), (2, b"c")]); // 3 packets to 1, more than its window
+    s.submit(3, &[(1, b"d")]);
+    assert_eq!(
+        release(&mut s),
+        1,
+        "the first goes on the idle connection; the second waits"
+    );
+    s.check_invariants();
+    let to_1 = |sent: Vec<(u32, u32)>| sent.into_iter().filter(|p| p.0 == 1).collect::<Vec<_>>();
+    assert_eq!(
+        to_1(drain(&mut s, t(2))),
+        vec![(1, 0), (1, 1)],
+        "the third packet is held"
+    );
+    s.on_ack(t(3), 1, 2, &ack(4));
+    assert_eq!(release(&mut s), 1);
+    assert_eq!(to_1(drain(&mut s, t(3))), vec![(1, 2), (1, 3)]);
+    s.check_invariants();
+    let released: Vec<u64> = std::iter::from_fn(|| s.poll_released().map(|r| r.0)).collect();
+    assert_eq!(released, vec![0, 2, 3]);
+}
+
 /// A recall is a packet of its connection: lost, it is sent again on timeout.
 #[test]
 fn lost_recall_is_retransmitted_on_timeout() {
@@ -817,7 +866,8 @@ mod credit_properties {
 
     #[derive(Clone, Debug)]
     enum Op {
-        /// A scattering to the processes picked by the mask, of 1..=4 packets each.
+        /// A scattering to the processes picked by the mask, of 1..=6 packets each (more than
+        /// some windows give).
         Submit {
             mask: u8,
             packets: u8,
@@ -835,7 +885,7 @@ mod credit_properties {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            4 => (1u8..16, 1u8..5).prop_map(|(mask, packets)| Op::Submit { mask, packets }),
+            4 => (1u8..16, 1u8..7).prop_map(|(mask, packets)| Op::Submit { mask, packets }),
             4 => (1u8..12).prop_map(Op::Transmit),
             4 => (0u32..4, 0u8..6, 1u32..9).prop_map(|(dst, count, window)| Op::Ack { dst, count, window }),
             1 => Just(Op::Timeout),
@@ -846,7 +896,8 @@ mod credit_properties {
         /// Paper 6.1 credits under any interleaving of sends, transmissions, partial ACKs with
         /// changing windows, and timeouts: after every step the bookkeeping is exact, credits
         /// went oldest first, and no scattering waits for a connection that has credits left
-        /// (`check_invariants`); once the receivers acknowledge everything, all is released.
+        /// (`check_invariants`); once the receivers acknowledge everything, all is released,
+        /// even messages larger than the window they advertise.
         #[test]
         fn credits_go_oldest_first_and_nothing_waits_for_a_free_window(
             ops in proptest::collection::vec(op(), 1..80),
@@ -901,7 +952,7 @@ mod credit_properties {
                 release(&mut s);
                 transmit(&mut s, now, usize::MAX, &mut sent);
                 for d in 0..4u32 {
-                    s.on_ack(now, d, sent[d as usize], &ack(8));
+                    s.on_ack(now, d, sent[d as usize], &ack(2));
                 }
                 s.check_invariants();
             }
