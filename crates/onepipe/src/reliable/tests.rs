@@ -747,6 +747,18 @@ fn second_failure_settles_the_recalls_of_the_first() {
     assert_eq!(s.counters().scatterings_aborted, 1);
 }
 
+/// Sends up to `n` packets, noting in `sent` the next PSN each receiver has been sent (first
+/// transmissions leave in order), for the property tests' ACKs.
+fn transmit(s: &mut ReliableSender, now: Instant, n: usize, sent: &mut [u32; 4]) {
+    for _ in 0..n {
+        let Some(tx) = s.poll_transmit(now) else { break };
+        let next = tx.psn.wrapping_add(1);
+        if super::sender::psn_before(sent[tx.dst as usize], next) {
+            sent[tx.dst as usize] = next;
+        }
+    }
+}
+
 mod failure_properties {
     use super::*;
     use proptest::prelude::*;
@@ -787,15 +799,6 @@ mod failure_properties {
             let mut sent = [0u32; 4];
             let mut now = t(0);
             let mut next_id = 0;
-            let transmit = |s: &mut ReliableSender, now: Instant, n: usize, sent: &mut [u32; 4]| {
-                for _ in 0..n {
-                    let Some(tx) = s.poll_transmit(now) else { break };
-                    let next = tx.psn.wrapping_add(1);
-                    if super::super::sender::psn_before(sent[tx.dst as usize], next) {
-                        sent[tx.dst as usize] = next;
-                    }
-                }
-            };
             for op in ops {
                 match op {
                     Op::Submit { mask, packets } => {
@@ -908,15 +911,6 @@ mod credit_properties {
             let mut now = t(0);
             let mut next_id = 0;
             let mut submitted = 0;
-            let transmit = |s: &mut ReliableSender, now: Instant, n: usize, sent: &mut [u32; 4]| {
-                for _ in 0..n {
-                    let Some(tx) = s.poll_transmit(now) else { break };
-                    let next = tx.psn.wrapping_add(1);
-                    if super::super::sender::psn_before(sent[tx.dst as usize], next) {
-                        sent[tx.dst as usize] = next;
-                    }
-                }
-            };
             for op in ops {
                 match op {
                     Op::Submit { mask, packets } => {
