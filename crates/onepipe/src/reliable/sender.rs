@@ -313,8 +313,6 @@ pub struct ReliableSender {
     /// (sent at, destination, PSN) of every transmission, oldest first; an entry whose packet
     /// was acknowledged or sent again since is dropped when it reaches the front.
     timers: VecDeque<(Instant, u32, u32)>,
-    /// Windows may have opened or scatterings arrived since `release` last looked.
-    credits_changed: bool,
     /// Scatterings a release pass found complete (kept for its allocation).
     completed: Vec<u32>,
     /// One estimate for the host, not one per connection: all connections cross the same
@@ -355,7 +353,6 @@ impl ReliableSender {
             lost_recalls: VecDeque::new(),
             rto_deadline: None,
             timers: VecDeque::new(),
-            credits_changed: false,
             completed: Vec::new(),
             counters: SenderCounters::default(),
             failed: Vec::new(),
@@ -449,7 +446,6 @@ impl ReliableSender {
         self.retained_packets_peak = self.retained_packets_peak.max(self.retained_packets);
         self.next_seq += 1;
         self.waiting.push_back(slot);
-        self.credits_changed = true;
     }
 
     fn connection(&mut self, dst: u32) -> &mut Connection {
@@ -757,7 +753,6 @@ impl ReliableSender {
         // Its window may have opened for the scatterings that wait for it.
         if !c.needy.is_empty() {
             credits::mark_dirty(&mut self.dirty, c, from);
-            self.credits_changed = true;
         }
         self.retire_front();
     }
@@ -900,7 +895,6 @@ impl ReliableSender {
         c.broken = true;
         // The scatterings that wait for its window need none now.
         credits::mark_dirty(&mut self.dirty, c, dst);
-        self.credits_changed = true;
         let mut failed_slots = Vec::new();
         for e in c.in_flight.iter_mut() {
             if !e.acked {
@@ -937,7 +931,6 @@ impl ReliableSender {
             return;
         }
         self.failed.push((process, 0));
-        self.credits_changed = true;
         self.abort_waiting(process);
         // Opened if new, so that it is marked closed whatever comes later.
         let config = &self.config;

@@ -58,7 +58,9 @@ impl ReliableSender {
     /// holds all it needs with timestamp `issue()`, in the order they were submitted. Returns
     /// how many were released.
     pub fn release(&mut self, mut issue: impl FnMut() -> Instant) -> usize {
-        if !std::mem::take(&mut self.credits_changed) {
+        // Credits can have grown only on dirty connections, and only scatterings never offered
+        // any can take them on the others.
+        if self.dirty.is_empty() && self.offered == self.waiting.len().min(RELEASE_LOOKAHEAD) {
             return 0;
         }
         let mut completed = std::mem::take(&mut self.completed);

@@ -81,6 +81,5 @@ impl ReliableSender {
             c.dirty = dirty;
         }
         self.failed.retain(|&(p, open)| p != process || open > 0);
-        self.credits_changed = true;
     }
 }
