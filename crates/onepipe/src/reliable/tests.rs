@@ -759,6 +759,21 @@ fn transmit(s: &mut ReliableSender, now: Instant, n: usize, sent: &mut [u32; 4])
     }
 }
 
+/// Submits scattering `id` of `packets` 100-byte packets to each process of 0..4 in `mask` for
+/// which `live` holds, if there is one and the buffer has room; whether it did.
+fn submit_masked(s: &mut ReliableSender, id: u64, mask: u8, packets: u8, live: impl Fn(u32) -> bool) -> bool {
+    let payload = vec![0u8; packets as usize * 100];
+    let scatter: Vec<(u32, &[u8])> = (0..4u32)
+        .filter(|&d| mask & (1 << d) != 0 && live(d))
+        .map(|d| (d, &payload[..]))
+        .collect();
+    let fits = !scatter.is_empty() && scatter.len() * packets as usize <= s.room_packets();
+    if fits {
+        s.submit(id, &scatter);
+    }
+    fits
+}
+
 mod failure_properties {
     use super::*;
     use proptest::prelude::*;
@@ -802,13 +817,7 @@ mod failure_properties {
             for op in ops {
                 match op {
                     Op::Submit { mask, packets } => {
-                        let payload = vec![0u8; packets as usize * 100];
-                        let scatter: Vec<(u32, &[u8])> = (0..4u32)
-                            .filter(|&d| mask & (1 << d) != 0 && !failed[d as usize])
-                            .map(|d| (d, &payload[..]))
-                            .collect();
-                        if !scatter.is_empty() && scatter.len() * packets as usize <= s.room_packets() {
-                            s.submit(next_id, &scatter);
+                        if submit_masked(&mut s, next_id, mask, packets, |d| !failed[d as usize]) {
                             next_id += 1;
                         }
                         release(&mut s);
@@ -914,13 +923,7 @@ mod credit_properties {
             for op in ops {
                 match op {
                     Op::Submit { mask, packets } => {
-                        let payload = vec![0u8; packets as usize * 100];
-                        let scatter: Vec<(u32, &[u8])> = (0..4u32)
-                            .filter(|&d| mask & (1 << d) != 0)
-                            .map(|d| (d, &payload[..]))
-                            .collect();
-                        if scatter.len() * packets as usize <= s.room_packets() {
-                            s.submit(next_id, &scatter);
+                        if submit_masked(&mut s, next_id, mask, packets, |_| true) {
                             next_id += 1;
                             submitted += 1;
                         }
