@@ -303,13 +303,7 @@ pub fn run_phase(
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
     endpoint.reliable.send_buffer_packets_max =
         reliable_buffer_broadcasts(config.udp.is_some()) * endpoint.send_buffer_packets_max;
-    // A reliable message waits whole at its receiver for the commit barrier: the receive
-    // window must hold one.
-    let message_packets = config
-        .message_bytes
-        .div_ceil(endpoint.reliable_fragment_bytes())
-        .max(1);
-    endpoint.reliable.recv_window_packets = endpoint.reliable.recv_window_packets.max(message_packets as u32);
+    endpoint.fit_recv_window_to(config.message_bytes);
     let system_config = SystemConfig {
         switch: SwitchConfig {
             beacon_interval: config.beacon_interval,

@@ -78,9 +78,16 @@ impl EndpointConfig {
         self.mtu_bytes - HEADER_LEN
     }
 
+    /// Raises the receive window to hold a reliable message of `message_bytes`: it waits whole
+    /// at its receiver for the commit barrier, and `send_reliable` refuses larger ones.
+    pub fn fit_recv_window_to(&mut self, message_bytes: usize) {
+        let packets = message_bytes.div_ceil(self.reliable_fragment_bytes()).max(1);
+        self.reliable.recv_window_packets = self.reliable.recv_window_packets.max(packets as u32);
+    }
+
     /// Payload bytes of a reliable fragment: less than best effort's when there is room for
     /// an ACK to ride along.
-    pub fn reliable_fragment_bytes(&self) -> usize {
+    fn reliable_fragment_bytes(&self) -> usize {
         let fragment_bytes = self.fragment_payload_bytes();
         if fragment_bytes > 2 * PIGGYBACK_LEN {
             fragment_bytes - PIGGYBACK_LEN
@@ -450,21 +457,16 @@ impl Endpoint {
     /// Returns the message id.
     pub fn send_reliable(&mut self, now: Instant, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
         self.validate(scatter)?;
-        let packets = scatter
-            .iter()
-            .map(|(_, m)| self.reliable_packets_for(m.len()))
-            .sum();
+        let (packets, largest) = scatter.iter().fold((0, 0), |(sum, largest), (_, m)| {
+            let n = self.reliable_packets_for(m.len());
+            (sum + n, largest.max(n))
+        });
         let max = self.config.reliable.send_buffer_packets_max;
         if packets > max {
             return Err(SendError::ScatteringTooLarge { packets, max });
         }
         let window = self.config.reliable.recv_window_packets as usize;
-        if let Some(largest) = scatter
-            .iter()
-            .map(|(_, m)| self.reliable_packets_for(m.len()))
-            .max()
-            && largest > window
-        {
+        if largest > window {
             return Err(SendError::MessageExceedsWindow {
                 packets: largest,
                 window,

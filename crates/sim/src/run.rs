@@ -280,13 +280,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.beacon_interval = config.beacon_interval;
         ec.mtu_bytes = config.mtu_bytes;
         ec.reliable = config.reliable_config.clone();
-        // A reliable message waits whole at its receiver for the commit barrier: the receive
-        // window must hold the largest one (the endpoint refuses larger ones).
-        let largest = config
-            .message_bytes_max
-            .div_ceil(ec.reliable_fragment_bytes())
-            .max(1);
-        ec.reliable.recv_window_packets = ec.reliable.recv_window_packets.max(largest as u32);
+        ec.fit_recv_window_to(config.message_bytes_max);
         ec.ordering = config.ordering;
         ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
