@@ -54,6 +54,10 @@ pub struct DemoArgs {
     /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)
     #[arg(long, default_value_t = 2048)]
     link_capacity_bytes: usize,
+    /// inproc: hosts are visited once in this many passes of their worker thread (or sooner
+    /// when half a ring waits for them); switches every pass. 1 visits every node every pass
+    #[arg(long, default_value_t = onepipe_fabric::inproc::EDGE_VISIT_INTERVAL_PASSES)]
+    edge_visit_interval_passes: u32,
     /// Start the shared clock this many ns before the 48-bit wire timestamps wrap
     #[arg(long)]
     start_before_wrap_ns: Option<u64>,
@@ -318,6 +322,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         link_delay: us(args.link_delay_us),
         dead_after_intervals: args.dead_after_beacons,
         link_capacity_bytes: args.link_capacity_bytes,
+        edge_visit_interval_passes: args.edge_visit_interval_passes,
         rate_per_process: args.rate,
         reliable: args.reliable,
         faults: LinkFaults {

@@ -16,7 +16,7 @@ use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
 use onepipe_fabric::Either;
-use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
+use onepipe_fabric::inproc::{Clock, EDGE_VISIT_INTERVAL_PASSES, InprocConfig, LinkFaults};
 use onepipe_fabric::udp::UdpConfig;
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_wire::{Duration, Instant};
@@ -46,6 +46,8 @@ pub struct DemoConfig {
     pub clock_start: Instant,
     pub mtu_bytes: usize,
     pub link_capacity_bytes: usize,
+    /// inproc: hosts are visited once in this many worker passes ([`InprocConfig`]).
+    pub edge_visit_interval_passes: u32,
     pub send_buffer_packets_max: usize,
     /// Closed loop: at most this many of a process's own broadcasts undelivered back to it
     /// (see [`crate::workload::Schedule::window`]); `None` is open loop.
@@ -126,6 +128,7 @@ impl Default for DemoConfig {
             // Small rings keep queueing delay (and so latency) low under saturation; larger
             // ones amortize more per visit but add milliseconds (docs/performance.md).
             link_capacity_bytes: 2048,
+            edge_visit_interval_passes: EDGE_VISIT_INTERVAL_PASSES,
             send_buffer_packets_max: 32,
             window_broadcasts: None,
             reorder_bytes_max: 64 << 20,
@@ -318,6 +321,7 @@ pub fn run_phase(
             faults: config.faults.clone(),
             link_bits_per_s: config.link_bits_per_s,
             ecn_threshold_bytes: config.ecn_threshold_bytes,
+            edge_visit_interval_passes: config.edge_visit_interval_passes,
         },
         link_delay: config.link_delay,
     };
