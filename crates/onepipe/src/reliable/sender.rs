@@ -19,7 +19,7 @@
 //! all of those are acknowledged, so no receiver delivers a message of it meanwhile.
 
 use super::ReliableConfig;
-use super::dctcp::{Dctcp, WindowBeforeTimeout};
+use super::dctcp::{Dctcp, DctcpParams, WindowBeforeTimeout};
 use super::rtt::RttEstimator;
 use crate::endpoint::{FailureReason, SendFailure};
 use credits::Need;
@@ -143,7 +143,7 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(config: &ReliableConfig) -> Connection {
+    fn new(config: &ReliableConfig, cc: &DctcpParams) -> Connection {
         Connection {
             next_psn: 0,
             unsent: 0,
@@ -151,12 +151,7 @@ impl Connection {
             in_flight: VecDeque::new(),
             window_edge: config.recv_window_packets,
             reserved: 0,
-            cc: Dctcp::new(
-                config.initial_cwnd_packets,
-                1,
-                config.max_cwnd_packets,
-                config.dctcp_gain,
-            ),
+            cc: Dctcp::new(config.initial_cwnd_packets, cc),
             backoff: 0,
             undo: None,
             waiting_since: None,
@@ -173,7 +168,7 @@ impl Connection {
     /// on the inproc testbed: about 400 timeouts per host per second, most of them spurious,
     /// held windows at 5-8 packets). As in Eifel (RFC 3522), the cut is undone. An ACK after
     /// the retransmission left is ambiguous; the cut stands.
-    fn resolve_timeout(&mut self, e: &InFlight, counters: &mut SenderCounters) {
+    fn resolve_timeout(&mut self, e: &InFlight, cc: &DctcpParams, counters: &mut SenderCounters) {
         if e.retries == 0 || e.acked {
             return;
         }
@@ -183,7 +178,7 @@ impl Connection {
         if e.resent {
             return;
         }
-        self.cc.undo_timeout(undo.window);
+        self.cc.undo_timeout(cc, undo.window);
         self.backoff = self.backoff.min(undo.backoff);
         counters.spurious_timeouts += 1;
     }
@@ -277,6 +272,8 @@ pub const FORWARDS_QUEUED_MAX: usize = 256;
 
 pub struct ReliableSender {
     config: ReliableConfig,
+    /// What every connection's congestion window shares.
+    cc: DctcpParams,
     fragment_bytes: usize,
     slots: Vec<Option<Scattering>>,
     free_slots: Vec<u32>,
@@ -333,6 +330,7 @@ impl ReliableSender {
     pub fn new(config: ReliableConfig, process_count: u32, fragment_bytes: usize) -> ReliableSender {
         ReliableSender {
             rtt: RttEstimator::new(config.rto_initial, config.rto_min, config.rto_max),
+            cc: DctcpParams::new(1, config.max_cwnd_packets, config.dctcp_gain),
             config,
             fragment_bytes,
             slots: Vec::new(),
@@ -449,9 +447,9 @@ impl ReliableSender {
     }
 
     fn connection(&mut self, dst: u32) -> &mut Connection {
-        let config = &self.config;
+        let (config, cc) = (&self.config, &self.cc);
         self.connections
-            .get_or_open(dst, || Connection::new(config))
+            .get_or_open(dst, || Connection::new(config, cc))
             .expect("destinations were checked against the process count")
     }
 
@@ -679,7 +677,7 @@ impl ReliableSender {
         let mut sampled = false;
         while psn_before(c.una, cumulative) {
             let mut e = c.in_flight.pop_front().expect("una < cumulative <= next_psn");
-            c.resolve_timeout(&e, &mut self.counters);
+            c.resolve_timeout(&e, &self.cc, &mut self.counters);
             if !e.acked {
                 // Karn: a packet sent twice gives no sample, unless the second copy has not
                 // left (then the ACK is for the only one, and shows how late ACKs can be).
@@ -708,7 +706,7 @@ impl ReliableSender {
                 break; // never sent: forged or corrupt, like the rest of the bits
             }
             if let Some(e) = c.entry(psn).map(|e| *e) {
-                c.resolve_timeout(&e, &mut self.counters);
+                c.resolve_timeout(&e, &self.cc, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
                 Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
                 highest_sacked = Some(psn);
@@ -736,7 +734,7 @@ impl ReliableSender {
         if psn_before(c.window_edge, edge) {
             c.window_edge = edge;
         }
-        c.cc.on_ack(ack.received, ack.ce_marked, c.una, c.next_psn);
+        c.cc.on_ack(&self.cc, ack.received, ack.ce_marked, c.una, c.next_psn);
         if c.unsent != c.next_psn {
             c.send_held(&mut self.transmit, from);
         }
@@ -871,7 +869,7 @@ impl ReliableSender {
         for &dst in &expired {
             let c = self.connections.get_mut(dst).expect("expired above");
             self.counters.timeouts += 1;
-            let window = c.cc.on_timeout();
+            let window = c.cc.on_timeout(&self.cc);
             c.undo.get_or_insert(TimeoutUndo {
                 window,
                 backoff: c.backoff,
@@ -933,8 +931,11 @@ impl ReliableSender {
         self.failed.push((process, 0));
         self.abort_waiting(process);
         // Opened if new, so that it is marked closed whatever comes later.
-        let config = &self.config;
-        let Some(c) = self.connections.get_or_open(process, || Connection::new(config)) else {
+        let (config, cc) = (&self.config, &self.cc);
+        let Some(c) = self
+            .connections
+            .get_or_open(process, || Connection::new(config, cc))
+        else {
             return; // not a process
         };
         let mut aborted: Vec<u32> = c.in_flight.iter().filter(|e| !e.acked).map(|e| e.slot).collect();

@@ -71,13 +71,13 @@ impl ReliableSender {
     /// it still waits for recall acknowledgments (then the entry stays until they come, and a
     /// new failure of it is taken as a repeat: a limit, see docs/failures.md).
     pub fn reset_peer(&mut self, process: u32) {
-        let config = &self.config;
+        let (config, cc) = (&self.config, &self.cc);
         if let Some(c) = self.connections.get_mut(process) {
             debug_assert!(c.in_flight.is_empty(), "a failed connection is closed");
             // No scattering waits for it (those that did were aborted with the failure, and
             // sends to a failed process are refused); a pending release pass may list it.
             let dirty = c.dirty;
-            *c = Connection::new(config);
+            *c = Connection::new(config, cc);
             c.dirty = dirty;
         }
         self.failed.retain(|&(p, open)| p != process || open > 0);
