@@ -55,8 +55,9 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 2048)]
     link_capacity_bytes: usize,
     /// inproc: hosts are visited once in this many passes of their worker thread (or sooner
-    /// when half a ring waits for them); switches every pass. 1 visits every node every pass
-    #[arg(long, default_value_t = onepipe_fabric::inproc::EDGE_VISIT_INTERVAL_PASSES)]
+    /// when half a ring waits for them); switches every pass. 1 visits every node every pass;
+    /// 0 chooses 2 where there are several switches, 1 behind a single switch
+    #[arg(long, default_value_t = 0)]
     edge_visit_interval_passes: u32,
     /// Start the shared clock this many ns before the 48-bit wire timestamps wrap
     #[arg(long)]

@@ -89,11 +89,14 @@ pub struct InprocConfig {
     /// than this are offered to [`Node::mark_congestion`].
     pub ecn_threshold_bytes: usize,
     /// Nodes with a single link (hosts) are visited once in this many passes of their worker,
-    /// or at once when their input ring is half full; switches, every pass. A host visit that
-    /// finds a few frames costs mostly its fixed part (its rings, timers, application), while
-    /// every message crosses several switches; visiting hosts every other pass gave reliable
-    /// 1Pipe ~8% more throughput and cut saturated latency by ~30% in both services
-    /// (docs/performance.md). 1 visits every node on every pass.
+    /// or at once when their input ring is half full; switches, every pass. 1 visits every
+    /// node on every pass; 0 chooses: 2 where there are several switches, 1 with one.
+    ///
+    /// A host visit that finds a few frames costs mostly its fixed part (its rings, timers,
+    /// application). Where every message crosses several switches, visiting hosts every
+    /// other pass gave reliable 1Pipe ~5% more throughput and cut saturated latency by ~30%
+    /// in both services (the testbed fat-tree); behind a single switch, where hosts do most
+    /// of the work, it cost every system ~5% (docs/performance.md).
     pub edge_visit_interval_passes: u32,
 }
 
@@ -142,13 +145,10 @@ impl Default for InprocConfig {
             faults: LinkFaults::default(),
             link_bits_per_s: None,
             ecn_threshold_bytes: usize::MAX,
-            edge_visit_interval_passes: EDGE_VISIT_INTERVAL_PASSES,
+            edge_visit_interval_passes: 0,
         }
     }
 }
-
-/// The default [`InprocConfig::edge_visit_interval_passes`].
-pub const EDGE_VISIT_INTERVAL_PASSES: u32 = 2;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum InprocError {
@@ -371,6 +371,11 @@ impl<N: Node + 'static> Runtime<N> {
         for slot in &mut slots {
             slot.edge = slot.inputs.len() == 1 && slot.outputs.iter().flatten().count() == 1;
         }
+        let edge_interval = match config.edge_visit_interval_passes {
+            0 if slots.iter().filter(|s| !s.edge).count() > 1 => 2,
+            0 => 1,
+            n => n as usize,
+        };
         let workers = config.workers.max(1);
         let mut per_worker: Vec<Vec<Slot<N>>> = (0..workers).map(|_| Vec::new()).collect();
         for slot in slots.into_iter().rev() {
@@ -402,7 +407,7 @@ impl<N: Node + 'static> Runtime<N> {
             let crashed = crashed.clone();
             let pacing = Pacing {
                 frame_max: config.frame_max_bytes,
-                edge_interval: config.edge_visit_interval_passes.max(1) as usize,
+                edge_interval,
                 edge_backlog_bytes: config.link_capacity_bytes / 2,
             };
             let model = model.clone();

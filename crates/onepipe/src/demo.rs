@@ -16,7 +16,7 @@ use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::ProcessLog;
 use onepipe_fabric::Either;
-use onepipe_fabric::inproc::{Clock, EDGE_VISIT_INTERVAL_PASSES, InprocConfig, LinkFaults};
+use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_fabric::udp::UdpConfig;
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_wire::{Duration, Instant};
@@ -46,7 +46,8 @@ pub struct DemoConfig {
     pub clock_start: Instant,
     pub mtu_bytes: usize,
     pub link_capacity_bytes: usize,
-    /// inproc: hosts are visited once in this many worker passes ([`InprocConfig`]).
+    /// inproc: hosts are visited once in this many worker passes; 0 chooses from the topology
+    /// ([`InprocConfig::edge_visit_interval_passes`]).
     pub edge_visit_interval_passes: u32,
     pub send_buffer_packets_max: usize,
     /// Closed loop: at most this many of a process's own broadcasts undelivered back to it
@@ -128,7 +129,7 @@ impl Default for DemoConfig {
             // Small rings keep queueing delay (and so latency) low under saturation; larger
             // ones amortize more per visit but add milliseconds (docs/performance.md).
             link_capacity_bytes: 2048,
-            edge_visit_interval_passes: EDGE_VISIT_INTERVAL_PASSES,
+            edge_visit_interval_passes: 0,
             send_buffer_packets_max: 32,
             window_broadcasts: None,
             reorder_bytes_max: 64 << 20,
