@@ -3,7 +3,6 @@
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
-use onepipe_check::check_no_loss;
 use onepipe_fabric::inproc::LinkFaults;
 use onepipe_wire::Duration;
 use serde::Serialize;
@@ -183,7 +182,7 @@ fn row(system: &'static str, loss: f64, r: &PhaseResult, reliable: bool) -> Mode
         acks_sent: r.acks_sent,
         acks_piggybacked: r.acks_piggybacked,
         send_failures: r.send_failures,
-        no_loss: reliable.then(|| check_no_loss(&r.logs).is_empty()),
+        no_loss: reliable.then(|| r.lost().is_empty()),
         memory_peak: reliable.then_some(ReliableMemory {
             send_unacked_packets: r.reliable_unacked_packets_peak,
             send_retained_packets: r.reliable_retained_packets_peak,
@@ -243,12 +242,12 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
         .map(|(l, (_, r))| l.throughput_msgs_per_s() / r.throughput_msgs_per_s().max(1.0))
         .collect();
     let lossy_median = median_index(&lossy_ratios);
-    let every_lossy_run_delivered = lossy.iter().all(|l| check_no_loss(&l.logs).is_empty());
+    let every_lossy_run_delivered = lossy.iter().all(|l| l.lost().is_empty());
     let ratio = |(be, rel): &(PhaseResult, PhaseResult)| {
         rel.throughput_msgs_per_s() / be.throughput_msgs_per_s().max(1.0)
     };
     let ratios: Vec<f64> = pairs.iter().map(ratio).collect();
-    let every_reliable_run_delivered = pairs.iter().all(|(_, r)| check_no_loss(&r.logs).is_empty());
+    let every_reliable_run_delivered = pairs.iter().all(|(_, r)| r.lost().is_empty());
     let (be, rel) = pairs.swap_remove(median_index(&ratios));
     let unordered = phase(
         &config(s, args.seed, false, 0.0, 0.0),
@@ -276,7 +275,7 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
             unordered_latency_us: percentiles(&u),
             reliable_retransmissions: r.retransmissions,
             reliable_send_failures: r.send_failures,
-            reliable_no_loss: check_no_loss(&r.logs).is_empty(),
+            reliable_no_loss: r.lost().is_empty(),
             best_effort_delivered_fraction: b.delivered as f64 / b.messages_sent.max(1) as f64,
         });
     }

@@ -185,6 +185,10 @@ struct Summary {
     /// Runs with --fail: reliable scatterings aborted because a receiver failed (Recall).
     #[serde(skip_serializing_if = "Option::is_none")]
     aborted: Option<u64>,
+    /// Reliable runs: recorded scatterings accepted but never released from the send buffer
+    /// nor reported failed (lost without a trace in the logs; counted by `checks.no_loss`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    never_released: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -481,7 +485,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     // delivered on purpose: atomicity is the check then. With none (a link or a switch with
     // a way around it), nothing may be lost.
     let lost = if args.reliable && failed.is_empty() {
-        onepipe_check::check_no_loss(&ordered.logs)
+        ordered.lost()
     } else {
         Vec::new()
     };
@@ -543,6 +547,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         resume_us: failure.and_then(|f| f.resume_us),
         recovery_us: failure.and_then(|f| f.recovery_us),
         aborted: failure.map(|f| f.aborted),
+        never_released: args.reliable.then_some(ordered.never_released),
     };
     if args.json {
         println!(
@@ -553,7 +558,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         print_summary(&summary, &report);
         if let Some(first) = lost.first() {
             println!(
-                "{} messages not delivered exactly once; first: {first}",
+                "{} losses (messages not delivered exactly once, scatterings never released); first: {first}",
                 lost.len()
             );
         }

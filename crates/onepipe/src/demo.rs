@@ -14,7 +14,7 @@ use crate::system::{self, SystemConfig, SystemError};
 use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
-use onepipe_check::ProcessLog;
+use onepipe_check::{ProcessLog, check_no_loss};
 use onepipe_fabric::Either;
 use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_fabric::udp::UdpConfig;
@@ -182,6 +182,9 @@ pub struct PhaseResult {
     pub endpoint: EndpointCounters,
     pub switch: SwitchCounters,
     pub send_failures: u64,
+    /// Recorded reliable scatterings accepted but never released nor reported failed:
+    /// lost, though the logs cannot show it (no S lines). See [`PhaseResult::lost`].
+    pub never_released: u64,
     pub retransmissions: u64,
     /// ACKs sent, and how many of them rode on prepare packets.
     pub acks_sent: u64,
@@ -212,6 +215,19 @@ impl PhaseResult {
     }
     pub fn latency_us(&self, quantile: f64) -> f64 {
         self.latency_ns.value_at_quantile(quantile) as f64 / 1_000.0
+    }
+    /// Reliable messages not delivered exactly once: the checker's violations over the logs,
+    /// and the scatterings that never left the send buffer (each one counts once, whatever
+    /// its number of receivers).
+    pub fn lost(&self) -> Vec<String> {
+        let mut lost: Vec<String> = check_no_loss(&self.logs).iter().map(|v| v.to_string()).collect();
+        if self.never_released > 0 {
+            lost.push(format!(
+                "{} reliable scatterings were accepted but never released nor failed",
+                self.never_released
+            ));
+        }
+        lost
     }
 }
 
@@ -462,6 +478,7 @@ pub fn run_phase(
         endpoint: EndpointCounters::default(),
         switch: SwitchCounters::default(),
         send_failures: 0,
+        never_released: 0,
         retransmissions: 0,
         acks_sent: 0,
         acks_piggybacked: 0,
@@ -502,6 +519,7 @@ pub fn run_phase(
                     result.delivered += w.delivered;
                     result.delivered_in_window += w.delivered_in_window;
                     result.send_failures += w.send_failures;
+                    result.never_released += w.never_released();
                     aborted += w.aborted;
                     past_failure.push((w.process(), w.delivered_past_failure_at));
                     result.latency_ns.add(&w.latency_ns).expect("same bounds");

@@ -319,11 +319,75 @@ impl Broadcast {
             FailureReason::ReceiverFailed { .. } => self.aborted += 1,
             _ => self.send_failures += 1,
         }
+        if f.ts == Instant::ZERO {
+            // Aborted in the send buffer: it will never be released, and that is reported.
+            self.unreleased_recorded.remove(&f.msg_id);
+        }
+    }
+
+    /// Recorded reliable scatterings that were accepted but neither released (timestamped)
+    /// nor reported failed. The log has no S line for them, so the checker cannot see them
+    /// lost: at the end of a run, every one is a loss the caller must count.
+    pub fn never_released(&self) -> u64 {
+        self.unreleased_recorded.len() as u64
     }
 
     /// Paper Table 1's process-failure callback: broadcasts leave out a failed process from now
     /// on (the endpoint refuses sends that name it).
     pub fn on_process_failure(&mut self, process: u32) {
         self.destinations.retain(|&d| d != process);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::EndpointConfig;
+
+    fn t(ns: u64) -> Instant {
+        Instant::from_nanos(ns)
+    }
+
+    /// A reliable scattering that is accepted has no S line until it leaves the send buffer;
+    /// the workload counts it as never released until then, so that a run ending first is
+    /// reported lost instead of passing the checker unseen.
+    #[test]
+    fn scatterings_in_the_send_buffer_count_as_never_released() {
+        let mut config = EndpointConfig::new(0, 2, 0);
+        // Room for one broadcast in flight: the rest wait in the send buffer, unreleased.
+        config.reliable.recv_window_packets = 1;
+        let mut ep = Endpoint::new(config, t(0));
+        let schedule = Schedule {
+            send_from: t(0),
+            send_until: t(1_000_000),
+            send_gap: Duration::ZERO,
+            record_until: t(1_000_000),
+            seed: 1,
+            reliable: true,
+            window: None,
+        };
+        let mut w = Broadcast::new(0, 2, 16, schedule, Arc::new(Progress::default()));
+        for _ in 0..8 {
+            w.refill(t(10), &mut ep);
+        }
+        let accepted = w.never_released();
+        assert!(accepted > 0);
+        let sends = |w: &Broadcast| {
+            w.events
+                .iter()
+                .filter(|e| matches!(e, Event::Send { .. }))
+                .count()
+        };
+        assert_eq!(
+            sends(&w),
+            2,
+            "only the first broadcast has a timestamp and S lines"
+        );
+        assert_eq!(accepted, 7);
+        // Its receivers' ACKs never come: nothing else is released, and it stays counted.
+        let mut buf = [0u8; 2048];
+        while ep.poll_transmit(t(20), &mut buf).is_some() {}
+        w.on_released(&mut ep);
+        assert_eq!((w.never_released(), sends(&w)), (7, 2));
     }
 }

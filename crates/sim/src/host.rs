@@ -147,6 +147,23 @@ impl SimHost {
         v
     }
 
+    /// Reliable scatterings accepted but neither released nor reported failed, sent inside
+    /// the recorded window and inside the liveness window: the logs have no S lines for
+    /// them, so at the end of a run the checkers cannot see them lost; these counts can.
+    pub fn never_released(&self) -> (u64, u64) {
+        let recorded = self
+            .unreleased
+            .values()
+            .filter(|(at, _)| *at < self.record_until)
+            .count();
+        let live = self
+            .unreleased
+            .values()
+            .filter(|(at, _)| *at >= self.liveness_from)
+            .count();
+        (recorded as u64, live as u64)
+    }
+
     fn logs_for(&mut self, sent_at: Instant) -> [Option<&mut Vec<Event>>; 2] {
         [
             (sent_at < self.record_until).then_some(&mut self.log.events),
@@ -262,6 +279,10 @@ impl SimHost {
             match f.reason {
                 FailureReason::ReceiverFailed { .. } => self.counters.aborted += 1,
                 _ => self.counters.send_failures += 1,
+            }
+            if f.ts == Instant::ZERO {
+                // Aborted in the send buffer: never released, and reported so.
+                self.unreleased.remove(&f.msg_id);
             }
         }
     }

@@ -439,11 +439,19 @@ fn report(
         })
         .sum::<u64>();
     let mut no_loss = true;
+    let (never_released, never_released_live) = hosts(engine, wiring)
+        .map(|h| h.never_released())
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d));
     if config.reliable && times.liveness_from.is_some() {
         let lost = check_no_loss(&logs);
-        no_loss = lost.is_empty();
-        violations += lost.len() as u64;
+        no_loss = lost.is_empty() && never_released == 0;
+        violations += lost.len() as u64 + never_released;
         examples.extend(lost.iter().take(3).map(|v| v.to_string()));
+        if never_released > 0 {
+            examples.push(format!(
+                "{never_released} reliable scatterings accepted but never released nor failed"
+            ));
+        }
     }
     let liveness_logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.liveness_log.clone()).collect();
     let liveness_messages = liveness_logs
@@ -463,8 +471,13 @@ fn report(
             stalled.clear();
         }
     }
-    violations += stalled.len() as u64;
+    violations += stalled.len() as u64 + never_released_live;
     examples.extend(stalled.iter().take(3).map(|v| format!("liveness: {v}")));
+    if never_released_live > 0 {
+        examples.push(format!(
+            "liveness: {never_released_live} reliable scatterings accepted but never released nor failed"
+        ));
+    }
     let mut atomicity = true;
     let failure = engine.nodes().find_map(|n| n.controller()).map(|c| {
         let failed: Vec<u32> = c.timeline.failures.iter().map(|f| f.process).collect();
@@ -482,7 +495,7 @@ fn report(
         no_duplicates: c.no_duplicates,
         no_creation: c.no_creation,
         no_loss,
-        liveness: stalled.is_empty(),
+        liveness: stalled.is_empty() && never_released_live == 0,
         atomicity,
     };
     let latency = times
