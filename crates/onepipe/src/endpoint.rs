@@ -384,8 +384,8 @@ impl Endpoint {
         self.config.send_buffer_packets_max - self.queued_packets
     }
 
-    /// Checks a scattering; returns its packets and payload bytes.
-    fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<(usize, usize), SendError> {
+    /// Checks a scattering's destinations and sizes; returns its best-effort packets.
+    fn validate(&self, scatter: &[(u32, &[u8])]) -> Result<usize, SendError> {
         check_destinations(scatter, self.config.process_count)?;
         if self.recovery.is_failed() {
             return Err(SendError::OwnFailure);
@@ -396,7 +396,6 @@ impl Endpoint {
             return Err(SendError::ProcessFailed(dst));
         }
         let mut packets = 0;
-        let mut bytes = 0;
         for &(_, msg) in scatter {
             if msg.len() > self.config.message_bytes_max || self.packets_for(msg.len()) > u16::MAX as usize {
                 return Err(SendError::MessageTooLarge {
@@ -405,9 +404,8 @@ impl Endpoint {
                 });
             }
             packets += self.packets_for(msg.len());
-            bytes += msg.len();
         }
-        Ok((packets, bytes))
+        Ok(packets)
     }
 
     /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one timestamp.
@@ -416,7 +414,7 @@ impl Endpoint {
         now: Instant,
         scatter: &[(u32, &[u8])],
     ) -> Result<SendReceipt, SendError> {
-        let (packets, bytes) = self.validate(scatter)?;
+        let packets = self.validate(scatter)?;
         if packets > self.send_room_packets() {
             return Err(SendError::BufferFull {
                 queued: self.queued_packets,
@@ -426,16 +424,10 @@ impl Endpoint {
         let ts = self.clock.issue(now);
         let msg_id = self.next_msg_id;
         self.next_msg_id += 1;
-        let mut data = Vec::with_capacity(bytes);
         let mut messages = Vec::with_capacity(scatter.len());
-        for &(dst, msg) in scatter {
-            messages.push(OutMessage {
-                dst,
-                start: data.len(),
-                len: msg.len(),
-            });
-            data.extend_from_slice(msg);
-        }
+        let data = crate::scatter::pack(scatter, |dst, start, len| {
+            messages.push(OutMessage { dst, start, len })
+        });
         self.send_queue.push_back(OutScattering {
             ts,
             msg_id,

@@ -20,6 +20,7 @@ pub use onepipe_fabric::hash;
 pub mod host;
 pub mod reliable;
 pub mod reorder;
+mod scatter;
 pub mod status;
 pub mod switch;
 pub mod system;

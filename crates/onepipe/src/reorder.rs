@@ -150,7 +150,9 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    fn store(&mut self, msg_id: u64, fragments: u16, first_psn: u32, payload: &[u8]) -> u32 {
+    /// Takes a free slot for a message whose payload `fill` appends to the slot's (cleared,
+    /// reused) buffer.
+    fn store(&mut self, msg_id: u64, fragments: u16, first_psn: u32, fill: impl FnOnce(&mut Vec<u8>)) -> u32 {
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -163,7 +165,7 @@ impl ReorderBuffer {
         s.fragments = fragments;
         s.first_psn = first_psn;
         s.payload.clear();
-        s.payload.extend_from_slice(payload);
+        fill(&mut s.payload);
         slot
     }
 
@@ -215,7 +217,7 @@ impl ReorderBuffer {
             return Insert::Full;
         }
         if frag_count == 1 {
-            let slot = self.store(msg_id, 1, first_psn, payload);
+            let slot = self.store(msg_id, 1, first_psn, |b| b.extend_from_slice(payload));
             self.enqueue(ts, src, slot, ordered);
             self.account(cost);
             return Insert::Buffered;
@@ -240,10 +242,16 @@ impl ReorderBuffer {
         if complete {
             let p = self.partial.remove(&(ts, src, msg_id)).expect("just inserted");
             let before = partial_cost(&p);
-            let whole: Vec<u8> = p.fragments.into_iter().flatten().flatten().collect();
+            let len: usize = p.fragments.iter().flatten().map(Vec::len).sum();
             // Re-account as one entry.
-            self.bytes = self.bytes - before + whole.len() + ENTRY_OVERHEAD_BYTES;
-            let slot = self.store(msg_id, frag_count, p.first_psn, &whole);
+            self.bytes = self.bytes - before + len + ENTRY_OVERHEAD_BYTES;
+            // Fragment by fragment: a byte iterator over them cost a 100 KB message ~1 ms.
+            let slot = self.store(msg_id, frag_count, p.first_psn, |b| {
+                b.reserve(len);
+                for f in p.fragments.iter().flatten() {
+                    b.extend_from_slice(f);
+                }
+            });
             self.enqueue(ts, src, slot, ordered);
         }
         Insert::Buffered

@@ -400,23 +400,21 @@ impl ReliableSender {
     /// Takes a validated scattering into the send buffer. The caller checked destinations,
     /// sizes and `room_packets`.
     pub fn submit(&mut self, msg_id: u64, scatter: &[(u32, &[u8])]) {
-        let mut data = Vec::with_capacity(scatter.iter().map(|(_, m)| m.len()).sum());
         let mut messages = Vec::with_capacity(scatter.len());
         let mut packets = 0;
-        for &(dst, msg) in scatter {
-            let n = self.packets_for(msg.len());
+        let data = crate::scatter::pack(scatter, |dst, start, len| {
+            let n = self.packets_for(len);
             packets += n as usize;
             messages.push(OutMessage {
                 dst,
-                start: data.len(),
-                len: msg.len(),
+                start,
+                len,
                 packets: n,
                 credits: 0,
                 overdrawn: false,
                 unacked: n,
             });
-            data.extend_from_slice(msg);
-        }
+        });
         let s = Scattering {
             ts: Instant::ZERO,
             msg_id,
