@@ -185,6 +185,31 @@ fn reliable_demo_through_lossy_links_loses_nothing() {
     std::fs::remove_dir_all(&logs).unwrap();
 }
 
+/// Bulk transfers: 200 KB reliable broadcasts on the 32-process testbed. Until 2026-11-26 a
+/// host's visit took milliseconds (reassembly byte by byte, a broadcast's payload copied once
+/// per receiver), switches found links silent past the dead-link timeout and removed them, and
+/// most messages were lost; and a fixed drain cut the run before the rest arrived.
+#[test]
+fn bulk_reliable_broadcasts_are_all_delivered_and_no_link_is_removed() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let args = [
+        "demo",
+        "--reliable",
+        "--message-bytes",
+        "200000",
+        "--seconds",
+        "0.3",
+        "--no-baseline",
+        "--json",
+    ];
+    let v = run_json(&args, None);
+    assert_eq!(v["links_removed"], 0, "{v}");
+    assert_eq!(v["never_released"], 0, "{v}");
+    assert_eq!(v["checks"]["no_loss"], true, "{v}");
+    assert!(v["delivered"].as_u64().unwrap() >= 32 * 32, "{v}");
+    assert_eq!(v["delivered"], v["messages_sent"], "{v}");
+}
+
 /// Links that break FIFO (`--reorder`): order holds; what best effort drops as late is
 /// reported to its sender; reliable loses nothing.
 #[test]

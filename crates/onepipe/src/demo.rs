@@ -239,9 +239,16 @@ enum PhaseRuntime {
 /// Largest demo message (the endpoint's default limit).
 pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
 
-/// Time given to in-flight messages after sending stops, at most: the drain ends as soon as
-/// every message sent has been delivered, looked at this often.
+/// After sending stops, in-flight messages are waited for until every message sent has been
+/// delivered (looked at this often), or until none was delivered for this long or for twice
+/// the time the run's first delivery took, whichever is longer (a message lost for good, to a
+/// best-effort link or a failure, is waited for that long), or for `DRAIN_MAX` in all.
+/// Waiting on progress rather than for a fixed time lets bulk transfers finish: 1 MB
+/// broadcasts queue seconds of work in the inproc runtime's fabric, and arrive in bursts.
 const DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
+/// The reliable service's quiet time: a retransmission or a recall may take this long.
+const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
+const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// Broadcasts the reliable send buffer holds (best effort holds one). The buffer keeps a
 /// scattering until it is acknowledged, an RTT longer than best effort keeps it, so it needs
@@ -253,7 +260,6 @@ const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 fn reliable_buffer_broadcasts(udp: bool) -> usize {
     if udp { 4 } else { 2 }
 }
-const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
 const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn sum_endpoint(a: &mut EndpointCounters, b: &EndpointCounters) {
@@ -408,6 +414,15 @@ pub fn run_phase(
     let total = config.duration.as_nanos() as f64;
     let mut pending: Vec<(Duration, Vec<Fault>)> = injections;
     let mut first_failure_at = None;
+    // How long after sending began the first delivery was seen (within a poll).
+    let mut first_delivery_after: Option<std::time::Duration> = None;
+    let see_first_delivery = |first: &mut Option<std::time::Duration>| {
+        if first.is_none() && progress_counts.delivered.load(Ordering::Relaxed) > 0 {
+            *first = Some(std::time::Duration::from_nanos(
+                clock.now().saturating_since(send_from).as_nanos(),
+            ));
+        }
+    };
     while clock.now() < send_until {
         // Failures are injected within 5 ms of their time.
         std::thread::sleep(if pending.is_empty() {
@@ -432,15 +447,29 @@ pub fn run_phase(
                 false
             });
         }
+        see_first_delivery(&mut first_delivery_after);
         let done = (since.as_nanos() as f64 / total).min(1.0);
         progress(done, progress_counts.delivered.load(Ordering::Relaxed));
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
     // Messages still in flight when sending stops, reliable ones perhaps waiting for a
-    // retransmission, get until every message sent is delivered, at most the drain time (a
-    // message lost for good, to a best-effort link or a failure, waits for all of it).
-    let drain_until = std::time::Instant::now() + if config.reliable { RELIABLE_DRAIN } else { DRAIN };
-    while !progress_counts.all_delivered(count as u64) && std::time::Instant::now() < drain_until {
+    // retransmission, are waited for while deliveries go on (see `DRAIN`).
+    let quiet_min = if config.reliable { RELIABLE_DRAIN } else { DRAIN };
+    let drain_from = std::time::Instant::now();
+    let (mut last_delivered, mut last_progress_at) = (u64::MAX, drain_from);
+    while !progress_counts.all_delivered(count as u64) {
+        let now = std::time::Instant::now();
+        let delivered = progress_counts.delivered.load(Ordering::Relaxed);
+        if delivered != last_delivered {
+            (last_delivered, last_progress_at) = (delivered, now);
+            progress(1.0, delivered);
+        }
+        see_first_delivery(&mut first_delivery_after);
+        // Before any delivery there is no telling how long one takes: wait up to the cap.
+        let quiet_max = first_delivery_after.map_or(DRAIN_MAX, |t| quiet_min.max(2 * t));
+        if now.duration_since(last_progress_at) >= quiet_max || now.duration_since(drain_from) >= DRAIN_MAX {
+            break;
+        }
         std::thread::sleep(DRAIN_POLL);
     }
     let run_seconds = clock.now().saturating_since(start).as_nanos() as f64 / 1e9;

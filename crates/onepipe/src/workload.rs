@@ -291,7 +291,8 @@ impl Broadcast {
             self.delivered_in_window += 1;
         }
         self.unreported += 1;
-        if self.unreported >= PROGRESS_BATCH || now >= self.send_until {
+        // The first one at once: the driver times its drain by how long a delivery took.
+        if self.unreported >= PROGRESS_BATCH || now >= self.send_until || self.delivered == 1 {
             self.report_progress();
         }
     }
