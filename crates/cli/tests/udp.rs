@@ -320,3 +320,29 @@ fn demo_over_udp_on_the_default_topology_drops_nothing() {
         assert_eq!(v["checks"][check], true, "{check}: {v}");
     }
 }
+
+/// Bulk reliable broadcasts over udp (100 KB, 32 processes): a packet can wait behind
+/// seconds of queued data. With the RTO capped at 20 ms nearly every packet was sent twice,
+/// connections went without progress for `give_up_after`, and ~450 of ~3,800 messages were
+/// given up on live receivers (`send_failures`, `no_loss` false).
+#[test]
+fn bulk_reliable_broadcasts_over_udp_give_nothing_up() {
+    let v = common::run_json(
+        &[
+            "demo",
+            "--runtime",
+            "udp",
+            "--reliable",
+            "--message-bytes",
+            "100000",
+            "--seconds",
+            "0.5",
+            "--no-baseline",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(v["send_failures"], 0, "{v}");
+    assert_eq!(v["checks"]["no_loss"], true, "{v}");
+    assert_eq!(v["delivered"], v["messages_sent"], "{v}");
+}
