@@ -490,7 +490,13 @@ pub fn run_phase(
             // lost datagrams are reported as such in the JSON's udp figures.
             let t = fabric.totals();
             udp_totals = Some(t.clone());
-            (t.dropped_frames, 0, t.reordered_datagrams, 0, fabric.stop())
+            (
+                t.dropped_frames,
+                0,
+                t.reordered_datagrams,
+                t.ecn_marked,
+                fabric.stop(),
+            )
         }
     };
 

@@ -50,6 +50,8 @@ pub struct UdpTotals {
     pub overrun_datagrams: u64,
     /// Times a frame waited for credit on its output link.
     pub blocked_frames: u64,
+    /// Frames forwarded after waiting in an inbox, marked as congested.
+    pub ecn_marked: u64,
     pub credit_datagrams: u64,
     pub probes: u64,
 }
@@ -149,6 +151,7 @@ impl<N: Node + 'static> LocalFabric<N> {
             t.peer_gone_frames += c.peer_gone_frames;
             t.overrun_datagrams += c.overrun;
             t.blocked_frames += c.blocked_frames;
+            t.ecn_marked += c.ecn_marked;
             t.credit_datagrams += c.credits_out;
             t.probes += c.probes;
         }

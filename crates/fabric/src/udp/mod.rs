@@ -114,6 +114,9 @@ pub struct UdpCounters {
     pub resyncs: AtomicU64,
     /// Times a frame had to wait because its output link had no credit (backpressure).
     pub blocked_frames: AtomicU64,
+    /// Frames forwarded after waiting in their link's inbox, offered to the node to mark with
+    /// a congestion signal (ECN, for DCTCP).
+    pub ecn_marked: AtomicU64,
     /// Credit datagrams sent and received (credits riding on data are not counted).
     pub credits_out: AtomicU64,
     pub credits_in: AtomicU64,
@@ -153,6 +156,7 @@ impl UdpCounters {
             overrun: l(&self.overrun),
             resyncs: l(&self.resyncs),
             blocked_frames: l(&self.blocked_frames),
+            ecn_marked: l(&self.ecn_marked),
             credits_out: l(&self.credits_out),
             credits_in: l(&self.credits_in),
             probes: l(&self.probes),
@@ -182,6 +186,8 @@ pub struct UdpSnapshot {
     pub overrun: u64,
     pub resyncs: u64,
     pub blocked_frames: u64,
+    #[serde(default)]
+    pub ecn_marked: u64,
     pub credits_out: u64,
     pub credits_in: u64,
     pub probes: u64,
@@ -576,7 +582,7 @@ impl UdpDriver {
             });
             return;
         }
-        if let Handed::Blocked(at) = self.hand_on(node, now, port, datagram, HEADER_LEN, counters) {
+        if let Handed::Blocked(at) = self.hand_on(node, now, port, datagram, HEADER_LEN, false, counters) {
             self.ports[port as usize].recv.inbox.push_back(Parked {
                 seq,
                 datagram: datagram.to_vec(),
@@ -586,7 +592,12 @@ impl UdpDriver {
     }
 
     /// Hands the frames of `datagram` from offset `at` to the node, until one must wait for
-    /// room on its output port.
+    /// room on its output port. `waited`: the datagram waited in its link's inbox, behind a
+    /// frame that found no room; the frames it forwards then are marked as congested. This is
+    /// the runtime's queue (its links are lossless, with credits), so it is where DCTCP must
+    /// hear of congestion: without marks, 100 KB reliable broadcasts queued seconds of data,
+    /// nearly every packet timed out, and live receivers were given up on.
+    #[allow(clippy::too_many_arguments)]
     fn hand_on<N: Node>(
         &mut self,
         node: &mut N,
@@ -594,6 +605,7 @@ impl UdpDriver {
         port: PortId,
         datagram: &[u8],
         mut at: usize,
+        waited: bool,
         counters: &UdpCounters,
     ) -> Handed {
         loop {
@@ -621,6 +633,10 @@ impl UdpDriver {
             if gone {
                 UdpCounters::add(&counters.peer_gone_frames, 1);
             } else if let Route::Forward(out) = route {
+                if waited {
+                    node.mark_congestion(f);
+                    UdpCounters::add(&counters.ecn_marked, 1);
+                }
                 enqueue(&mut self.ports, out, f, &self.socket, &self.state, now, counters);
             }
             at = next;
@@ -635,7 +651,7 @@ impl UdpDriver {
                 // Borrowed out so that the node can queue onto any port meanwhile; the entry
                 // stays, so the link's limit still counts it unfinished.
                 let (datagram, at) = (std::mem::take(&mut front.datagram), front.at);
-                let handed = self.hand_on(node, now, port as PortId, &datagram, at, counters);
+                let handed = self.hand_on(node, now, port as PortId, &datagram, at, true, counters);
                 let inbox = &mut self.ports[port].recv.inbox;
                 if let Handed::Blocked(stuck) = handed {
                     let front = inbox.front_mut().expect("the entry stayed");
