@@ -89,17 +89,14 @@ impl Endpoint {
 mod tests {
     use super::*;
     use crate::endpoint::EndpointConfig;
-    use onepipe_wire::{Duration, Timestamp48};
+    use onepipe_wire::Timestamp48;
 
     fn t(us: u64) -> Instant {
         Instant::from_nanos(1_000_000 + us * 1_000)
     }
 
-    /// RTO backoff capped at 20 ms, so that the retries below come at round times.
     fn endpoint(process: u32) -> Endpoint {
-        let mut config = EndpointConfig::new(process, 2, 0);
-        config.reliable.rto_max = Duration::from_millis(20);
-        Endpoint::new(config, t(0))
+        Endpoint::new(EndpointConfig::new(process, 2, 0), t(0))
     }
 
     /// Runs `ep`'s timers up to `until` (microseconds), losing everything it sends.

@@ -26,16 +26,15 @@ pub struct ReliableConfig {
     pub max_cwnd_packets: u32,
     /// DCTCP's weight of the newest marked fraction in `alpha` (the DCTCP paper's g).
     pub dctcp_gain: f64,
-    /// Retransmission timeout before the first RTT sample, and its bounds. The upper bound
-    /// must stay above the round trips a loaded fabric takes: at 20 ms, 100 KB reliable
-    /// broadcasts over the udp runtime (32 processes, smoothed RTT ~27 ms) sent nearly every
-    /// packet twice, connections went without progress for `give_up_after`, and ~450 of
-    /// ~3,800 messages were given up on live receivers.
+    /// Retransmission timeout before the first RTT sample, its floor, and the cap of its
+    /// backoff (an RTO the RTT samples ask for is kept above the cap: see `RttEstimator::rto`).
     pub rto_initial: Duration,
     pub rto_min: Duration,
     pub rto_max: Duration,
     /// A message is given up and reported once one of its packets was retransmitted this many
-    /// times and its connection has seen no acknowledgment progress for `give_up_after`.
+    /// times and its connection has seen no acknowledgment progress for `give_up_after`. Long
+    /// enough for an overloaded fabric: at 500 ms, 100 KB reliable broadcasts over udp (32
+    /// processes) gave messages up on live receivers.
     pub retries_max: u32,
     pub give_up_after: Duration,
     /// With a controller (paper 5.2, Controller Forwarding): a packet retransmitted this many
@@ -65,9 +64,9 @@ impl Default for ReliableConfig {
             rto_min: Duration::from_micros(100),
             // Losses here are random, not congestion: a low cap keeps one unlucky packet
             // from holding the commit barrier (and so everyone's delivery) for long.
-            rto_max: Duration::from_millis(200),
+            rto_max: Duration::from_millis(20),
             retries_max: 8,
-            give_up_after: Duration::from_millis(500),
+            give_up_after: Duration::from_millis(2_000),
             // Three losses in a row are past what loss on a working path explains; 50 ms past
             // the scheduling stalls of shared cores, and leaves the controller's default
             // forward timeout (250 ms) time to settle it before `give_up_after`.

@@ -672,17 +672,17 @@ impl ReliableSender {
         }
         self.counters.acks_received += 1;
         let mut progressed = false;
-        // The round trip is measured on the newest packet this ACK covers, the one that made
-        // the receiver send it: an older one whose own ACK was lost would count the wait for
-        // this one too, and lengthen the RTO just when losses need it short.
-        let mut newest_sent = None;
+        let mut sampled = false;
         while psn_before(c.una, cumulative) {
             let mut e = c.in_flight.pop_front().expect("una < cumulative <= next_psn");
             c.resolve_timeout(&e, &self.cc, &mut self.counters);
             if !e.acked {
                 // Karn: a packet sent twice gives no sample, unless the second copy has not
                 // left (then the ACK is for the only one, and shows how late ACKs can be).
-                newest_sent = if e.resent { None } else { e.sent_at };
+                if let (Some(sent), false) = (e.sent_at, e.resent) {
+                    self.rtt.sample(now.saturating_since(sent));
+                    sampled = true;
+                }
                 Self::ack_entry(
                     &mut self.slots,
                     &mut self.unacked_packets,
@@ -692,10 +692,6 @@ impl ReliableSender {
             }
             c.una = c.una.wrapping_add(1);
             progressed = true;
-        }
-        let sampled = newest_sent.is_some();
-        if let Some(sent) = newest_sent {
-            self.rtt.sample(now.saturating_since(sent));
         }
         let mut highest_sacked = None;
         // Only the set bits: in FIFO fabrics the map is almost always empty.
