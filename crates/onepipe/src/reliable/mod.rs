@@ -26,8 +26,8 @@ pub struct ReliableConfig {
     pub max_cwnd_packets: u32,
     /// DCTCP's weight of the newest marked fraction in `alpha` (the DCTCP paper's g).
     pub dctcp_gain: f64,
-    /// Retransmission timeout before the first RTT sample, its floor, and the cap of its
-    /// backoff (an RTO the RTT samples ask for is kept above the cap: see `RttEstimator::rto`).
+    /// Retransmission timeout before the first RTT sample, its floor, and its cap (never
+    /// below twice the smoothed RTT: see `RttEstimator::rto`).
     pub rto_initial: Duration,
     pub rto_min: Duration,
     pub rto_max: Duration,
