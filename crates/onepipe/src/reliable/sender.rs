@@ -900,6 +900,14 @@ impl ReliableSender {
                 Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
             }
         }
+        // Nothing goes on a broken connection again, so it keeps no entries: settled ones left
+        // in place outlived their scatterings once the rest was acknowledged, and pointed at
+        // freed (or reused) slots (found by `credit_properties`).
+        c.in_flight.clear();
+        c.una = c.next_psn;
+        c.unsent = c.next_psn;
+        c.undo = None;
+        c.waiting_since = None;
         for (slot, _) in failed_slots {
             let s = self.slots[slot as usize].as_ref().expect("live");
             if s.aborted.is_some() {
