@@ -162,6 +162,16 @@ impl Connection {
         }
     }
 
+    /// Nothing will be sent on this connection again (retry budget spent, or the receiver
+    /// failed): its entries, already settled by the caller, go, and its PSNs close up.
+    fn close_in_flight(&mut self) {
+        self.in_flight.clear();
+        self.una = self.next_psn;
+        self.unsent = self.next_psn;
+        self.undo = None;
+        self.waiting_since = None;
+    }
+
     /// Packet `e` is being acknowledged. One acknowledged while its retransmission was still
     /// queued here was never lost: the timeout was spurious (a stalled worker, a long queue),
     /// and the window cut and RTO doubling it caused only slow the connection down (measured
@@ -903,11 +913,7 @@ impl ReliableSender {
         // Nothing goes on a broken connection again, so it keeps no entries: settled ones left
         // in place outlived their scatterings once the rest was acknowledged, and pointed at
         // freed (or reused) slots (found by `credit_properties`).
-        c.in_flight.clear();
-        c.una = c.next_psn;
-        c.unsent = c.next_psn;
-        c.undo = None;
-        c.waiting_since = None;
+        c.close_in_flight();
         for (slot, _) in failed_slots {
             let s = self.slots[slot as usize].as_ref().expect("live");
             if s.aborted.is_some() {
@@ -960,16 +966,12 @@ impl ReliableSender {
         for e in c.in_flight.iter_mut() {
             Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
         }
-        c.in_flight.clear();
-        c.una = c.next_psn;
-        c.unsent = c.next_psn;
+        c.close_in_flight();
         debug_assert!(
             c.broken || c.reserved == 0,
             "waiting scatterings to it were dropped"
         );
         c.reserved = 0;
-        c.undo = None;
-        c.waiting_since = None;
         c.broken = true;
         c.failed = true;
         self.retire_front();
