@@ -161,6 +161,9 @@ struct Summary {
     events_checked: usize,
     service: &'static str,
     retransmissions: u64,
+    /// Reliable runs: why packets went again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retransmit_causes: Option<RetransmitCauses>,
     link_drops: u64,
     link_duplicates: u64,
     link_reordered: u64,
@@ -173,9 +176,12 @@ struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     failed_processes: Option<Vec<u32>>,
     /// Runs with --fail: from the first failure to the first report reaching the controller,
-    /// and to the controller's last Resume.
+    /// and to the controller's first and last Resume (a later Resume than the failure's own
+    /// answers a later event, such as a link declared dead on a stalled worker).
     #[serde(skip_serializing_if = "Option::is_none")]
     detection_us: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_resume_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     resume_us: Option<f64>,
     /// Runs with --fail: the barrier stall correct processes saw, from the failure to their
@@ -189,6 +195,17 @@ struct Summary {
     /// nor reported failed (lost without a trace in the logs; counted by `checks.no_loss`).
     #[serde(skip_serializing_if = "Option::is_none")]
     never_released: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct RetransmitCauses {
+    /// Retransmission timeouts, one per connection and expiry (each resends every packet of
+    /// it that was due).
+    timeouts: u64,
+    /// Packets resent because later ones on their connection were acknowledged first.
+    fast_retransmits: u64,
+    /// Timeouts an ACK of the first copy showed were spurious (the packet was late, not lost).
+    spurious_timeouts: u64,
 }
 
 #[derive(Serialize)]
@@ -532,6 +549,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         events_checked,
         service: if args.reliable { "reliable" } else { "best-effort" },
         retransmissions: ordered.retransmissions,
+        retransmit_causes: args.reliable.then_some(RetransmitCauses {
+            timeouts: ordered.timeouts,
+            fast_retransmits: ordered.fast_retransmits,
+            spurious_timeouts: ordered.spurious_timeouts,
+        }),
         link_drops: ordered.link_drops,
         link_duplicates: ordered.link_duplicates,
         link_reordered: ordered.link_reordered,
@@ -544,6 +566,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         },
         failed_processes: failure.map(|_| failed.clone()),
         detection_us: failure.and_then(|f| f.detection_us),
+        first_resume_us: failure.and_then(|f| f.first_resume_us),
         resume_us: failure.and_then(|f| f.resume_us),
         recovery_us: failure.and_then(|f| f.recovery_us),
         aborted: failure.map(|f| f.aborted),
@@ -655,11 +678,16 @@ fn print_summary(s: &Summary, report: &Report) {
     if let Some(failed) = &s.failed_processes {
         let us = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} us"));
         println!(
-            "failures           processes {:?} declared failed; detected after {}, resumed after {}, \
+            "failures           processes {:?} declared failed; detected after {}, resumed after {}{}, \
              commit barrier stalled {} on average; {} scatterings aborted",
             failed,
             us(s.detection_us),
-            us(s.resume_us),
+            us(s.first_resume_us),
+            if s.resume_us == s.first_resume_us {
+                String::new()
+            } else {
+                format!(" (last Resume after {})", us(s.resume_us))
+            },
             us(s.recovery_us),
             s.aborted.unwrap_or(0)
         );

@@ -338,14 +338,17 @@ fn a_failed_host_is_reported_and_delivery_stays_atomic() {
     ] {
         assert_eq!(v["checks"][check], true, "{check} in {v}");
     }
-    let (detected, resumed, recovered) = (
+    let (detected, resumed, last_resumed, recovered) = (
         v["detection_us"].as_f64().unwrap(),
+        v["first_resume_us"].as_f64().unwrap(),
         v["resume_us"].as_f64().unwrap(),
         v["recovery_us"].as_f64().unwrap(),
     );
-    // The barrier of correct processes flows again only after the Resume.
+    // The barrier of correct processes flows again only after the failure's Resume. A later
+    // Resume can answer a later event: once, under a parallel test run, a worker stalled past
+    // the dead-link timeout 1.36 s after the failure and its links were removed then.
     assert!(
-        0.0 < detected && detected <= resumed && resumed <= recovered,
+        0.0 < detected && detected <= resumed && resumed <= recovered && resumed <= last_resumed,
         "{v}"
     );
 }

@@ -347,6 +347,9 @@ impl<N: Node + Manage> Node for Managed<N> {
 pub struct ControlTimeline {
     pub first_report_at: Option<Instant>,
     pub first_announce_at: Option<Instant>,
+    /// The first and last Resume (inputs removed). A later one than the failure's own comes
+    /// from a later event: a link declared dead on a worker that stalled.
+    pub first_resume_at: Option<Instant>,
     pub last_resume_at: Option<Instant>,
     pub failures: Vec<Failure>,
     pub counters: ControllerCounters,
@@ -489,6 +492,7 @@ fn run<S: Store>(
                     (wiring.node_of_process(to), Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
+                    t.first_resume_at.get_or_insert(now);
                     t.last_resume_at = Some(now);
                     (switch, Command::RemoveInputs(ports))
                 }

@@ -326,6 +326,7 @@ impl<S: Store> ControllerNode<S> {
                     (self.switches + to as usize, Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
+                    self.timeline.first_resume_at.get_or_insert(now);
                     self.timeline.last_resume_at = Some(now);
                     self.event(ControlEvent::Resumed {
                         at: now,

@@ -95,7 +95,8 @@ pub struct FailureOutcome {
     /// From the first failure to the first link-down report reaching the controller; negative
     /// if a report came before it (a false detection).
     pub detection_us: Option<f64>,
-    /// From the first failure to the controller's last Resume.
+    /// From the first failure to the controller's first and last Resume.
+    pub first_resume_us: Option<f64>,
     pub resume_us: Option<f64>,
     /// The paper's recovery time (Fig. 10): how long the commit barrier of correct processes
     /// stalls, from the failure to their first delivery of a message stamped after it, on
@@ -186,6 +187,12 @@ pub struct PhaseResult {
     /// lost, though the logs cannot show it (no S lines). See [`PhaseResult::lost`].
     pub never_released: u64,
     pub retransmissions: u64,
+    /// Why packets went again: retransmission timeouts (one per connection and expiry),
+    /// packets resent because later ones were acknowledged first, and timeouts an ACK of the
+    /// first copy later showed were spurious.
+    pub timeouts: u64,
+    pub fast_retransmits: u64,
+    pub spurious_timeouts: u64,
     /// ACKs sent, and how many of them rode on prepare packets.
     pub acks_sent: u64,
     pub acks_piggybacked: u64,
@@ -255,10 +262,13 @@ const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// more than one to keep the pipe full; but in the inproc runtime the CPU is the bottleneck and
 /// what is in flight beyond that only adds memory for every step to miss in cache: 2 delivered
 /// more than 4 in 14 of 14 alternating rounds (median ratio to best effort 0.63 against 0.54).
-/// Over udp the round trip is longer and 4 are needed (1 and 2 delivered much less; 8 and 16
-/// no more). See docs/performance.md.
+/// Over udp the round trip is milliseconds long and 8 are needed: `bench fig8 --runtime udp`
+/// reliable rows at 8 and 32 processes delivered 1.36 and 1.17 M msg/s with 4, 1.52 and 1.45
+/// with 8 (p50 latency then near best effort's), 1.61 and 1.59 with 16 (twice the latency
+/// again). Before the udp RTO floor (`udp::RTO_MIN`) spurious timeouts kept windows small and
+/// more than 4 delivered no more. See docs/performance.md.
 fn reliable_buffer_broadcasts(udp: bool) -> usize {
-    if udp { 4 } else { 2 }
+    if udp { 8 } else { 2 }
 }
 const PROGRESS_PERIOD: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -330,6 +340,9 @@ pub fn run_phase(
     endpoint.reliable.send_buffer_packets_max =
         reliable_buffer_broadcasts(config.udp.is_some()) * endpoint.send_buffer_packets_max;
     endpoint.fit_recv_window_to(config.message_bytes);
+    if config.udp.is_some() {
+        endpoint.reliable.rto_min = crate::udp::RTO_MIN;
+    }
     let system_config = SystemConfig {
         switch: SwitchConfig {
             beacon_interval: config.beacon_interval,
@@ -515,6 +528,9 @@ pub fn run_phase(
         send_failures: 0,
         never_released: 0,
         retransmissions: 0,
+        timeouts: 0,
+        fast_retransmits: 0,
+        spurious_timeouts: 0,
         acks_sent: 0,
         acks_piggybacked: 0,
         link_drops,
@@ -537,7 +553,11 @@ pub fn run_phase(
             Either::Right(h) => {
                 let ep = &h.endpoint;
                 sum_endpoint(&mut result.endpoint, ep.counters());
-                result.retransmissions += ep.reliable_sender().counters().retransmissions;
+                let sent = ep.reliable_sender().counters();
+                result.retransmissions += sent.retransmissions;
+                result.timeouts += sent.timeouts;
+                result.fast_retransmits += sent.fast_retransmits;
+                result.spurious_timeouts += sent.spurious_timeouts;
                 let r = ep.reliable_receiver().counters();
                 result.acks_sent += r.acks_sent;
                 result.acks_piggybacked += r.acks_piggybacked;
@@ -586,6 +606,7 @@ pub fn run_phase(
         result.failure = Some(FailureOutcome {
             failed_processes: t.failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
             detection_us: since(t.first_report_at),
+            first_resume_us: since(t.first_resume_at),
             resume_us: since(t.last_resume_at),
             recovery_us: (!stalls_us.is_empty())
                 .then(|| stalls_us.iter().sum::<f64>() / stalls_us.len() as f64),

@@ -42,6 +42,17 @@ use std::sync::atomic::AtomicBool;
 /// every beacon tick.
 pub const BEACON_INTERVAL: Duration = Duration::from_micros(500);
 
+/// The floor of the reliable service's retransmission timeout over udp, far above the inproc
+/// runtime's 100 us. Nodes share threads, and a loaded thread's pass over its nodes takes
+/// milliseconds (docs/performance.md), so round trips swing by milliseconds from one packet to
+/// the next, faster than the RTT estimate follows. At 100 us, saturated all-to-all runs timed
+/// out ~9% of their packets without losing any datagram, and each timeout cut its window to
+/// one packet: 8 processes delivered 1.1-1.6 M msg/s, 1.8-2.0 M at a 2-5 ms floor; at 32
+/// processes a 5 ms floor still timed out ~3,000 times per 2 s run, 10 ms ~100 times. What
+/// it delays is the repair of a lost last packet, which over udp here is rare (the links'
+/// credits keep them lossless); a later packet's selective ACK repairs the others sooner.
+pub const RTO_MIN: Duration = Duration::from_millis(10);
+
 /// How every participant of a udp fabric is configured; all must agree on the topology,
 /// processes per host, beacon interval and MTU.
 #[derive(Clone, Debug)]
@@ -70,6 +81,8 @@ pub struct UdpOptions {
     /// How long [`join`] waits for the process's ToR to answer before it gives up; zero
     /// returns at once (what is sent to the process before its ToR hears it is then lost).
     pub join_timeout: Duration,
+    /// The reliable service's retransmission timeout floor ([`RTO_MIN`]).
+    pub rto_min: Duration,
 }
 
 impl UdpOptions {
@@ -88,6 +101,7 @@ impl UdpOptions {
             ecmp_seed: 1,
             udp: UdpConfig::default(),
             join_timeout: Duration::from_secs(10),
+            rto_min: RTO_MIN,
         }
     }
 
@@ -273,6 +287,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     ec.mtu_bytes = options.mtu_bytes;
     ec.message_bytes_max = options.message_bytes_max;
     ec.clock_offset_ns = options.clock_offset_ns;
+    ec.reliable.rto_min = options.rto_min;
     let fragment_bytes = options.mtu_bytes - HEADER_LEN;
     ec.send_buffer_packets_max = ec
         .send_buffer_packets_max
