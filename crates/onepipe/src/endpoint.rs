@@ -425,7 +425,8 @@ impl Endpoint {
         let msg_id = self.next_msg_id;
         self.next_msg_id += 1;
         let mut messages = Vec::with_capacity(scatter.len());
-        let data = crate::scatter::pack(scatter, |dst, start, len| {
+        let mut data = Vec::new();
+        crate::scatter::pack(&mut data, scatter, |dst, start, len| {
             messages.push(OutMessage { dst, start, len })
         });
         self.send_queue.push_back(OutScattering {

@@ -5,8 +5,9 @@
 /// (a broadcast of one buffer, as replication sends) is kept once and shared: a 1 MiB
 /// broadcast to 32 receivers copied 32 MiB per scattering, ~16 ms of one worker's visit in
 /// the inproc runtime, long enough for switches to find its links silent.
-pub(crate) fn pack(scatter: &[(u32, &[u8])], mut each: impl FnMut(u32, usize, usize)) -> Vec<u8> {
-    let mut data = Vec::new();
+/// `data` is cleared first (a recycled buffer keeps its allocation).
+pub(crate) fn pack(data: &mut Vec<u8>, scatter: &[(u32, &[u8])], mut each: impl FnMut(u32, usize, usize)) {
+    data.clear();
     let mut previous: Option<(&[u8], usize)> = None;
     for &(dst, msg) in scatter {
         let start = match previous {
@@ -20,7 +21,6 @@ pub(crate) fn pack(scatter: &[(u32, &[u8])], mut each: impl FnMut(u32, usize, us
         previous = Some((msg, start));
         each(dst, start, msg.len());
     }
-    data
 }
 
 #[cfg(test)]
@@ -29,7 +29,8 @@ mod tests {
 
     fn ranges(scatter: &[(u32, &[u8])]) -> (Vec<u8>, Vec<(u32, usize, usize)>) {
         let mut out = Vec::new();
-        let data = pack(scatter, |d, s, l| out.push((d, s, l)));
+        let mut data = b"left over".to_vec();
+        pack(&mut data, scatter, |d, s, l| out.push((d, s, l)));
         (data, out)
     }
 
