@@ -276,7 +276,8 @@ pub struct Transmit<'a> {
 /// whole RTOs. They may take this many buffers' worth instead, which bounds memory.
 pub const RETAINED_BUFFERS: usize = 4;
 
-/// Buffers of retired scatterings kept for new ones, and the largest payload buffer kept.
+/// Buffers of retired scatterings kept for new ones, and the largest buffer kept (payload or
+/// message list: a scattering to thousands of receivers is not held on to).
 /// Over udp a node moves between threads from pass to pass, so a scattering was most often
 /// freed on another thread than the one that allocated it, and the allocator's cross-thread
 /// path cost ~3% of a saturated reliable run at 8 processes (`_int_free`, `malloc`).
@@ -552,7 +553,11 @@ impl ReliableSender {
             let s = self.slots[slot as usize].take().expect("checked");
             self.retained_packets -= s.packets;
             self.free_slots.push(slot);
-            if self.spare.len() < SPARE_BUFFERS_MAX && s.data.capacity() <= SPARE_BYTES_MAX {
+            let messages_bytes = s.messages.capacity() * std::mem::size_of::<OutMessage>();
+            if self.spare.len() < SPARE_BUFFERS_MAX
+                && s.data.capacity() <= SPARE_BYTES_MAX
+                && messages_bytes <= SPARE_BYTES_MAX
+            {
                 self.spare.push((s.data, s.messages));
             }
         }
