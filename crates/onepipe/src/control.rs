@@ -25,6 +25,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
+/// A process repeats its registration this many beacon intervals apart until the controller
+/// confirms it. A lost registration (a management datagram, or a lossy simulated run) left the
+/// process unknown to the controller: it was not told of a failure, so it did not discard the
+/// failed process's messages that every other receiver discarded, and atomicity broke (found
+/// by a simulator campaign).
+const REGISTER_REPEAT_BEACONS: u64 = 40;
+
 /// An order from the controller to one node.
 #[derive(Clone, Debug)]
 pub enum Command {
@@ -39,6 +46,8 @@ pub enum Command {
     /// To a process: the switches now route around failed links; retransmit what timed out
     /// on them without waiting out the backed-off timer.
     PathsChanged,
+    /// To a process: its registration arrived; it stops repeating it.
+    Registered,
     /// Receiver Recovery (paper 5.2): the outputs of that name, to a process
     /// (control_recovery.rs).
     OwnFailure {
@@ -76,8 +85,11 @@ pub enum Command {
 /// and [`ControlPort::deliver`]s its commands, around [`Manage::exchange`].
 pub struct ControlPort {
     pub member: Member,
-    /// A process: whether it has registered yet.
-    registered: bool,
+    /// A process: when it last sent its registration (`None`: never).
+    registered_at: Option<Instant>,
+    /// A process: the controller confirmed its registration ([`Command::Registered`]); until
+    /// then it is sent again every [`REGISTER_REPEAT_BEACONS`] beacon intervals.
+    confirmed: bool,
     /// A process: announcements taken and not yet answered, with the failed processes each
     /// named.
     unanswered: Vec<(u64, Vec<u32>)>,
@@ -93,7 +105,8 @@ impl ControlPort {
     pub fn new(member: Member) -> ControlPort {
         ControlPort {
             member,
-            registered: false,
+            registered_at: None,
+            confirmed: false,
             unanswered: Vec::new(),
             outbox: Vec::new(),
             inbox: VecDeque::new(),
@@ -122,8 +135,10 @@ impl ControlPort {
     /// The controller (re)started ([`crate::control_msg::ControlMsg::Hello`]): a registered
     /// process registers again. A switch repeats its reports ([`Manage::hello`]).
     pub fn hello(&mut self) {
-        if let (Member::Process(process), true) = (self.member, self.registered) {
+        if let (Member::Process(process), Some(_)) = (self.member, self.registered_at) {
             self.send(Input::Register { process });
+            // This controller may not have heard it before: repeated until it confirms.
+            self.confirmed = false;
         }
     }
 
@@ -139,12 +154,28 @@ impl ControlPort {
         let Member::Process(me) = self.member else {
             return;
         };
-        if !std::mem::replace(&mut self.registered, true) {
-            self.send(Input::Register { process: me });
-            // With a controller to ask, a packet the fabric keeps losing goes through it.
-            endpoint.enable_forwarding();
+        let repeat = endpoint
+            .config()
+            .beacon_interval
+            .saturating_mul(REGISTER_REPEAT_BEACONS);
+        match self.registered_at {
+            None => {
+                self.send(Input::Register { process: me });
+                self.registered_at = Some(now);
+                // With a controller to ask, a packet the fabric keeps losing goes through it.
+                endpoint.enable_forwarding();
+            }
+            Some(at) if !self.confirmed && now >= at + repeat => {
+                self.send(Input::Register { process: me });
+                self.registered_at = Some(now);
+            }
+            Some(_) => {}
         }
         while let Some(c) = self.try_command() {
+            if let Command::Registered = c {
+                self.confirmed = true;
+                continue;
+            }
             let Some(c) = self.recovery_command(now, endpoint, c) else {
                 continue;
             };
@@ -269,6 +300,7 @@ impl Manage for Switch {
                 }
                 Command::Announce { .. }
                 | Command::PathsChanged
+                | Command::Registered
                 | Command::Forward { .. }
                 | Command::OwnFailure { .. }
                 | Command::LostRecalls { .. }
@@ -521,3 +553,45 @@ fn run<S: Store>(
 
 #[path = "control_recovery.rs"]
 pub(crate) mod recovery;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::{Endpoint, EndpointConfig};
+    use onepipe_wire::Duration;
+
+    fn registrations(port: &mut ControlPort) -> usize {
+        port.take_inputs()
+            .filter(|i| matches!(i, Input::Register { process: 1 }))
+            .count()
+    }
+
+    /// Management frames can be lost: a process registers again every
+    /// `REGISTER_REPEAT_BEACONS` beacon intervals until the controller confirms, then no more.
+    #[test]
+    fn a_process_registers_again_until_the_controller_confirms() {
+        let start = Instant::from_nanos(1_000_000);
+        let mut config = EndpointConfig::new(1, 2, 1);
+        config.beacon_interval = Duration::from_micros(1);
+        let mut endpoint = Endpoint::new(config, start);
+        let mut port = ControlPort::new(Member::Process(1));
+        let at = |us: u64| start + Duration::from_micros(us);
+        port.exchange_endpoint(at(0), &mut endpoint);
+        assert_eq!(registrations(&mut port), 1);
+        port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS - 1), &mut endpoint);
+        assert_eq!(registrations(&mut port), 0);
+        port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS), &mut endpoint);
+        assert_eq!(registrations(&mut port), 1, "unconfirmed: again");
+        port.deliver(Command::Registered);
+        port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS + 1), &mut endpoint);
+        for k in 2..10 {
+            port.exchange_endpoint(at(k * REGISTER_REPEAT_BEACONS), &mut endpoint);
+        }
+        assert_eq!(registrations(&mut port), 0, "confirmed: no more");
+        // A controller that restarts says Hello: registered again until it confirms.
+        port.hello();
+        assert_eq!(registrations(&mut port), 1);
+        port.exchange_endpoint(at(20 * REGISTER_REPEAT_BEACONS), &mut endpoint);
+        assert_eq!(registrations(&mut port), 1);
+    }
+}

@@ -32,6 +32,8 @@ pub enum ControlMsg {
     Avoid(Vec<(usize, u16)>),
     /// The controller to a process: paths changed (see [`Command::PathsChanged`]).
     PathsChanged,
+    /// The controller to a process: its registration arrived (see [`Command::Registered`]).
+    Registered,
     /// The controller (re)started: a member says again what it said before (a process
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
@@ -111,6 +113,7 @@ impl ControlMsg {
             Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
             Command::CutInput(port) => ControlMsg::CutInput(*port),
             Command::PathsChanged => ControlMsg::PathsChanged,
+            Command::Registered => ControlMsg::Registered,
             Command::Forward { id, packet } => ControlMsg::Forward {
                 id: *id,
                 packet: packet.clone(),
@@ -167,6 +170,7 @@ impl ControlMsg {
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
             ControlMsg::PathsChanged => Command::PathsChanged,
+            ControlMsg::Registered => Command::Registered,
             ControlMsg::OwnFailure { ts_ns, incarnation } => Command::OwnFailure {
                 ts: Instant::from_nanos(ts_ns),
                 incarnation,
@@ -249,6 +253,7 @@ mod tests {
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
+            ControlMsg::Registered,
             ControlMsg::Hello,
             ControlMsg::Input(Input::Heard {
                 member: Member::Switch(1),

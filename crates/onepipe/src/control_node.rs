@@ -513,10 +513,9 @@ mod tests {
         out
     }
 
-    /// A controller that restarts says Hello; a switch then repeats the reports of its inputs
-    /// still down, since the first ones may have reached no controller.
-    #[test]
-    fn a_switch_repeats_its_reports_when_the_controller_says_hello() {
+    /// A managed switch of two ports (1 us beacons, dead after 10): port 1 speaks once at
+    /// 0.5 us, then port 0 alone beacons on, to `until_us`; its management port.
+    fn switch_losing_port_1(until_us: u64) -> (Mgmt<Switch>, PortId) {
         let wiring = Wiring::new(Topology::single_switch(2).unwrap(), 1).unwrap();
         let routes = routing::build(&wiring).unwrap().swap_remove(0);
         let config = SwitchConfig {
@@ -528,19 +527,56 @@ mod tests {
         let switch = Switch::new(0, &wiring, routes, config, t(0));
         let mgmt = mgmt_port(&wiring, 0);
         let mut n = Mgmt::managed(switch, Member::Switch(0), mgmt, RouteCache::shared(&wiring));
-        // Port 1 speaks once, then port 0 alone beacons on.
         let mut beacon = crate::test_packets::beacon(500);
         n.handle_frame(t(500), 1, &mut beacon, Route::Consume);
-        for k in 1..=12u64 {
+        beacon_port_0(&mut n, 1..=until_us);
+        (n, mgmt)
+    }
+
+    fn beacon_port_0(n: &mut Mgmt<Switch>, us: std::ops::RangeInclusive<u64>) {
+        for k in us {
+            let at = Instant::from_nanos(k * 1_000);
             let mut b = crate::test_packets::beacon(k * 1_000);
-            n.handle_frame(t(k * 1_000), 0, &mut b, Route::Consume);
-            n.handle_timeout(t(k * 1_000));
+            n.handle_frame(at, 0, &mut b, Route::Consume);
+            n.handle_timeout(at);
         }
-        let report = ControlMsg::Input(Input::LinkDown {
+    }
+
+    fn port_1_down() -> ControlMsg {
+        ControlMsg::Input(Input::LinkDown {
             member: Member::Switch(0),
             port: 1,
             last_commit_ns: 500,
-        });
+        })
+    }
+
+    /// Management frames can be lost: a report the controller has not acted on (the input is
+    /// still in the commit lane) is made again every four dead-link timeouts, and no more
+    /// once the controller's Resume removed the input.
+    #[test]
+    fn a_switch_repeats_a_report_until_the_controller_resumes() {
+        let t = Instant::from_nanos;
+        let (mut n, mgmt) = switch_losing_port_1(12);
+        assert_eq!(said(&mut n, t(12_000), mgmt), vec![port_1_down()]);
+        beacon_port_0(&mut n, 13..=51);
+        assert_eq!(said(&mut n, t(51_000), mgmt), vec![], "not before 4 timeouts");
+        beacon_port_0(&mut n, 52..=60);
+        assert_eq!(said(&mut n, t(60_000), mgmt), vec![port_1_down()]);
+        let mut resume = [0u8; 64];
+        let len = ControlMsg::RemoveInputs(vec![1]).encode(&mut resume).unwrap();
+        n.handle_frame(t(60_100), mgmt, &mut resume[..len], Route::Consume);
+        beacon_port_0(&mut n, 61..=300);
+        assert_eq!(said(&mut n, t(300_000), mgmt), vec![]);
+        assert_eq!(n.node.counters().reports_repeated, 1);
+    }
+
+    /// A controller that restarts says Hello; a switch then repeats the reports of its inputs
+    /// still down, since the first ones may have reached no controller.
+    #[test]
+    fn a_switch_repeats_its_reports_when_the_controller_says_hello() {
+        let t = Instant::from_nanos;
+        let (mut n, mgmt) = switch_losing_port_1(12);
+        let report = port_1_down();
         assert_eq!(said(&mut n, t(12_000), mgmt), vec![report.clone()]);
         assert_eq!(said(&mut n, t(12_000), mgmt), vec![]);
         let mut hello = [0u8; 16];

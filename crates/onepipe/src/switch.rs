@@ -172,6 +172,8 @@ pub struct SwitchCounters {
     pub cut_frames: u64,
     /// Link-down reports dropped because nobody took the earlier ones.
     pub reports_dropped: u64,
+    /// Reports made again because the controller had not acted on them yet.
+    pub reports_repeated: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -222,6 +224,17 @@ impl Port {
 
 /// Link-down reports a switch keeps for the controller, per port.
 const REPORTS_MAX_PER_PORT: usize = 4;
+
+/// A report the controller has not acted on (the input is still in the commit lane) is made
+/// again after this many dead-link timeouts, then after twice as many each time, up to
+/// [`REPORT_REPEAT_DEAD_AFTERS_MAX`]. Management frames can be lost (a datagram over udp; the
+/// simulator's lossy runs): a lost report, made once, left the controller unaware of the
+/// failure and every commit barrier stalled for good (found by a simulator campaign). The
+/// controller takes a repeated report as a duplicate, or as a sign that its Resume was lost.
+/// The backoff bounds what a switch the controller never answers (on the far side of a
+/// partition) adds to the controller's log.
+const REPORT_REPEAT_DEAD_AFTERS: u64 = 4;
+const REPORT_REPEAT_DEAD_AFTERS_MAX: u64 = 256;
 
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
@@ -323,8 +336,13 @@ pub struct Switch {
     barrier_advanced: bool,
     /// Ports with `beacon_pending` set, so a runtime can tell there is nothing to ask for.
     beacons_pending: usize,
-    /// Reports for the controller; at most one per port between hearings, so bounded.
+    /// Reports for the controller; at most [`REPORTS_MAX_PER_PORT`] per port, so bounded.
     reports: std::collections::VecDeque<InputReport>,
+    /// When reports the controller has not acted on are made again (see
+    /// [`REPORT_REPEAT_DEAD_AFTERS`]); `None` while there are none.
+    report_repeat_at: Option<Instant>,
+    /// The wait before the next repeat, in dead-link timeouts.
+    report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
     counters: SwitchCounters,
@@ -382,6 +400,8 @@ impl Switch {
             barrier_advanced: false,
             beacons_pending: 0,
             reports: Default::default(),
+            report_repeat_at: None,
+            report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
             config,
             routes,
@@ -873,6 +893,8 @@ impl Node for Switch {
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
         let dead_before = now.saturating_sub(self.config.dead_after());
+        let repeat = self.report_repeat_at.is_some_and(|t| t <= now);
+        let mut unresolved = false;
         for i in 0..self.ports.len() {
             let barriers = self.barriers_for_output(i);
             let p = &mut self.ports[i];
@@ -888,8 +910,27 @@ impl Node for Switch {
                 self.kill_input(i);
                 if self.ports[i].heard && !self.ports[i].reported {
                     self.report(i);
+                    continue;
                 }
             }
+            let p = &self.ports[i];
+            if p.reported && p.commit != CommitInput::Removed {
+                unresolved = true;
+                if repeat {
+                    self.counters.reports_repeated += 1;
+                    self.report(i);
+                }
+            }
+        }
+        if !unresolved {
+            self.report_repeat_at = None;
+            self.report_repeat_after = REPORT_REPEAT_DEAD_AFTERS;
+        } else if repeat || self.report_repeat_at.is_none() {
+            if repeat {
+                self.report_repeat_after = (self.report_repeat_after * 2).min(REPORT_REPEAT_DEAD_AFTERS_MAX);
+            }
+            let after = self.config.dead_after().saturating_mul(self.report_repeat_after);
+            self.report_repeat_at = Some(now + after);
         }
         self.next_tick = now.next_multiple_of(interval);
         self.check_invariants();

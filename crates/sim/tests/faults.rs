@@ -133,6 +133,96 @@ fn reordering_links_cost_best_effort_late_drops_and_reliable_nothing() {
     });
 }
 
+/// A failure with the controller, in a run whose faults (loss, duplication) hit the
+/// management links too: every correct process recovers and atomicity holds.
+fn check_recovered(config: SimConfig) {
+    let r = run(&config, &mut |_, _| {}).unwrap_or_else(|e| panic!("seed={}: {e}", config.seed));
+    assert_eq!(r.violations, 0, "seed={}: {:?}", config.seed, r.examples);
+    assert!(r.checks.atomicity);
+    let f = r.failure.expect("a controller run");
+    assert_eq!(f.stalled_processes, 0, "seed={}: {f:?}", config.seed);
+}
+
+fn with_controller(seed: u64, topology: &str, fail: &str) -> SimConfig {
+    SimConfig {
+        seed,
+        topology: Topology::preset(topology).unwrap(),
+        reliable: true,
+        controller: true,
+        drain: ns(3_000_000),
+        failures: vec![fail.parse::<Failure>().unwrap()],
+        ..SimConfig::default()
+    }
+}
+
+/// Campaign seed 9000980: the ToR's link-down report was lost on its management link and
+/// made only once, so the controller never heard of the failed host and every commit barrier
+/// stalled. Switches now repeat a report until the controller acts on it.
+#[test]
+fn a_lost_link_down_report_is_made_again() {
+    check_recovered(SimConfig {
+        processes_per_host: 2,
+        skew_mean: ns(0),
+        drift_ppb_max: 10_000,
+        gap: ns(10_000),
+        send_for: ns(264_000),
+        loss: 0.03,
+        reorder: 0.001,
+        faults_for: Some(ns(132_000)),
+        ..with_controller(9_000_980, "leaf-spine:4,3,2", "host:4@82000ns")
+    });
+}
+
+/// Campaign seeds 9004885 and 9007391: a Resume was lost; the switch kept the failed link in
+/// its commit lane and every barrier behind it stalled. A switch that reports a resumed input
+/// again gets its Resume again.
+#[test]
+fn a_lost_resume_is_sent_again() {
+    check_recovered(SimConfig {
+        skew_mean: ns(0),
+        drift_ppb_max: 100_000,
+        pattern: Pattern::Random { fanout: 2 },
+        gap: ns(28_000),
+        message_bytes_max: 1564,
+        send_for: ns(461_000),
+        loss: 0.03,
+        duplicate: 0.001,
+        faults_for: Some(ns(230_500)),
+        ..with_controller(9_004_885, "leaf-spine:4,3,2", "switch:spine2@126000ns")
+    });
+    check_recovered(SimConfig {
+        processes_per_host: 2,
+        gap: ns(39_000),
+        message_bytes_min: 8,
+        message_bytes_max: 108,
+        send_for: ns(576_000),
+        loss: 0.03,
+        duplicate: 0.01,
+        faults_for: Some(ns(288_000)),
+        ..with_controller(9_007_391, "three-layer:2,2,2,2,2", "switch:core1@147000ns")
+    });
+}
+
+/// Campaign seed 9021109: a process's registration was lost, so the controller did not tell
+/// it of a failure; it delivered the failed process's messages that every other receiver
+/// discarded. A process now registers again until the controller confirms.
+#[test]
+fn a_lost_registration_is_sent_again() {
+    check_recovered(SimConfig {
+        processes_per_host: 2,
+        drift_ppb_max: 100_000,
+        pattern: Pattern::Random { fanout: 8 },
+        gap: ns(5_000),
+        message_bytes_min: 200,
+        message_bytes_max: 1700,
+        send_for: ns(210_000),
+        loss: 0.03,
+        duplicate: 0.01,
+        faults_for: Some(ns(105_000)),
+        ..with_controller(9_021_109, "single:5", "host:7@72000ns")
+    });
+}
+
 /// A short swarm campaign: every seed draws its own fabric, traffic and faults.
 #[test]
 fn short_campaign_finds_no_violations() {

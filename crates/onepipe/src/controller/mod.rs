@@ -127,6 +127,9 @@ pub enum Output {
         recalls: u32,
         recalls_truncated: bool,
     },
+    /// `to`'s registration arrived: it stops repeating it (management frames can be lost, and
+    /// a process the controller does not know is neither told of failures nor waited for).
+    Registered { to: u32 },
     /// `switch` takes its inputs at `ports` again: a recovered process, or a switch that has a
     /// process behind it again.
     Readmit { switch: usize, ports: Vec<u16> },
@@ -169,6 +172,8 @@ pub struct ControllerCounters {
     pub stale_completions: u64,
     /// Processes declared failed because they did not answer in time.
     pub unanswered: u64,
+    /// Resumes sent again to a switch that reported a resumed input again (it missed one).
+    pub resumes_resent: u64,
     pub forwards: ForwardCounters,
 }
 
@@ -324,6 +329,7 @@ impl Controller {
         match input {
             Input::Register { process } => {
                 self.registered[process as usize] = true;
+                self.outputs.push_back(Output::Registered { to: process });
                 // A failed process speaking again is back (a restart, or a controller's Hello).
                 self.notify_own_failure(process);
                 Ok(())
@@ -393,12 +399,35 @@ impl Controller {
         }
         if self.down[link] {
             self.counters.duplicate_reports += 1;
+            self.resend_resume(node, port);
             return Ok(());
         }
         self.down[link] = true;
         self.undecided.insert(link);
         self.decide_at.get_or_insert(now + self.config.settle);
         Ok(())
+    }
+
+    /// A switch reports an input whose failure was decided and resumed: it missed its Resume
+    /// (switches repeat a report until the input leaves their commit lane, because management
+    /// frames can be lost), or its own first report came late. It gets its Resume again;
+    /// removing an input twice changes nothing.
+    fn resend_resume(&mut self, node: NodeId, port: u16) {
+        if node >= self.graph.switch_count() {
+            return;
+        }
+        let resumed = self
+            .epochs
+            .iter()
+            .any(|e| e.resumed && e.inputs.get(&node).is_some_and(|ports| ports.contains(&port)));
+        if !resumed {
+            return; // decided later, or not yet resumed: its Resume is still to come
+        }
+        self.counters.resumes_resent += 1;
+        self.outputs.push_back(Output::RemoveInputs {
+            switch: node,
+            ports: vec![port],
+        });
     }
 
     /// When [`Controller::handle_timeout`] has something to do.

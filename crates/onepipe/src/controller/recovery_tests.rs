@@ -186,11 +186,14 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
     c.handle(t(40), Input::Register { process: 2 }).unwrap();
     assert_eq!(
         outputs(&mut c),
-        vec![Output::OwnFailure {
-            to: 2,
-            ts: t(29),
-            incarnation: 1,
-        }]
+        vec![
+            Output::Registered { to: 2 },
+            Output::OwnFailure {
+                to: 2,
+                ts: t(29),
+                incarnation: 1,
+            }
+        ]
     );
 }
 
@@ -263,11 +266,14 @@ fn a_process_behind_a_failed_switch_is_not_taken_back() {
     .unwrap();
     assert_eq!(
         outputs(&mut c),
-        vec![Output::OwnFailure {
-            to: 2,
-            ts: t(7),
-            incarnation: 0
-        }]
+        vec![
+            Output::Registered { to: 2 },
+            Output::OwnFailure {
+                to: 2,
+                ts: t(7),
+                incarnation: 0
+            }
+        ]
     );
     assert_eq!(c.recovery_counters().unreachable, 1);
 }

@@ -21,6 +21,10 @@ pub(crate) fn registered(w: &Wiring, settle: Duration, answer_timeout: Duration)
     for p in 0..w.process_count() as u32 {
         c.handle(t(0), Input::Register { process: p }).unwrap();
     }
+    // Each registration is confirmed; the scenarios start after that.
+    let confirmed = outputs(&mut c);
+    assert_eq!(confirmed.len(), w.process_count(), "{confirmed:?}");
+    assert!(confirmed.iter().all(|o| matches!(o, Output::Registered { .. })));
     c
 }
 
