@@ -151,8 +151,12 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
     }
     // Drawn last, so that the draws above stay what they were before the controller existed.
     // With the controller a failure is permanent: processes it cuts off are declared failed,
-    // and the run checks atomicity instead of liveness.
-    let controller = reliable && !failures.is_empty() && chance(&mut rng, 0.5);
+    // and the run checks atomicity instead of liveness. Not the only switch of a fabric: that
+    // is a total outage, with no switch left to report it and every process cut off from
+    // every other, so nothing to recover (processes see it: `Process::check_fabric`).
+    let total_outage =
+        switch_names.len() == 1 && failures.iter().any(|f| matches!(f.target, FailTarget::Switch(_)));
+    let controller = reliable && !failures.is_empty() && chance(&mut rng, 0.5) && !total_outage;
     if controller {
         for f in &mut failures {
             f.lasts = None;
