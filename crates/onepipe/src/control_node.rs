@@ -13,6 +13,7 @@ use crate::control_msg::ControlMsg;
 use crate::controller::graph::Graph;
 use crate::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
 use crate::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
+use crate::mgmt_outbox::MgmtOutbox;
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
@@ -56,6 +57,10 @@ impl RouteCache {
 pub struct MgmtCounters {
     /// Frames on the management port that were not control messages for this node.
     pub malformed: u64,
+    /// Forward requests dropped while too many waited for the link ([`MgmtOutbox`]).
+    pub forward_requests_dropped: u64,
+    /// Registrations and reports repeated while an equal one still waited for the link.
+    pub repeats_merged: u64,
 }
 
 /// A node's end of its management link.
@@ -63,7 +68,7 @@ struct MgmtLink {
     port: ControlPort,
     /// The node's port that the management link leaves from (one past its fabric ports).
     mgmt_port: PortId,
-    pending: VecDeque<Input>,
+    pending: MgmtOutbox,
     routes: SharedRoutes,
     counters: MgmtCounters,
 }
@@ -85,7 +90,7 @@ impl<N: Node + Manage> Mgmt<N> {
             link: Some(MgmtLink {
                 port: ControlPort::new(member),
                 mgmt_port,
-                pending: VecDeque::new(),
+                pending: MgmtOutbox::default(),
                 routes,
                 counters: MgmtCounters::default(),
             }),
@@ -93,7 +98,14 @@ impl<N: Node + Manage> Mgmt<N> {
     }
 
     pub fn counters(&self) -> MgmtCounters {
-        self.link.as_ref().map(|l| l.counters.clone()).unwrap_or_default()
+        self.link
+            .as_ref()
+            .map(|l| MgmtCounters {
+                forward_requests_dropped: l.pending.forwards_dropped,
+                repeats_merged: l.pending.repeats_merged,
+                ..l.counters.clone()
+            })
+            .unwrap_or_default()
     }
 
     fn is_mgmt(&self, port: PortId) -> bool {
@@ -103,7 +115,9 @@ impl<N: Node + Manage> Mgmt<N> {
     fn exchange(&mut self, now: Instant) {
         if let Some(l) = &mut self.link {
             self.node.exchange(now, &mut l.port);
-            l.pending.extend(l.port.take_inputs());
+            for input in l.port.take_inputs() {
+                l.pending.push(input);
+            }
         }
     }
 
@@ -162,7 +176,7 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         if let Some(l) = self.link.as_mut().filter(|l| l.mgmt_port == port) {
-            let input = l.pending.pop_front()?;
+            let input = l.pending.pop()?;
             return Some(
                 ControlMsg::Input(input)
                     .encode(buf)

@@ -18,6 +18,7 @@ pub mod demo;
 pub mod endpoint;
 pub use onepipe_fabric::hash;
 pub mod host;
+mod mgmt_outbox;
 pub mod reliable;
 pub mod reorder;
 mod scatter;

@@ -105,6 +105,17 @@ impl SendWindow {
         self.next_seq = self.next_seq.wrapping_sub(1);
     }
 
+    /// The peer restarted (its numbering started over, [`Arrival::Resync`]): it takes our next
+    /// datagram whatever its number, so we may send as at a start, at once. Without this a
+    /// sender blocked while the peer was down waited for its next probe, up to
+    /// [`PROBE_AFTER_MAX`], and the restarted peer cannot grant credit before it has heard
+    /// one (found over udp: a standby controller heard a process's answer that late).
+    pub fn on_peer_restart(&mut self, now: Instant) {
+        self.limit = self.next_seq.wrapping_add(INITIAL_WINDOW);
+        self.limit_moved_at = Some(now);
+        self.probes = 0;
+    }
+
     /// The peer's latest limit. Limits only grow: an old one overtaken by a newer is ignored,
     /// and so is one far from this sender's numbering (granted to an earlier run of it).
     /// Returns whether the limit answers a datagram of this run: the peer has taken one.
@@ -288,6 +299,28 @@ mod tests {
         s.on_limit(sent, t(at));
         assert!(!s.is_open());
         assert!(s.should_probe(t(at + period)));
+    }
+
+    #[test]
+    fn a_sender_blocked_while_its_peer_was_down_sends_once_it_restarted() {
+        let mut s = SendWindow::new(7);
+        let mut at = 0;
+        for _ in 0..INITIAL_WINDOW + 12 {
+            s.take_seq(t(at)); // the window, then probes into the void
+            at += PROBE_AFTER_MAX.as_nanos() / 1_000_000;
+        }
+        at -= 1;
+        assert!(!s.is_open());
+        assert!(!s.should_probe(t(at)), "probing at its slowest");
+        s.on_peer_restart(t(at));
+        for _ in 0..INITIAL_WINDOW {
+            assert!(s.is_open());
+            s.take_seq(t(at));
+        }
+        assert!(!s.is_open());
+        // Its credit then counts from where this sender is, as at any start.
+        assert!(s.on_limit(s.next_seq.wrapping_add(8), t(at + 1)));
+        assert!(s.is_open());
     }
 
     #[test]

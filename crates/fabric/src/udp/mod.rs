@@ -569,6 +569,7 @@ impl UdpDriver {
             Arrival::Reordered => return UdpCounters::add(&counters.reordered, 1),
             Arrival::Overrun => return UdpCounters::add(&counters.overrun, 1),
             Arrival::Resync { dropped } => {
+                p.send.on_peer_restart(now);
                 UdpCounters::add(&counters.resyncs, 1);
                 UdpCounters::add(&counters.overrun, dropped as u64);
             }
