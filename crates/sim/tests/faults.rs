@@ -223,6 +223,27 @@ fn a_lost_registration_is_sent_again() {
     });
 }
 
+/// Campaign seed 20021077: a process whose registration came late (its first lost) was not
+/// told of the failure decided meanwhile, nor waited for, and delivered a message of the
+/// failed process that every other receiver discarded. A process registering during a
+/// recovery is now announced to and waited for.
+#[test]
+fn a_process_registering_during_a_recovery_takes_part_in_it() {
+    check_recovered(SimConfig {
+        processes_per_host: 2,
+        skew_mean: ns(0),
+        drift_ppb_max: 10_000,
+        gap: ns(32_000),
+        message_bytes_min: 200,
+        message_bytes_max: 200,
+        send_for: ns(445_000),
+        loss: 0.03,
+        duplicate: 0.001,
+        faults_for: Some(ns(222_500)),
+        ..with_controller(20_021_077, "three-layer:2,2,2,1,3", "host:4@20000ns")
+    });
+}
+
 /// A short swarm campaign: every seed draws its own fabric, traffic and faults.
 #[test]
 fn short_campaign_finds_no_violations() {

@@ -328,8 +328,11 @@ impl Controller {
         }
         match input {
             Input::Register { process } => {
-                self.registered[process as usize] = true;
+                let late = !std::mem::replace(&mut self.registered[process as usize], true);
                 self.outputs.push_back(Output::Registered { to: process });
+                if late {
+                    self.join_recoveries(process);
+                }
                 // A failed process speaking again is back (a restart, or a controller's Hello).
                 self.notify_own_failure(process);
                 Ok(())
@@ -406,6 +409,33 @@ impl Controller {
         self.undecided.insert(link);
         self.decide_at.get_or_insert(now + self.config.settle);
         Ok(())
+    }
+
+    /// `process` registered while a recovery waits for answers: it is told of that failure
+    /// and waited for too. Its first registration may have been lost (a management frame) or
+    /// it started late; either way, the commit barrier must not pass the failure before it has
+    /// discarded the failed process's messages from then on and recalled its own (found by a
+    /// simulator campaign: a process registering between the decision and Resume delivered a
+    /// message of the failed process that every other receiver discarded). A recovery already
+    /// resumed is not redone for it (docs/failures.md, "Lost management frames").
+    fn join_recoveries(&mut self, process: u32) {
+        let being_cut = self
+            .cuts
+            .keys()
+            .any(|&l| self.process_of_link(l) == Some(process));
+        if self.failed[process as usize].is_some() || being_cut {
+            return;
+        }
+        for (epoch, e) in self.epochs.iter_mut().enumerate() {
+            if e.resumed || e.failures.is_empty() || !e.awaiting.insert(process) {
+                continue;
+            }
+            self.outputs.push_back(Output::Announce {
+                to: process,
+                epoch: epoch as u64,
+                failures: e.failures.clone(),
+            });
+        }
     }
 
     /// A switch reports an input whose failure was decided and resumed: it missed its Resume

@@ -121,6 +121,33 @@ fn a_report_repeated_after_resume_gets_the_resume_again() {
     assert_eq!(c.counters().duplicate_reports, 2);
 }
 
+/// A process whose registration arrives between the decision and Resume (its first was lost,
+/// or it started late) is told of the failure and waited for: the commit barrier must not pass
+/// the failure before it has discarded and recalled (found by a simulator campaign).
+#[test]
+fn a_process_registering_during_a_recovery_is_announced_to_and_waited_for() {
+    let w = wiring(2, 2);
+    let mut c = unregistered(&w);
+    for process in [0, 1, 2] {
+        c.handle(t(0), Input::Register { process }).unwrap();
+    }
+    outputs(&mut c);
+    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[1, 2], 0));
+    c.handle(t(16), Input::Register { process: 3 }).unwrap();
+    let mut late = vec![Output::Registered { to: 3 }];
+    late.extend(announced(&[(0, t(7))], &[3], 0));
+    assert_eq!(outputs(&mut c), late);
+    complete(&mut c, t(20), 0, &[1, 2]);
+    assert!(outputs(&mut c).is_empty(), "waits for the late process too");
+    complete(&mut c, t(21), 0, &[3]);
+    assert!(matches!(outputs(&mut c)[..], [Output::RemoveInputs { .. }]));
+    // Registering again changes nothing; after Resume a new process is not announced to.
+    c.handle(t(30), Input::Register { process: 3 }).unwrap();
+    assert_eq!(outputs(&mut c), vec![Output::Registered { to: 3 }]);
+}
+
 /// The only host of a rack fails: its ToR is alive but nothing below it can send again, so its
 /// uplink barrier would hold forever. Resume removes the ToR's inputs at the spines too (found
 /// by the simulator: every commit barrier stalled behind that ToR).
