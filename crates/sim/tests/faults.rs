@@ -244,6 +244,55 @@ fn a_process_registering_during_a_recovery_takes_part_in_it() {
     });
 }
 
+/// Only the processes behind the failed host are declared failed.
+fn check_declared(config: SimConfig, expected: &[u32]) {
+    let r = run(&config, &mut |_, _| {}).unwrap_or_else(|e| panic!("seed={}: {e}", config.seed));
+    assert_eq!(r.violations, 0, "seed={}: {:?}", config.seed, r.examples);
+    let f = r.failure.expect("a controller run");
+    let failed: Vec<u32> = f.failed_processes.iter().map(|&(p, _)| p).collect();
+    assert_eq!(failed, expected, "seed={}: {f:?}", config.seed);
+}
+
+/// Campaign seeds 30002001 and 30009670 (3% loss on every link, management links included):
+/// a correct process's announcement or its answer was lost, and the process was declared
+/// failed at the answer timeout with the failed host (processes 0, 2 and 10; 5 and 6). An
+/// unanswered announcement is now sent again every quarter of the answer timeout.
+#[test]
+fn a_lost_announcement_or_answer_does_not_fail_a_correct_process() {
+    check_declared(
+        SimConfig {
+            processes_per_host: 2,
+            drift_ppb_max: 10_000,
+            pattern: Pattern::Incast { target: 6 },
+            gap: ns(13_000),
+            message_bytes_min: 64,
+            message_bytes_max: 64,
+            send_for: ns(401_000),
+            loss: 0.03,
+            duplicate: 0.001,
+            faults_for: Some(ns(200_500)),
+            ..with_controller(30_002_001, "three-layer:2,2,2,2,2", "host:2@46000ns")
+        },
+        &[2],
+    );
+    check_declared(
+        SimConfig {
+            skew_mean: ns(0),
+            drift_ppb_max: 10_000,
+            pattern: Pattern::Incast { target: 0 },
+            gap: ns(36_000),
+            message_bytes_min: 200,
+            message_bytes_max: 200,
+            send_for: ns(391_000),
+            loss: 0.03,
+            reorder: 0.001,
+            faults_for: Some(ns(195_500)),
+            ..with_controller(30_009_670, "leaf-spine:3,2,3", "host:6@64000ns")
+        },
+        &[6],
+    );
+}
+
 /// A short swarm campaign: every seed draws its own fabric, traffic and faults.
 #[test]
 fn short_campaign_finds_no_violations() {

@@ -174,6 +174,8 @@ pub struct ControllerCounters {
     pub unanswered: u64,
     /// Resumes sent again to a switch that reported a resumed input again (it missed one).
     pub resumes_resent: u64,
+    /// Announcements sent again to a process that had not answered.
+    pub announcements_repeated: u64,
     pub forwards: ForwardCounters,
 }
 
@@ -195,8 +197,17 @@ struct Epoch {
     /// Inputs to remove at Resume, by switch.
     inputs: BTreeMap<usize, Vec<u16>>,
     deadline: Instant,
+    /// When the processes still awaited were last told (see [`ANNOUNCE_REPEATS_PER_TIMEOUT`]).
+    announced_at: Instant,
     resumed: bool,
 }
+
+/// An announcement not answered is sent again this many times within the answer timeout:
+/// over a lossy management link either it or its answer can be lost, and a correct process
+/// that heard nothing would be declared failed at the deadline (a campaign of 400 lossy
+/// controller runs cut off a correct process in 9). A process answers every copy; the
+/// controller counts the copies after the first as stale.
+pub const ANNOUNCE_REPEATS_PER_TIMEOUT: u64 = 4;
 
 pub struct Controller {
     graph: Graph,
@@ -462,7 +473,12 @@ impl Controller {
 
     /// When [`Controller::handle_timeout`] has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let epochs = self.epochs.iter().filter(|e| !e.resumed).map(|e| e.deadline);
+        let repeat = self.announce_repeat_interval();
+        let epochs = self
+            .epochs
+            .iter()
+            .filter(|e| !e.resumed)
+            .map(|e| e.deadline.min(e.announced_at + repeat));
         let cuts = self.cuts.values().map(|&at| at + self.config.answer_timeout);
         epochs
             .chain(cuts)
@@ -477,7 +493,11 @@ impl Controller {
         }
         for i in 0..self.epochs.len() {
             let e = &mut self.epochs[i];
-            if e.resumed || e.deadline > now {
+            if e.resumed {
+                continue;
+            }
+            if e.deadline > now {
+                self.repeat_announcement(now, i);
                 continue;
             }
             // Paper 5.2: "if a process does not respond controller within timeout, it is
@@ -698,10 +718,33 @@ impl Controller {
             },
             inputs,
             deadline: now + self.config.answer_timeout,
+            announced_at: now,
             resumed: false,
         });
         if nothing_to_wait_for {
             self.resume(epoch);
+        }
+    }
+
+    fn announce_repeat_interval(&self) -> Duration {
+        Duration::from_nanos(self.config.answer_timeout.as_nanos() / ANNOUNCE_REPEATS_PER_TIMEOUT)
+    }
+
+    /// Tells the processes `epoch` still waits for again, once an interval has passed.
+    fn repeat_announcement(&mut self, now: Instant, epoch: usize) {
+        let repeat = self.announce_repeat_interval();
+        let e = &mut self.epochs[epoch];
+        if e.announced_at + repeat > now {
+            return;
+        }
+        e.announced_at = now;
+        for &to in &e.awaiting {
+            self.counters.announcements_repeated += 1;
+            self.outputs.push_back(Output::Announce {
+                to,
+                epoch: epoch as u64,
+                failures: e.failures.clone(),
+            });
         }
     }
 

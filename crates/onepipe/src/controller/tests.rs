@@ -326,9 +326,18 @@ fn a_process_that_does_not_answer_is_cut_off_and_fails_in_a_later_epoch() {
     outputs(&mut c);
     complete(&mut c, t(20), 0, &[1, 2]);
     assert!(outputs(&mut c).is_empty());
-    // Process 3 never answers: at the deadline the recovery resumes without it, and its ToR
-    // is told to cut it.
-    let deadline = t(10) + SETTLE + ANSWER;
+    // Process 3 never answers. It is told again every quarter of the answer timeout (the
+    // announcement or its answer may have been lost)...
+    let decided = t(10) + SETTLE;
+    let repeat = Duration::from_millis(25);
+    for k in 1..ANNOUNCE_REPEATS_PER_TIMEOUT {
+        assert_eq!(c.poll_timeout(), Some(decided + repeat.saturating_mul(k)));
+        c.handle_timeout(decided + repeat.saturating_mul(k));
+        assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[3], 0));
+    }
+    assert_eq!(c.counters().announcements_repeated, 3);
+    // ...and at the deadline the recovery resumes without it, and its ToR is told to cut it.
+    let deadline = decided + ANSWER;
     assert_eq!(c.poll_timeout(), Some(deadline));
     c.handle_timeout(deadline);
     let (p0, p3) = (w.processes[0], w.processes[3]);
@@ -364,7 +373,7 @@ fn duplicate_late_and_contradictory_reports_do_not_change_a_decision() {
     assert_eq!(outputs(&mut c).len(), 3);
     c.handle(t(30), tor_down(&w, 0, t(9))).unwrap();
     c.handle(t(31), down(Member::Process(0), 0, t(99))).unwrap();
-    c.handle_timeout(t(40));
+    c.handle_timeout(t(32));
     assert!(outputs(&mut c).is_empty());
     assert_eq!(c.failure_of(0), Some(t(7)));
     assert_eq!(c.counters().duplicate_reports, 3);
