@@ -430,22 +430,14 @@ impl Controller {
     /// message of the failed process that every other receiver discarded). A recovery already
     /// resumed is not redone for it (docs/failures.md, "Lost management frames").
     fn join_recoveries(&mut self, process: u32) {
-        let being_cut = self
-            .cuts
-            .keys()
-            .any(|&l| self.process_of_link(l) == Some(process));
-        if self.failed[process as usize].is_some() || being_cut {
+        if self.failed[process as usize].is_some() || self.being_cut(process) {
             return;
         }
         for (epoch, e) in self.epochs.iter_mut().enumerate() {
             if e.resumed || e.failures.is_empty() || !e.awaiting.insert(process) {
                 continue;
             }
-            self.outputs.push_back(Output::Announce {
-                to: process,
-                epoch: epoch as u64,
-                failures: e.failures.clone(),
-            });
+            announce(&mut self.outputs, epoch, &e.failures, [process]);
         }
     }
 
@@ -562,13 +554,7 @@ impl Controller {
                     });
                 }
             } else {
-                for &to in &e.awaiting {
-                    self.outputs.push_back(Output::Announce {
-                        to,
-                        epoch: id as u64,
-                        failures: e.failures.clone(),
-                    });
-                }
+                announce(&mut self.outputs, id, &e.failures, e.awaiting.iter().copied());
             }
         }
         let cuts: Vec<usize> = self.cuts.keys().copied().collect();
@@ -695,18 +681,12 @@ impl Controller {
         }
         let awaiting: BTreeSet<u32> = (0..self.graph.process_count() as u32)
             .filter(|&p| self.registered[p as usize] && self.failed[p as usize].is_none())
-            .filter(|&p| !self.cuts.keys().any(|&l| self.process_of_link(l) == Some(p)))
+            .filter(|&p| !self.being_cut(p))
             .collect();
         let epoch = self.epochs.len();
         self.on_declared(&failures, epoch);
         if !failures.is_empty() {
-            for &to in &awaiting {
-                self.outputs.push_back(Output::Announce {
-                    to,
-                    epoch: epoch as u64,
-                    failures: failures.clone(),
-                });
-            }
+            announce(&mut self.outputs, epoch, &failures, awaiting.iter().copied());
         }
         let nothing_to_wait_for = failures.is_empty() || awaiting.is_empty();
         self.epochs.push(Epoch {
@@ -738,14 +718,15 @@ impl Controller {
             return;
         }
         e.announced_at = now;
-        for &to in &e.awaiting {
-            self.counters.announcements_repeated += 1;
-            self.outputs.push_back(Output::Announce {
-                to,
-                epoch: epoch as u64,
-                failures: e.failures.clone(),
-            });
-        }
+        self.counters.announcements_repeated += e.awaiting.len() as u64;
+        announce(&mut self.outputs, epoch, &e.failures, e.awaiting.iter().copied());
+    }
+
+    /// Whether `process`'s switch was told to cut it off and has not reported yet.
+    fn being_cut(&self, process: u32) -> bool {
+        self.cuts
+            .keys()
+            .any(|&l| self.process_of_link(l) == Some(process))
     }
 
     fn process_of_link(&self, link: usize) -> Option<u32> {
@@ -767,5 +748,21 @@ impl Controller {
         }
         // Recoveries that waited for this failure's Recall to be complete everywhere.
         self.answer_waiting_recoveries();
+    }
+}
+
+/// Tells each of `to` of `epoch`'s failures.
+fn announce(
+    outputs: &mut VecDeque<Output>,
+    epoch: usize,
+    failures: &[Failure],
+    to: impl IntoIterator<Item = u32>,
+) {
+    for to in to {
+        outputs.push_back(Output::Announce {
+            to,
+            epoch: epoch as u64,
+            failures: failures.to_vec(),
+        });
     }
 }
