@@ -359,6 +359,19 @@ enum Target {
     App(u32),
     /// `onepipe cut-link FILE A B`: the switches drop the link (fault injection).
     Cut(&'static str, &'static str),
+    /// Not a failure: every switch, the controller and every application stop (SIGSTOP) for
+    /// [`STALL`], as when the machine stalls, and go on.
+    Stall,
+}
+
+/// Four dead-link timeouts: a stall this long had spines time out live ToR links (seen on
+/// this 2-core machine), and the controller declare their racks failed.
+const STALL: std::time::Duration = std::time::Duration::from_millis(400);
+
+fn signal_all(pids: &[u32], signal: nix::sys::signal::Signal) {
+    for &pid in pids {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+    }
 }
 
 /// The controller's lines `t=S.US declared failed: process P (...), ...`: the processes.
@@ -510,13 +523,23 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], controllers: Contr
                 .unwrap();
             assert!(cut.status.success(), "{}", String::from_utf8_lossy(&cut.stderr));
         }
+        Target::Stall => {
+            let mut pids: Vec<u32> = ["tor0", "tor1", "spine0", "spine1", "controller"]
+                .iter()
+                .map(|n| run.pid_of(n))
+                .collect();
+            pids.extend(run.apps.iter().map(Child::id));
+            signal_all(&pids, nix::sys::signal::Signal::SIGSTOP);
+            std::thread::sleep(STALL);
+            signal_all(&pids, nix::sys::signal::Signal::SIGCONT);
+        }
     }
     let leader_killed = (controllers == Controllers::Replicas).then(|| kill_leader_mid_recovery(&run));
 
     // Every application still running drains and marks its log ended.
     let killed_app = match target {
         Target::App(p) => Some(p),
-        Target::Switch(_) | Target::Cut(..) => None,
+        Target::Switch(_) | Target::Cut(..) | Target::Stall => None,
     };
     let started = std::time::Instant::now();
     let ended = |p: u32| Some(p) == killed_app || read_app_log(&dir.join(format!("{p}.log"))).ended;
@@ -659,6 +682,7 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], controllers: Contr
             Target::Switch(n) => n.to_string(),
             Target::App(p) => format!("process {p}"),
             Target::Cut(a, b) => format!("link {a}-{b}"),
+            Target::Stall => format!("nothing (a stall of {} ms)", STALL.as_millis()),
         },
         since(first_at(&lines, "report:")),
         since(first_at(&lines, "declared failed:").or(first_at(&lines, "reroute:"))),
@@ -735,6 +759,13 @@ fn a_killed_application_process_is_declared_failed() {
 #[test]
 fn a_cut_fabric_link_is_routed_around_and_nobody_fails() {
     scenario(7306, Target::Cut("tor1", "spine0"), &[], Controllers::One);
+}
+
+/// The whole machine stalls for four dead-link timeouts: a switch that was stopped does not
+/// hold the time against its links, and nobody is declared failed.
+#[test]
+fn a_stall_of_every_process_fails_nobody() {
+    scenario(7308, Target::Stall, &[], Controllers::One);
 }
 
 /// A cut host link: the process behind it is cut off and declared failed, and keeps running.

@@ -174,6 +174,9 @@ pub struct SwitchCounters {
     pub reports_dropped: u64,
     /// Reports made again because the controller had not acted on them yet.
     pub reports_repeated: u64,
+    /// Ticks this switch reached so late that it was stalled; the gap was not held against
+    /// its input links (`Switch::excuse_own_stall`).
+    pub stalls_excused: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -235,6 +238,10 @@ const REPORTS_MAX_PER_PORT: usize = 4;
 /// partition) adds to the controller's log.
 const REPORT_REPEAT_DEAD_AFTERS: u64 = 4;
 const REPORT_REPEAT_DEAD_AFTERS_MAX: u64 = 256;
+
+/// A switch run later than its tick by more than this fraction (1/N) of the dead-link timeout
+/// was stalled, and does not hold the gap against its inputs (see `Switch::excuse_own_stall`).
+const STALL_OF_DEAD_AFTER: u64 = 4;
 
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
@@ -728,6 +735,26 @@ impl Switch {
             }
         }
     }
+
+    /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
+    /// in that time, and when the whole machine stalled, nobody sent either. Such a gap does
+    /// not count against its input links. On these 2 shared cores a stall of ~300 ms had every
+    /// spine time out every ToR link at once, and the controller declare live processes failed.
+    /// Only a gap longer than a quarter of the timeout ([`STALL_OF_DEAD_AFTER`]) counts as a
+    /// stall: passes of a loaded thread come a few ms late all the time, and excusing those too
+    /// would stretch the timeout of a link that really died.
+    fn excuse_own_stall(&mut self, now: Instant) {
+        let late_ns = now.saturating_since(self.next_tick).as_nanos();
+        if late_ns <= self.config.dead_after().as_nanos() / STALL_OF_DEAD_AFTER {
+            return;
+        }
+        // A tick is due up to an interval after the last one: that much is no stall.
+        let excused = Duration::from_nanos(late_ns.saturating_sub(self.config.beacon_interval.as_nanos()));
+        self.counters.stalls_excused += 1;
+        for p in &mut self.ports {
+            p.last_heard = (p.last_heard + excused).min(now);
+        }
+    }
 }
 
 /// The output direction whose barrier a half computes.
@@ -892,6 +919,7 @@ impl Node for Switch {
         // "beacons are sent at synchronized times ... the expected delay overhead is only half
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
+        self.excuse_own_stall(now);
         let dead_before = now.saturating_sub(self.config.dead_after());
         let repeat = self.report_repeat_at.is_some_and(|t| t <= now);
         let mut unresolved = false;

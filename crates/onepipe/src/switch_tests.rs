@@ -111,6 +111,56 @@ fn silent_input_is_removed_and_barrier_resumes() {
     assert_eq!(barrier_of(&out), 12_000);
 }
 
+/// A switch run long after its tick (its thread descheduled, the whole machine stalled) could
+/// hear nobody meanwhile: the gap is not held against its inputs. A link still silent once it
+/// runs again is removed a timeout later; and a switch that is only a little late on every
+/// tick (a loaded thread) times a silent link out on time.
+#[test]
+fn a_stalled_switch_does_not_time_out_links_it_could_not_hear() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for port in 0..3 {
+        pass(&mut s, 1_000, port, beacon(1_000));
+    }
+    s.handle_timeout(t(1_000));
+    // Timeout 10 us; the switch runs again 49 us later.
+    s.handle_timeout(t(50_000));
+    assert_eq!(s.counters().links_removed, 0);
+    assert_eq!(s.counters().stalls_excused, 1);
+    // Ports 0 and 1 speak again; port 2 stays silent.
+    let mut removed_at = None;
+    for k in 51..=70u64 {
+        let now = k * 1_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+        if s.counters().links_removed == 1 && removed_at.is_none() {
+            removed_at = Some(now);
+        }
+    }
+    let removed_at = removed_at.expect("port 2 stayed silent");
+    assert!((58_000..=61_000).contains(&removed_at), "removed at {removed_at}");
+    assert_eq!(
+        s.inputs(Instant::ZERO).find(|r| r.port == 2).unwrap().state,
+        InputState::Dead
+    );
+
+    // Every tick 2 us late (less than a quarter of the timeout): no stall, and port 2 of a
+    // new switch, heard at 1 us, is removed at the first tick more than 10 us later.
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    for port in 0..3 {
+        pass(&mut s, 1_000, port, beacon(1_000));
+    }
+    let mut now = 1_000;
+    while s.counters().links_removed == 0 {
+        now = s.poll_timeout().unwrap().as_nanos() + 2_000;
+        pass(&mut s, now, 0, beacon(now));
+        pass(&mut s, now, 1, beacon(now));
+        s.handle_timeout(t(now));
+    }
+    assert_eq!(s.counters().stalls_excused, 0);
+    assert!(now <= 14_000, "removed at {now}");
+}
+
 /// Paper 4.2: a (re)joining link is admitted only once its barrier passes the current output
 /// barrier, so the output never goes back.
 #[test]
