@@ -25,7 +25,14 @@ impl Endpoint {
     /// The next packet to hand to the controller for forwarding, written to `buf` (at least
     /// the MTU): (its destination, its length).
     pub fn poll_forward(&mut self, buf: &mut [u8]) -> Option<(u32, usize)> {
-        let t = self.sender.poll_forward()?;
+        let mut t = self.sender.poll_forward()?;
+        // A packet to ourselves crosses only our own link to the ToR, which the controller
+        // does not stand in for (it refuses such a packet): if that link is down, our ToR
+        // reports it and we are the one declared failed. Asking only cost a refusal each; a
+        // process starting up before its ToR took its link asked dozens of times.
+        while t.dst == self.config.process {
+            t = self.sender.poll_forward()?;
+        }
         // Barriers mean something only on the link they crossed: none go through the controller.
         let repr = super::prepare_repr(&self.config, &t, Default::default(), 0);
         let total = repr.buffer_len();
@@ -156,6 +163,18 @@ mod tests {
             Some(1),
             "asked again at the ninth"
         );
+    }
+
+    /// A packet to ourselves is not offered: the controller refuses to forward it.
+    #[test]
+    fn a_packet_to_ourselves_is_not_offered_for_forwarding() {
+        let mut buf = [0u8; 1600];
+        let mut s = endpoint(0);
+        s.enable_forwarding();
+        s.send_reliable(t(0), &[(0, b"m"), (1, b"m")]).unwrap();
+        lose_until(&mut s, 0, 51_100);
+        assert_eq!(s.poll_forward(&mut buf).map(|f| f.0), Some(1));
+        assert_eq!(s.poll_forward(&mut buf), None);
     }
 
     /// The receiver takes a forwarded prepare as one from the fabric, duplicates included, and
