@@ -387,6 +387,8 @@ pub struct ControlTimeline {
     pub counters: ControllerCounters,
     /// Inputs refused as naming nothing in the graph, or that the log could not take.
     pub refused: u64,
+    /// Reroutes sent again (`control_node::REROUTE_REPEATS`).
+    pub reroutes_repeated: u64,
 }
 
 /// The controller thread. Dropping it stops the thread.

@@ -243,8 +243,23 @@ const EVENTS_MAX: usize = 4096;
 /// The controller as a node: port `i` leads to node `i` (switches, then processes,
 /// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
 /// restarted controller replays ([`crate::controller::store::FileStore`]).
+/// A reroute (`Avoid` to every switch, `PathsChanged` to every process) is sent this many
+/// times more, an announcement repeat interval apart. Nobody answers it, and a switch that
+/// missed it (a lossy management link) would keep sending into the dead link, its reliable
+/// traffic crossing only by controller forwarding. Both messages name the whole state, so a
+/// copy changes nothing at a node that had it (a switch finds its tables in the route cache).
+pub const REROUTE_REPEATS: u32 = 3;
+
+/// The last reroute, to send again.
+struct RerouteRepeat {
+    down: DownLinks,
+    at: Instant,
+    left: u32,
+}
+
 pub struct ControllerNode<S: Store = MemoryStore> {
     service: Service<S>,
+    reroute_repeat: Option<RerouteRepeat>,
     queues: Vec<VecDeque<ControlMsg>>,
     queued: usize,
     switches: usize,
@@ -274,6 +289,7 @@ impl<S: Store> ControllerNode<S> {
         let service = Service::open(controller, store, now)?;
         let mut node = ControllerNode {
             service,
+            reroute_repeat: None,
             queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
             queued: 0,
             switches: wiring.switch_count(),
@@ -323,12 +339,12 @@ impl<S: Store> ControllerNode<S> {
 
     fn dispatch(&mut self, now: Instant) {
         if let Some(down) = self.service.take_reroute() {
-            for s in 0..self.switches {
-                self.push(s, ControlMsg::Avoid(down.clone()));
-            }
-            for node in self.switches..self.queues.len() {
-                self.push(node, ControlMsg::PathsChanged);
-            }
+            self.send_reroute(&down);
+            self.reroute_repeat = (REROUTE_REPEATS > 0).then(|| RerouteRepeat {
+                down: down.clone(),
+                at: now + self.service.controller().announce_repeat_interval(),
+                left: REROUTE_REPEATS,
+            });
             self.event(ControlEvent::Rerouted { at: now, avoid: down });
         }
         let mut announced = 0;
@@ -387,6 +403,31 @@ impl<S: Store> ControllerNode<S> {
         }
         self.timeline.failures = failures;
         self.timeline.counters = self.service.controller().counters().clone();
+    }
+
+    fn send_reroute(&mut self, down: &DownLinks) {
+        for s in 0..self.switches {
+            self.push(s, ControlMsg::Avoid(down.clone()));
+        }
+        for node in self.switches..self.queues.len() {
+            self.push(node, ControlMsg::PathsChanged);
+        }
+    }
+
+    /// Sends the last reroute again if a repeat is due.
+    fn repeat_reroute(&mut self, now: Instant) {
+        let Some(r) = self.reroute_repeat.take_if(|r| r.at <= now) else {
+            return;
+        };
+        self.send_reroute(&r.down);
+        self.timeline.reroutes_repeated += 1;
+        if r.left > 1 {
+            self.reroute_repeat = Some(RerouteRepeat {
+                at: now + self.service.controller().announce_repeat_interval(),
+                left: r.left - 1,
+                ..r
+            });
+        }
     }
 
     fn refuse(&mut self, now: Instant, port: PortId, reason: String) {
@@ -468,9 +509,11 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         self.queued > 0
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        self.service.poll_timeout()
+        let repeat = self.reroute_repeat.as_ref().map(|r| r.at);
+        self.service.poll_timeout().into_iter().chain(repeat).min()
     }
     fn handle_timeout(&mut self, now: Instant) {
+        self.repeat_reroute(now);
         match self.service.handle_timeout(now) {
             // Not logged, so not acted on: the timer fires again on the next call.
             Err(ServiceError::Store(e)) => self.store_error = Some(e),
@@ -562,6 +605,50 @@ mod tests {
             port: 1,
             last_commit_ns: 500,
         })
+    }
+
+    /// Nobody answers a reroute, and a switch that missed it would keep using the dead link:
+    /// it goes again `REROUTE_REPEATS` times, an announcement repeat interval apart, to every
+    /// switch (`Avoid`) and every process (`PathsChanged`), and then no more.
+    #[test]
+    fn a_reroute_is_sent_again_a_few_times() {
+        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        // Two leaves of two hosts under two spines: leaf0's port 2 goes to a spine.
+        let wiring = Wiring::new(Topology::leaf_spine(2, 2, 2).unwrap(), 1).unwrap();
+        let mut c = ControllerNode::new(&wiring, ControllerConfig::default(), t(0));
+        let report = ControlMsg::Input(Input::LinkDown {
+            member: Member::Switch(0),
+            port: 2,
+            last_commit_ns: 1,
+        });
+        let mut frame = [0u8; 256];
+        let len = report.encode(&mut frame).unwrap();
+        c.handle_frame(t(1), 0, &mut frame[..len], Route::Consume);
+        let process_node = wiring.switch_count() as PortId;
+        let mut buf = [0u8; 1024];
+        let (mut avoids, mut paths_changed) = (Vec::new(), Vec::new());
+        for ms in 1..2_000 {
+            if c.poll_timeout().is_some_and(|at| at <= t(ms)) {
+                c.handle_timeout(t(ms));
+            }
+            while let Some(len) = c.poll_transmit(t(ms), 1, &mut buf) {
+                if let Ok(ControlMsg::Avoid(down)) = ControlMsg::decode(&buf[..len]) {
+                    assert!(down.contains(&(0, 2)));
+                    avoids.push(ms);
+                }
+            }
+            while let Some(len) = c.poll_transmit(t(ms), process_node, &mut buf) {
+                if ControlMsg::decode(&buf[..len]) == Ok(ControlMsg::PathsChanged) {
+                    paths_changed.push(ms);
+                }
+            }
+        }
+        let every = c.controller().announce_repeat_interval().as_nanos() / 1_000_000;
+        let first = avoids[0];
+        let expected: Vec<u64> = (0..=REROUTE_REPEATS as u64).map(|k| first + k * every).collect();
+        assert_eq!(avoids, expected);
+        assert_eq!(paths_changed, expected);
+        assert_eq!(c.timeline.reroutes_repeated, REROUTE_REPEATS as u64);
     }
 
     /// Management frames can be lost: a report the controller has not acted on (the input is

@@ -706,7 +706,9 @@ impl Controller {
         }
     }
 
-    fn announce_repeat_interval(&self) -> Duration {
+    /// How often an unanswered announcement is sent again; reroutes, which get no answer,
+    /// are repeated as often (`control_node::REROUTE_REPEATS`).
+    pub fn announce_repeat_interval(&self) -> Duration {
         Duration::from_nanos(self.config.answer_timeout.as_nanos() / ANNOUNCE_REPEATS_PER_TIMEOUT)
     }
 
