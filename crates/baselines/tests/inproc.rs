@@ -23,7 +23,14 @@ fn fabric() -> Wiring {
     Wiring::new(Topology::three_layer(2, 2, 2, 2, 1).unwrap(), 2).unwrap()
 }
 
+/// One run at a time. Each runs two workers in real time; in parallel, the paced run's workers
+/// took turns on the two cores with four saturated runs' for milliseconds at a time, and its
+/// record check failed once in a `cargo test --workspace` (not reproduced alone): a half of its
+/// 20 ms sending window with (next to) nothing sent cannot be told from a bug there.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(wiring: &Wiring, configure: impl FnOnce(&mut BaselineConfig)) -> (BaselineConfig, Vec<BaselineNode>) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
     let start = clock.now();
     // Start sending once every worker is up, so the first messages do not measure start-up.
