@@ -240,9 +240,6 @@ pub enum ControlEvent {
 /// keeps only the latest.
 const EVENTS_MAX: usize = 4096;
 
-/// The controller as a node: port `i` leads to node `i` (switches, then processes,
-/// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
-/// restarted controller replays ([`crate::controller::store::FileStore`]).
 /// A reroute (`Avoid` to every switch, `PathsChanged` to every process) is sent this many
 /// times more, an announcement repeat interval apart. Nobody answers it, and a switch that
 /// missed it (a lossy management link) would keep sending into the dead link, its reliable
@@ -257,6 +254,9 @@ struct RerouteRepeat {
     left: u32,
 }
 
+/// The controller as a node: port `i` leads to node `i` (switches, then processes,
+/// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
+/// restarted controller replays ([`crate::controller::store::FileStore`]).
 pub struct ControllerNode<S: Store = MemoryStore> {
     service: Service<S>,
     reroute_repeat: Option<RerouteRepeat>,
