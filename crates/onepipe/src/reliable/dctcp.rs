@@ -101,15 +101,25 @@ impl Dctcp {
         }
     }
 
-    /// A retransmission timeout: start again from the minimum. Returns what it took, for
-    /// [`Dctcp::undo_timeout`] should the timeout prove spurious.
-    pub fn on_timeout(&mut self, p: &DctcpParams) -> WindowBeforeTimeout {
+    /// A retransmission timeout: the first of a connection's episode halves the window, as a
+    /// loss found by fast retransmit would; a repeated one (`repeated`: the RTO had backed
+    /// off already) starts again from the minimum, as RFC 5681 does for every timeout.
+    /// Returns what it took, for [`Dctcp::undo_timeout`] should the timeout prove spurious.
+    ///
+    /// Why not the minimum at once: on shared cores most first timeouts are a descheduled
+    /// worker, not loss, and a scattering waits until each of its messages fits its
+    /// destination's window, so one connection at a window of one holds back the host's
+    /// every broadcast until slow start is done. Measured on the inproc testbed (32
+    /// processes, saturated, no loss): ~17,000 timeouts in 2 s, a third of them not undone
+    /// because the second copy had left; reliable throughput 1.13-1.17 M/s with the cut to
+    /// the minimum, 1.21-1.31 M/s with halving, and no higher with no cut at all.
+    pub fn on_timeout(&mut self, p: &DctcpParams, repeated: bool) -> WindowBeforeTimeout {
         let before = WindowBeforeTimeout {
             cwnd: self.cwnd,
             ssthresh: self.ssthresh,
         };
         self.ssthresh = (self.cwnd / 2.0).max(p.min);
-        self.cwnd = p.min;
+        self.cwnd = if repeated { p.min } else { self.ssthresh };
         before
     }
 
@@ -151,16 +161,18 @@ mod tests {
     }
 
     #[test]
-    fn timeout_restarts_from_the_minimum_and_an_undo_restores_the_window() {
+    fn timeout_halves_then_restarts_from_the_minimum_and_an_undo_restores_the_window() {
         let p = DctcpParams::new(2, 256, 1.0 / 16.0);
         let mut d = Dctcp::new(32, &p);
-        let before = d.on_timeout(&p);
-        assert_eq!(d.window(), 2);
+        let first = d.on_timeout(&p, false);
+        assert_eq!(d.window(), 16, "a first timeout halves");
+        d.on_timeout(&p, true);
+        assert_eq!(d.window(), 2, "a repeated one restarts from the minimum");
         d.on_ack(&p, 2, 0, 2, 4); // slow start to 4 meanwhile
-        d.undo_timeout(&p, before);
+        d.undo_timeout(&p, first);
         assert_eq!(d.window(), 32);
         let mut grown = Dctcp::new(4, &p);
-        let before = grown.on_timeout(&p);
+        let before = grown.on_timeout(&p, true);
         for una in 0..20 {
             grown.on_ack(&p, 2, 0, una, una + 2);
         }

@@ -899,7 +899,7 @@ impl ReliableSender {
         for &dst in &expired {
             let c = self.connections.get_mut(dst).expect("expired above");
             self.counters.timeouts += 1;
-            let window = c.cc.on_timeout(&self.cc);
+            let window = c.cc.on_timeout(&self.cc, c.backoff > 0);
             c.undo.get_or_insert(TimeoutUndo {
                 window,
                 backoff: c.backoff,

@@ -238,7 +238,7 @@ fn a_timeout_disproved_before_the_resend_is_undone() {
     s.submit(0, &[(1, b"a")]);
     release(&mut s);
     assert_eq!(drain(&mut s, t(0)), vec![(1, 0)]);
-    s.on_timeout(t(100)); // window 8 -> 1, second copy queued
+    s.on_timeout(t(100)); // window 8 -> 4, second copy queued
     s.on_ack(t(150), 1, 1, &ack(8)); // the first copy's ACK, before the second copy left
     assert_eq!(s.counters().spurious_timeouts, 1);
     s.submit(1, &[(1, &[7u8; 400])]); // four packets
@@ -255,7 +255,8 @@ fn a_timeout_disproved_before_the_resend_is_undone() {
     assert_eq!(drain(&mut s, t(600)).len(), 4);
 }
 
-/// Once the second copy has left, an ACK may be for either copy: the cut stands.
+/// Once the second copy has left, an ACK may be for either copy: the cut stands. A first
+/// timeout halves the window.
 #[test]
 fn a_timeout_after_the_resend_left_keeps_its_cut() {
     let mut s = sender(8);
@@ -266,7 +267,7 @@ fn a_timeout_after_the_resend_left_keeps_its_cut() {
     assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "the second copy left");
     s.on_ack(t(150), 1, 1, &ack(8));
     assert_eq!(s.counters().spurious_timeouts, 0);
-    s.submit(1, &[(1, &[7u8; 400])]);
+    s.submit(1, &[(1, &[7u8; 800])]); // eight packets
     assert_eq!(
         release(&mut s),
         1,
@@ -274,16 +275,37 @@ fn a_timeout_after_the_resend_left_keeps_its_cut() {
     );
     assert_eq!(
         drain(&mut s, t(150)),
-        vec![(1, 1), (1, 2)],
-        "window 1 + 1 from slow start: two of its four packets now"
+        vec![(1, 1), (1, 2), (1, 3), (1, 4)],
+        "window 8 halved: four of its eight packets now"
     );
     s.check_invariants();
-    s.on_ack(t(200), 1, 3, &ack(8));
+    s.on_ack(t(200), 1, 5, &ack(8));
     assert_eq!(
         drain(&mut s, t(200)),
-        vec![(1, 3), (1, 4)],
+        vec![(1, 5), (1, 6), (1, 7), (1, 8)],
         "the rest as the window opens"
     );
+    s.check_invariants();
+}
+
+/// A timeout that repeats before anything is acknowledged (the RTO had backed off) is more
+/// than a late packet: the window starts again from one packet.
+#[test]
+fn a_repeated_timeout_restarts_the_window_from_one_packet() {
+    let mut s = sender(8);
+    s.submit(0, &[(1, b"a")]);
+    release(&mut s);
+    drain(&mut s, t(0));
+    s.on_timeout(t(100)); // window 8 -> 4, RTO 100 -> 200 us
+    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)]);
+    s.on_timeout(t(299));
+    assert!(drain(&mut s, t(299)).is_empty(), "backed off to 200 us");
+    s.on_timeout(t(300)); // window 4 -> 1
+    assert_eq!(drain(&mut s, t(300)), vec![(1, 0)]);
+    s.on_ack(t(350), 1, 1, &ack(8)); // slow start: 2
+    s.submit(1, &[(1, &[7u8; 800])]);
+    release(&mut s);
+    assert_eq!(drain(&mut s, t(350)), vec![(1, 1), (1, 2)]);
     s.check_invariants();
 }
 
