@@ -109,10 +109,10 @@ impl Dctcp {
     /// Why not the minimum at once: on shared cores most first timeouts are a descheduled
     /// worker, not loss, and a scattering waits until each of its messages fits its
     /// destination's window, so one connection at a window of one holds back the host's
-    /// every broadcast until slow start is done. Measured on the inproc testbed (32
-    /// processes, saturated, no loss): ~17,000 timeouts in 2 s, a third of them not undone
-    /// because the second copy had left; reliable throughput 1.13-1.17 M/s with the cut to
-    /// the minimum, 1.21-1.31 M/s with halving, and no higher with no cut at all.
+    /// every broadcast until slow start is done. On the inproc testbed (32 processes,
+    /// saturated) ~17,000 timeouts came in 2 s without loss, a third of them not undone
+    /// because the second copy had left; at 1% loss per link reliable kept 0.69-0.83 of its
+    /// loss-free throughput with halving against 0.60-0.68 (docs/reliable.md).
     pub fn on_timeout(&mut self, p: &DctcpParams, repeated: bool) -> WindowBeforeTimeout {
         let before = WindowBeforeTimeout {
             cwnd: self.cwnd,
