@@ -220,10 +220,11 @@ fn read_app_log(path: &Path) -> AppLog {
     log
 }
 
-/// Whether an application marked its log ended: its last line is `E`. Only the tail is read:
-/// parsing whole logs every 50 ms while the applications drained took a core, and the switches
-/// on the other one went silent for over the 100 ms dead-link timeout (a ToR declared both
-/// spines dead, and the controller a rack failed, in about one run in ten of the stall test).
+/// Whether an application marked its log ended: its last line is `E`. Only the tail is read.
+/// Re-parsing every whole log (~10,000 lines each) every 50 ms was the harness's own load on
+/// the two cores while the applications drained; in a failing run of the stall test the
+/// spines' threads ran 140-180 ms late just then, past the 100 ms dead-link timeout, a ToR
+/// declared both spines dead and the controller its rack failed (2 of 39 runs; 0 of 30 since).
 fn app_log_ended(path: &Path) -> bool {
     use std::io::{Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
