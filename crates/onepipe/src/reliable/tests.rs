@@ -259,12 +259,7 @@ fn a_timeout_disproved_before_the_resend_is_undone() {
 /// timeout halves the window.
 #[test]
 fn a_timeout_after_the_resend_left_keeps_its_cut() {
-    let mut s = sender(8);
-    s.submit(0, &[(1, b"a")]);
-    release(&mut s);
-    drain(&mut s, t(0));
-    s.on_timeout(t(100));
-    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)], "the second copy left");
+    let mut s = timed_out_once(); // the second copy left
     s.on_ack(t(150), 1, 1, &ack(8));
     assert_eq!(s.counters().spurious_timeouts, 0);
     s.submit(1, &[(1, &[7u8; 800])]); // eight packets
@@ -292,12 +287,7 @@ fn a_timeout_after_the_resend_left_keeps_its_cut() {
 /// than a late packet: the window starts again from one packet.
 #[test]
 fn a_repeated_timeout_restarts_the_window_from_one_packet() {
-    let mut s = sender(8);
-    s.submit(0, &[(1, b"a")]);
-    release(&mut s);
-    drain(&mut s, t(0));
-    s.on_timeout(t(100)); // window 8 -> 4, RTO 100 -> 200 us
-    assert_eq!(drain(&mut s, t(100)), vec![(1, 0)]);
+    let mut s = timed_out_once(); // window 8 -> 4, RTO 100 -> 200 us
     s.on_timeout(t(299));
     assert!(drain(&mut s, t(299)).is_empty(), "backed off to 200 us");
     s.on_timeout(t(300)); // window 4 -> 1
