@@ -6,6 +6,7 @@
 
 use crate::control::ControlPlane;
 use crate::controller::ControllerConfig;
+use crate::demo_drain::{Achieved, DrainWatch};
 use crate::endpoint::{EndpointConfig, EndpointCounters};
 use crate::hash::SplitMix;
 use crate::host::App;
@@ -246,16 +247,6 @@ enum PhaseRuntime {
 /// Largest demo message (the endpoint's default limit).
 pub const MESSAGE_BYTES_MAX: usize = 1 << 20;
 
-/// After sending stops, in-flight messages are waited for until every message sent has been
-/// delivered (looked at this often), or until none was delivered for this long or for twice
-/// the time the run's first delivery took, whichever is longer (a message lost for good, to a
-/// best-effort link or a failure, is waited for that long), or for `DRAIN_MAX` in all.
-/// Waiting on progress rather than for a fixed time lets bulk transfers finish: 1 MB
-/// broadcasts queue seconds of work in the inproc runtime's fabric, and arrive in bursts.
-const DRAIN: std::time::Duration = std::time::Duration::from_millis(100);
-/// The reliable service's quiet time: a retransmission or a recall may take this long.
-const RELIABLE_DRAIN: std::time::Duration = std::time::Duration::from_millis(1_000);
-const DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(60);
 const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// Broadcasts the reliable send buffer holds (best effort holds one). The buffer keeps a
 /// scattering until it is acknowledged, an RTT longer than best effort keeps it, so it needs
@@ -466,21 +457,21 @@ pub fn run_phase(
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
     // Messages still in flight when sending stops, reliable ones perhaps waiting for a
-    // retransmission, are waited for while deliveries go on (see `DRAIN`).
-    let quiet_min = if config.reliable { RELIABLE_DRAIN } else { DRAIN };
+    // retransmission, are waited for while the run gets somewhere (see `demo_drain`).
+    let mut watch = DrainWatch::new(config.reliable);
     let drain_from = std::time::Instant::now();
-    let (mut last_delivered, mut last_progress_at) = (u64::MAX, drain_from);
+    let mut last_delivered = u64::MAX;
     while !progress_counts.all_delivered(count as u64) {
-        let now = std::time::Instant::now();
-        let delivered = progress_counts.delivered.load(Ordering::Relaxed);
-        if delivered != last_delivered {
-            (last_delivered, last_progress_at) = (delivered, now);
-            progress(1.0, delivered);
+        let achieved = Achieved {
+            delivered: progress_counts.delivered.load(Ordering::Relaxed),
+            acked: progress_counts.acked.load(Ordering::Relaxed),
+        };
+        if achieved.delivered != last_delivered {
+            last_delivered = achieved.delivered;
+            progress(1.0, achieved.delivered);
         }
         see_first_delivery(&mut first_delivery_after);
-        // Before any delivery there is no telling how long one takes: wait up to the cap.
-        let quiet_max = first_delivery_after.map_or(DRAIN_MAX, |t| quiet_min.max(2 * t));
-        if now.duration_since(last_progress_at) >= quiet_max || now.duration_since(drain_from) >= DRAIN_MAX {
+        if !watch.keep_waiting(drain_from.elapsed(), achieved, first_delivery_after) {
             break;
         }
         std::thread::sleep(DRAIN_POLL);

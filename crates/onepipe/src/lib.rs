@@ -15,6 +15,7 @@ pub mod control_msg;
 pub mod control_node;
 pub mod controller;
 pub mod demo;
+mod demo_drain;
 pub mod endpoint;
 pub use onepipe_fabric::hash;
 pub mod host;

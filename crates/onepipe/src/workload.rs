@@ -26,6 +26,9 @@ const PROGRESS_BATCH: u64 = 256;
 pub struct Progress {
     pub sent: AtomicU64,
     pub delivered: AtomicU64,
+    /// Reliable packets acknowledged, reported in batches: a bulk transfer acknowledges
+    /// packets for seconds before the commit barrier lets a message through.
+    pub acked: AtomicU64,
     /// Processes past their sending window that have reported everything they sent.
     pub senders_done: AtomicU64,
 }
@@ -75,6 +78,9 @@ pub struct Broadcast {
     /// Deliveries and sent messages not yet added to `progress`.
     unreported: u64,
     unreported_sent: u64,
+    /// The endpoint's `packets_acked` when last seen, and what of it `progress` lacks.
+    acked_seen: u64,
+    unreported_acked: u64,
     /// Everything sent has been reported, and `senders_done` counts this process.
     sending_reported: bool,
     progress: Arc<Progress>,
@@ -149,6 +155,8 @@ impl Broadcast {
             aborted: 0,
             unreported: 0,
             unreported_sent: 0,
+            acked_seen: 0,
+            unreported_acked: 0,
             sending_reported: false,
             progress,
             failure_at_ns: None,
@@ -298,6 +306,17 @@ impl Broadcast {
     }
 
     /// Adds what was sent and delivered since the last report to the shared counters.
+    /// The reliable sender has acknowledged `packets_acked` packets in all.
+    pub fn on_acked(&mut self, packets_acked: u64) {
+        self.unreported_acked += packets_acked.saturating_sub(self.acked_seen);
+        self.acked_seen = packets_acked;
+        if self.unreported_acked >= PROGRESS_BATCH {
+            self.progress
+                .acked
+                .fetch_add(std::mem::take(&mut self.unreported_acked), Ordering::Release);
+        }
+    }
+
     fn report_progress(&mut self) {
         if self.unreported_sent > 0 {
             self.progress

@@ -37,6 +37,9 @@ pub struct SenderCounters {
     pub timeouts: u64,
     pub fast_retransmits: u64,
     pub acks_received: u64,
+    /// Packets an ACK acknowledged for the first time: the reliable service's progress, which
+    /// goes on while delivery waits for the commit barrier.
+    pub packets_acked: u64,
     /// ACKs for a connection we never opened, or acknowledging PSNs we never sent.
     pub acks_invalid: u64,
     /// Messages given up after the retry budget (each reported as a send failure).
@@ -715,6 +718,7 @@ impl ReliableSender {
                     self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
+                self.counters.packets_acked += 1;
                 Self::ack_entry(
                     &mut self.slots,
                     &mut self.unacked_packets,
@@ -738,6 +742,7 @@ impl ReliableSender {
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &self.cc, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
+                self.counters.packets_acked += u64::from(!e.acked);
                 Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
                 highest_sacked = Some(psn);
             }

@@ -163,6 +163,13 @@ fn selective_ack_repairs_a_hole_once_per_rtt() {
     s.on_ack(t(501), 1, 0, &a);
     assert!(drain(&mut s, t(501)).is_empty(), "not again within an RTT");
     assert_eq!(s.counters().fast_retransmits, 1);
+    assert_eq!(s.counters().packets_acked, 3, "the selective bits, once each");
+    s.on_ack(t(502), 1, 4, &ack(8));
+    assert_eq!(
+        s.counters().packets_acked,
+        4,
+        "the repaired hole, not the three again"
+    );
 }
 
 /// Karn's rule: an ACK of a retransmitted packet measures nothing, so it must not undo the
