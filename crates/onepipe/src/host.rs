@@ -69,7 +69,7 @@ impl HostNode {
                     // (Only reliable scatterings are released; a best-effort one is logged
                     // when sent.)
                     w.on_released(&mut self.endpoint);
-                    w.on_acked(self.endpoint.reliable_sender().counters().packets_acked);
+                    w.on_acked(now, self.endpoint.reliable_sender().counters().packets_acked);
                     while self
                         .endpoint
                         .poll_deliver_reliable_with(|ts, src, id, payload| {

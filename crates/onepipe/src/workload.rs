@@ -14,9 +14,9 @@ use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Deliveries (and sent messages) between updates of the shared progress counters, while
-/// sending lasts; afterwards every one is reported at once, so that a driver waiting for the
-/// last deliveries sees them as they happen.
+/// Deliveries (and sent messages, and acknowledged packets) between updates of the shared
+/// progress counters, while sending lasts; afterwards every one is reported at once, so that a
+/// driver waiting for the last deliveries sees them as they happen.
 const PROGRESS_BATCH: u64 = 256;
 
 /// What all processes of a run sent and delivered so far, counted in messages (a broadcast
@@ -305,18 +305,18 @@ impl Broadcast {
         }
     }
 
-    /// Adds what was sent and delivered since the last report to the shared counters.
     /// The reliable sender has acknowledged `packets_acked` packets in all.
-    pub fn on_acked(&mut self, packets_acked: u64) {
+    pub fn on_acked(&mut self, now: Instant, packets_acked: u64) {
         self.unreported_acked += packets_acked.saturating_sub(self.acked_seen);
         self.acked_seen = packets_acked;
-        if self.unreported_acked >= PROGRESS_BATCH {
+        if self.unreported_acked >= PROGRESS_BATCH || (self.unreported_acked > 0 && now >= self.send_until) {
             self.progress
                 .acked
                 .fetch_add(std::mem::take(&mut self.unreported_acked), Ordering::Release);
         }
     }
 
+    /// Adds what was sent and delivered since the last report to the shared counters.
     fn report_progress(&mut self) {
         if self.unreported_sent > 0 {
             self.progress

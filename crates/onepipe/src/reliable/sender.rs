@@ -662,15 +662,16 @@ impl ReliableSender {
         }
     }
 
-    /// Marks one in-flight packet acknowledged and closes its message when it was the last.
+    /// Marks one in-flight packet acknowledged (or settled, on the failure paths) and closes
+    /// its message when it was the last. Whether it was open until now.
     fn ack_entry(
         slots: &mut [Option<Scattering>],
         unacked_packets: &mut usize,
         failed: &mut [(u32, usize)],
         e: &mut InFlight,
-    ) {
+    ) -> bool {
         if e.acked {
-            return;
+            return false;
         }
         e.acked = true;
         *unacked_packets -= 1;
@@ -690,6 +691,7 @@ impl ReliableSender {
                 f.1 -= 1;
             }
         }
+        true
     }
 
     /// An ACK from receiver `from` (paper 5.1: "The sender uses ACKs to detect and recover
@@ -718,13 +720,12 @@ impl ReliableSender {
                     self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
-                self.counters.packets_acked += 1;
-                Self::ack_entry(
+                self.counters.packets_acked += u64::from(Self::ack_entry(
                     &mut self.slots,
                     &mut self.unacked_packets,
                     &mut self.failed,
                     &mut e,
-                );
+                ));
             }
             c.una = c.una.wrapping_add(1);
             progressed = true;
@@ -742,8 +743,8 @@ impl ReliableSender {
             if let Some(e) = c.entry(psn).map(|e| *e) {
                 c.resolve_timeout(&e, &self.cc, &mut self.counters);
                 let e = c.entry(psn).expect("just found");
-                self.counters.packets_acked += u64::from(!e.acked);
-                Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
+                let newly = Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
+                self.counters.packets_acked += u64::from(newly);
                 highest_sacked = Some(psn);
             }
         }
