@@ -78,9 +78,8 @@ pub struct Broadcast {
     /// Deliveries and sent messages not yet added to `progress`.
     unreported: u64,
     unreported_sent: u64,
-    /// The endpoint's `packets_acked` when last seen, and what of it `progress` lacks.
-    acked_seen: u64,
-    unreported_acked: u64,
+    /// The endpoint's `packets_acked` as far as `progress` has it.
+    acked_reported: u64,
     /// Everything sent has been reported, and `senders_done` counts this process.
     sending_reported: bool,
     progress: Arc<Progress>,
@@ -155,8 +154,7 @@ impl Broadcast {
             aborted: 0,
             unreported: 0,
             unreported_sent: 0,
-            acked_seen: 0,
-            unreported_acked: 0,
+            acked_reported: 0,
             sending_reported: false,
             progress,
             failure_at_ns: None,
@@ -307,12 +305,10 @@ impl Broadcast {
 
     /// The reliable sender has acknowledged `packets_acked` packets in all.
     pub fn on_acked(&mut self, now: Instant, packets_acked: u64) {
-        self.unreported_acked += packets_acked.saturating_sub(self.acked_seen);
-        self.acked_seen = packets_acked;
-        if self.unreported_acked >= PROGRESS_BATCH || (self.unreported_acked > 0 && now >= self.send_until) {
-            self.progress
-                .acked
-                .fetch_add(std::mem::take(&mut self.unreported_acked), Ordering::Release);
+        let unreported = packets_acked.saturating_sub(self.acked_reported);
+        if unreported >= PROGRESS_BATCH || (unreported > 0 && now >= self.send_until) {
+            self.progress.acked.fetch_add(unreported, Ordering::Release);
+            self.acked_reported = packets_acked;
         }
     }
 
