@@ -22,6 +22,7 @@ pub mod host;
 mod mgmt_outbox;
 pub mod reliable;
 pub mod reorder;
+mod reorder_slab;
 mod scatter;
 pub mod status;
 pub mod switch;

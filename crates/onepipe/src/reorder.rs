@@ -6,70 +6,13 @@
 //! (later packets on every link carry timestamps at or above the barrier), so it is dropped and
 //! reported.
 
+use crate::reorder_slab::{Meta, Slab};
 use onepipe_wire::Instant;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// Order of delivery: timestamp, ties broken by sender (paper 4.1).
 pub type Key = (Instant, u32);
-
-/// Payloads up to this long are kept in their slab entry itself.
-const INLINE_BYTES: usize = 64;
-
-/// A complete message's payload and id, in a slab so that buffers are reused, not reallocated,
-/// and the heap moves only 16-byte keys. A short payload lies right after the fields that
-/// delivery reads first (`repr(C)` keeps that order), so that reading a message that waited
-/// for the barrier, long enough to leave the cache, costs one miss fewer than a buffer of its
-/// own elsewhere would.
-#[derive(Debug)]
-#[repr(C)]
-struct Stored {
-    msg_id: u64,
-    /// Reliable: the PSN of its first packet (its packets have consecutive PSNs).
-    first_psn: u32,
-    len: u32,
-    /// Packets the message came in (the reliable receiver's window counts packets).
-    fragments: u16,
-    /// The payload when it is at most [`INLINE_BYTES`] long; else it is in `spill`.
-    inline: [u8; INLINE_BYTES],
-    spill: Vec<u8>,
-}
-
-impl Default for Stored {
-    fn default() -> Stored {
-        Stored {
-            msg_id: 0,
-            first_psn: 0,
-            len: 0,
-            fragments: 0,
-            inline: [0; INLINE_BYTES],
-            spill: Vec::new(),
-        }
-    }
-}
-
-impl Stored {
-    fn is_inline(&self) -> bool {
-        self.len as usize <= INLINE_BYTES
-    }
-
-    fn payload(&self) -> &[u8] {
-        if self.is_inline() {
-            &self.inline[..self.len as usize]
-        } else {
-            &self.spill
-        }
-    }
-
-    /// The payload, owned (what was inline is copied out).
-    fn take_payload(&mut self) -> Vec<u8> {
-        if self.is_inline() {
-            self.inline[..self.len as usize].to_vec()
-        } else {
-            std::mem::take(&mut self.spill)
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Partial {
@@ -109,8 +52,7 @@ pub struct ReorderBuffer {
     staged: VecDeque<(Instant, u32, u32)>,
     /// Complete messages in arrival order, for unordered delivery.
     arrival: VecDeque<(Instant, u32, u32)>,
-    slab: Vec<Stored>,
-    free: Vec<u32>,
+    slab: Slab,
     partial: BTreeMap<(Instant, u32, u64), Partial>,
     bytes: usize,
     bytes_max: usize,
@@ -134,8 +76,7 @@ impl ReorderBuffer {
             ready: BinaryHeap::new(),
             staged: VecDeque::new(),
             arrival: VecDeque::new(),
-            slab: Vec::new(),
-            free: Vec::new(),
+            slab: Slab::default(),
             partial: BTreeMap::new(),
             bytes: 0,
             bytes_max,
@@ -196,9 +137,7 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    /// Takes a free slot for a message of `len` bytes and copies its `parts` in, in order:
-    /// inline if it is short, else into the slot's (cleared, reused) buffer part by part (a
-    /// byte iterator over a 100 KB message's fragments cost ~1 ms).
+    /// Copies a complete message into a free slot of the slab (see `reorder_slab`).
     fn store<'a>(
         &mut self,
         msg_id: u64,
@@ -207,32 +146,13 @@ impl ReorderBuffer {
         len: usize,
         parts: impl Iterator<Item = &'a [u8]>,
     ) -> u32 {
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.slab.push(Stored::default());
-                (self.slab.len() - 1) as u32
-            }
+        let meta = Meta {
+            msg_id,
+            first_psn,
+            len: len as u32,
+            fragments,
         };
-        let s = &mut self.slab[slot as usize];
-        s.msg_id = msg_id;
-        s.fragments = fragments;
-        s.first_psn = first_psn;
-        s.len = len as u32;
-        if s.is_inline() {
-            let mut at = 0;
-            for part in parts {
-                s.inline[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
-        } else {
-            s.spill.clear();
-            s.spill.reserve(len);
-            for part in parts {
-                s.spill.extend_from_slice(part);
-            }
-        }
-        slot
+        self.slab.store(meta, parts)
     }
 
     fn enqueue(&mut self, ts: Instant, src: u32, slot: u32, ordered: bool) {
@@ -324,12 +244,12 @@ impl ReorderBuffer {
     fn remove_complete(
         &mut self,
         mut doomed: impl FnMut(Instant, u32, u64) -> bool,
-        mut removed: impl FnMut(&Stored),
+        mut removed: impl FnMut(&Meta),
     ) -> usize {
         let slab = &self.slab;
         let mut slots = Vec::new();
         let mut keep = |&(ts, src, slot): &(Instant, u32, u32)| {
-            let go = doomed(ts, src, slab[slot as usize].msg_id);
+            let go = doomed(ts, src, slab.meta(slot).msg_id);
             if go {
                 slots.push(slot);
             }
@@ -339,10 +259,10 @@ impl ReorderBuffer {
         self.staged.retain(|e| keep(e));
         self.arrival.retain(|e| keep(e));
         for &slot in &slots {
-            let s = &self.slab[slot as usize];
+            let s = self.slab.meta(slot);
             removed(s);
             self.bytes -= s.len as usize + ENTRY_OVERHEAD_BYTES;
-            self.free.push(slot);
+            self.slab.free(slot);
         }
         slots.len()
     }
@@ -425,7 +345,7 @@ impl ReorderBuffer {
     }
 
     /// Moves up to [`STAGE_MESSAGES`] of the lowest complete messages below `barrier` from the
-    /// heap to `staged`, then reads each one's slab entry and first payload byte. A message
+    /// heap to `staged`, then reads each one's id and length and first payload byte. A message
     /// waits for the barrier long enough to leave the cache; read one at a time at delivery,
     /// each costs two dependent misses in a row, while these loads are independent of each
     /// other and the CPU overlaps them.
@@ -443,17 +363,17 @@ impl ReorderBuffer {
                 && (t, s) == (e.0, e.1)
             {
                 self.ready.pop();
-                self.bytes -= self.slab[slot as usize].len as usize + ENTRY_OVERHEAD_BYTES;
-                self.free.push(slot);
+                self.bytes -= self.slab.meta(slot).len as usize + ENTRY_OVERHEAD_BYTES;
+                self.slab.free(slot);
                 self.duplicates += 1;
             }
             self.staged.push_back(e);
         }
         let slab = &self.slab;
-        let entries = self.staged.iter().map(|&(_, _, slot)| &slab[slot as usize]);
+        let entries = self.staged.iter().map(|&(_, _, slot)| slab.meta(slot));
         let touched = entries.fold(0u64, |acc, s| acc ^ s.msg_id ^ s.len as u64);
         let touched = self.staged.iter().fold(touched, |acc, &(_, _, slot)| {
-            acc ^ slab[slot as usize].payload().first().copied().unwrap_or(0) as u64
+            acc ^ slab.payload(slot).first().copied().unwrap_or(0) as u64
         });
         std::hint::black_box(touched);
     }
@@ -477,11 +397,11 @@ impl ReorderBuffer {
         f: impl FnOnce(Instant, u32, u64, u16, &[u8]) -> R,
     ) -> Option<R> {
         let (ts, src, slot) = self.next_below(barrier)?;
-        let s = &self.slab[slot as usize];
-        let r = f(ts, src, s.msg_id, s.fragments, s.payload());
+        let s = *self.slab.meta(slot);
+        let r = f(ts, src, s.msg_id, s.fragments, self.slab.payload(slot));
         self.bytes -= s.len as usize + ENTRY_OVERHEAD_BYTES;
         let msg_id = s.msg_id;
-        self.free.push(slot);
+        self.slab.free(slot);
         self.remember_delivery(src, msg_id);
         Some(r)
     }
@@ -489,11 +409,10 @@ impl ReorderBuffer {
     /// As [`ReorderBuffer::pop_below_with`], returning an owned message.
     pub fn pop_below(&mut self, barrier: Instant) -> Option<Released> {
         let (ts, src, slot) = self.next_below(barrier)?;
-        let s = &mut self.slab[slot as usize];
-        let payload = s.take_payload();
-        let msg_id = s.msg_id;
+        let payload = self.slab.take_payload(slot);
+        let msg_id = self.slab.meta(slot).msg_id;
         self.bytes -= payload.len() + ENTRY_OVERHEAD_BYTES;
-        self.free.push(slot);
+        self.slab.free(slot);
         self.remember_delivery(src, msg_id);
         Some(Released {
             ts,
