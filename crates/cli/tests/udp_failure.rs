@@ -12,10 +12,10 @@
 //!
 //! The application processes are this test binary run again (`app_process`), so that each is
 //! an OS process of its own that can be killed. Timing is not judged: the dead-link timeout is
-//! 300 ms so that a process descheduled on a loaded machine does not look dead (at 100 ms, a
-//! busy loop beside the test had switches time out live links in 3 of 4 runs of this file, and
-//! about one workspace test run in ten failed so without one), and the controller gives
-//! processes 10 s to answer. Detection and recovery times are printed for
+//! 300 ms so that a process descheduled on a loaded machine does not look dead (at 100 ms, two
+//! busy loops beside the test had switches time out live links in 3 of 4 runs of this file,
+//! one in 1 of 4, and whole-workspace test runs failed so now and then without any), and the
+//! controller gives processes 10 s to answer. Detection and recovery times are printed for
 //! docs/udp.md (`cargo test --release -p onepipe-cli --test udp_failure -- --nocapture`).
 
 #![allow(clippy::disallowed_methods)] // drives real processes in real time
