@@ -5,9 +5,9 @@
 //! runtime over every node, long enough to leave the cache, and is then read once. Its id and
 //! length sit in a dense array (24 bytes, under three to a cache line), and a payload of up to
 //! 64 bytes fills exactly one cache-line-aligned line of its own: delivery misses on two lines
-//! at most, and storing the next message into a slot freed by a delivery writes lines that the
-//! delivery has just read. (One 112-byte record per slot, payload after the fields, straddled
-//! two or three lines on every read and store.)
+//! (three for the quarter of ids that straddle two), and storing the next message into a slot
+//! freed by a delivery writes lines that the delivery has just read. (One 112-byte record per
+//! slot, payload after the fields, straddled two or three lines on every read and store.)
 
 /// Payloads up to this long are kept in their slot's line; longer ones in a buffer of their own.
 pub const INLINE_BYTES: usize = 64;
@@ -42,7 +42,7 @@ pub struct Slab {
 }
 
 impl Slab {
-    /// Takes a free slot for a message of `len` bytes and copies its `parts` in, in order
+    /// Takes a free slot for a message of `meta.len` bytes and copies its `parts` in, in order
     /// (part by part: a byte iterator over a 100 KB message's fragments cost ~1 ms).
     pub fn store<'a>(&mut self, meta: Meta, parts: impl Iterator<Item = &'a [u8]>) -> u32 {
         let slot = match self.free.pop() {
