@@ -387,8 +387,8 @@ enum Target {
     Stall,
 }
 
-/// Four dead-link timeouts: a stall this long had spines time out live ToR links (seen on
-/// this 2-core machine), and the controller declare their racks failed.
+/// Four dead-link timeouts: a stall this long (400 ms at a 100 ms timeout) had spines time out
+/// live ToR links (seen on this 2-core machine), and the controller declare their racks failed.
 const STALL: std::time::Duration = std::time::Duration::from_millis(1_200);
 
 fn signal_all(pids: &[u32], signal: nix::sys::signal::Signal) {
@@ -494,10 +494,12 @@ fn scenario(port: u16, target: Target, expect_failed: &[u32], controllers: Contr
     let settle = format!("--settle-ms={SETTLE_MS_REPLICAS}");
     let extra: &[&str] = if etcd.is_some() { &[&settle] } else { &[] };
     let mut run = Run::start(&file, extra);
-    let send_for = if etcd.is_some() {
-        SEND_FOR_REPLICAS
-    } else {
-        SEND_FOR
+    // The applications' clocks run on while they are stopped: a stall adds its length, so
+    // that as much sending follows it as follows a kill.
+    let send_for = match (etcd.is_some(), &target) {
+        (true, _) => SEND_FOR_REPLICAS,
+        (false, Target::Stall) => SEND_FOR + STALL,
+        (false, _) => SEND_FOR,
     };
     run.start_apps(&dir, send_for);
     // Every application is sending (its log has deliveries) before anything fails.

@@ -347,7 +347,7 @@ impl ReorderBuffer {
     /// Moves up to [`STAGE_MESSAGES`] of the lowest complete messages below `barrier` from the
     /// heap to `staged`, then reads each one's id and length and first payload byte. A message
     /// waits for the barrier long enough to leave the cache; read one at a time at delivery,
-    /// each costs two dependent misses in a row, while these loads are independent of each
+    /// each would miss with nothing else to overlap, while these loads are independent of each
     /// other and the CPU overlaps them.
     fn stage(&mut self, barrier: Instant) {
         while self.staged.len() < STAGE_MESSAGES {

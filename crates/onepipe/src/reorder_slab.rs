@@ -7,7 +7,8 @@
 //! 64 bytes fills exactly one cache-line-aligned line of its own: delivery misses on two lines
 //! (three for the quarter of ids that straddle two), and storing the next message into a slot
 //! freed by a delivery writes lines that the delivery has just read. (One 112-byte record per
-//! slot, payload after the fields, straddled two or three lines on every read and store.)
+//! slot, payload after the fields, straddled two or three lines on most stores of a 64-byte
+//! message.)
 
 /// Payloads up to this long are kept in their slot's line; longer ones in a buffer of their own.
 pub const INLINE_BYTES: usize = 64;
@@ -36,7 +37,8 @@ struct Line([u8; INLINE_BYTES]);
 pub struct Slab {
     meta: Vec<Meta>,
     lines: Vec<Line>,
-    /// Payloads longer than [`INLINE_BYTES`], by slot (cleared buffers kept for reuse).
+    /// Payloads longer than [`INLINE_BYTES`], by slot (buffers kept for reuse, unless
+    /// [`Slab::take_payload`] hands them out).
     spill: Vec<Vec<u8>>,
     free: Vec<u32>,
 }
