@@ -16,11 +16,11 @@ use std::time::Duration;
 /// message lost for good, to a best-effort link or a failure, is waited for that long), or for
 /// [`DRAIN_MAX`] in all. Waiting on progress rather than for a fixed time lets bulk transfers
 /// finish: 1 MB broadcasts queue seconds of work in the inproc runtime's fabric.
-pub(crate) const DRAIN: Duration = Duration::from_millis(100);
+const DRAIN: Duration = Duration::from_millis(100);
 /// The reliable service's quiet time: a retransmission or a recall may take this long.
-pub(crate) const RELIABLE_DRAIN: Duration = Duration::from_millis(1_000);
+const RELIABLE_DRAIN: Duration = Duration::from_millis(1_000);
 /// The longest drain, progress or not.
-pub(crate) const DRAIN_MAX: Duration = Duration::from_secs(60);
+const DRAIN_MAX: Duration = Duration::from_secs(60);
 
 /// What a run has achieved so far; each count only grows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
