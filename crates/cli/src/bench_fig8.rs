@@ -85,6 +85,11 @@ pub struct Fig8Args {
     /// runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
     #[arg(long)]
     beacon_interval_us: Option<f64>,
+    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
+    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
+    /// runtime's own: off inproc, 5000 udp]
+    #[arg(long)]
+    promise_lead_us: Option<f64>,
     /// Print one JSON object instead of a table
     #[arg(long)]
     json: bool,
@@ -136,6 +141,10 @@ struct Fig8Report {
     topology: &'static str,
     message_bytes: usize,
     seconds: f64,
+    /// How far ahead hosts promised their barriers (docs/ordering.md, "Promises"); absent:
+    /// no promises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    promise_lead_us: Option<f64>,
     rows: Vec<Row>,
     flatness: Vec<Flatness>,
     /// udp runtime: the machine's raw datagram rate measured in this run, and ratios to it.
@@ -199,6 +208,12 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     if args.window == Some(0) {
         return Err("--window must be at least 1".into());
     }
+    if args
+        .promise_lead_us
+        .is_some_and(|us| !(us.is_finite() && us >= 0.0))
+    {
+        return Err("--promise-lead-us must be zero or positive".into());
+    }
     // The udp options are checked whichever runtime runs (rows build the config again).
     udp(&args)?;
     let systems = systems(&args)?;
@@ -255,6 +270,7 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
         topology: "single switch, one port per process",
         message_bytes: MESSAGE_BYTES,
         seconds: args.seconds,
+        promise_lead_us: demo::promise_lead(args.promise_lead_us, args.runtime).map(|d| d.as_micros_f64()),
         rows,
         flatness,
         udp_limit,
@@ -339,6 +355,7 @@ fn onepipe_row(
         seed: args.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         reliable: system == "1pipe-r",
+        promise_lead: demo::promise_lead(args.promise_lead_us, args.runtime),
         record_window: RECORD_WINDOW,
         beacon_interval: beacon_interval(args),
         udp: (args.runtime == RuntimeKind::Udp)

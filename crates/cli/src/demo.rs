@@ -29,6 +29,11 @@ pub struct DemoArgs {
     /// 500 udp (`onepipe up`'s)]
     #[arg(long)]
     beacon_interval_us: Option<f64>,
+    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
+    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
+    /// runtime's own: off inproc, 5000 udp]
+    #[arg(long)]
+    promise_lead_us: Option<f64>,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
     skew_us: f64,
@@ -141,9 +146,14 @@ struct Summary {
     latency_us: Percentiles,
     unordered_latency_us: Option<Percentiles>,
     beacon_interval_us: f64,
+    /// How far ahead hosts promised their barriers; absent: no promises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    promise_lead_us: Option<f64>,
     /// Beacons sent per second by hosts and switches together (the cost of the barrier), over
     /// the whole phase: the sending window and the drain after it (see `run_seconds`).
     beacons_per_s: f64,
+    /// Of those, hosts' promises (`--promise-lead-us`).
+    promises_per_s: f64,
     /// How long the ordered phase's fabric ran, drain included.
     run_seconds: f64,
     /// Beacons among all frames put on links (data frames are counted once per hop), over the
@@ -313,6 +323,9 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         positive("beacon-interval-us", b)?;
     }
     non_negative("skew-us", args.skew_us)?;
+    if let Some(lead) = args.promise_lead_us {
+        non_negative("promise-lead-us", lead)?;
+    }
     non_negative("rate", args.rate)?;
     non_negative("link-delay-us", args.link_delay_us)?;
     non_negative("jitter-us", args.jitter_us)?;
@@ -338,6 +351,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         processes_per_host: args.processes_per_host,
         message_bytes: args.message_bytes,
         beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime),
+        promise_lead: promise_lead(args.promise_lead_us, args.runtime),
         skew: us(args.skew_us),
         seed: args.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
@@ -394,6 +408,17 @@ pub fn beacon_interval(asked_us: Option<f64>, runtime: RuntimeKind) -> Duration 
         (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
         (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
         (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
+    }
+}
+
+/// Hosts' promise lead: as asked (0 turns promises off), or the runtime's own: none inproc,
+/// where a worker visits each host every few microseconds, [`onepipe::udp::PROMISE_LEAD`] over
+/// udp.
+pub fn promise_lead(asked_us: Option<f64>, runtime: RuntimeKind) -> Option<Duration> {
+    match (asked_us, runtime) {
+        (Some(us), _) if us > 0.0 => Some(Duration::from_nanos((us * 1e3) as u64)),
+        (Some(_), _) | (None, RuntimeKind::Inproc) => None,
+        (None, RuntimeKind::Udp) => Some(onepipe::udp::PROMISE_LEAD),
     }
 }
 
@@ -534,7 +559,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         latency_us: percentiles(&ordered),
         unordered_latency_us: unordered.as_ref().map(percentiles),
         beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime).as_micros_f64(),
+        promise_lead_us: promise_lead(args.promise_lead_us, args.runtime).map(|d| d.as_micros_f64()),
         beacons_per_s: beacons as f64 / ordered.run_seconds,
+        promises_per_s: ordered.endpoint.promises_sent as f64 / ordered.run_seconds,
         run_seconds: ordered.run_seconds,
         beacon_share_of_frames: beacons as f64 / (beacons + data_frames).max(1) as f64,
         skew_us: args.skew_us,

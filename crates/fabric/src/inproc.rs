@@ -657,12 +657,42 @@ fn visit<N: Node>(
         node.handle_timeout(now);
         worked = true;
     }
-    for (port, o) in outputs.iter_mut().enumerate() {
-        let Some(o) = o else { continue };
+    for o in outputs.iter_mut().flatten() {
         if !o.held.is_empty() && now.saturating_since(o.held_since) >= REORDER_HOLD {
             o.release_held();
         }
-        for _ in 0..OUTPUT_BUDGET_FRAMES {
+    }
+    worked |= originate(
+        node,
+        outputs,
+        now,
+        scratch,
+        frame_max,
+        model,
+        OUTPUT_BUDGET_FRAMES,
+    );
+    let closing = node.end_visit(now);
+    if closing > 0 {
+        // Exactly the frames that close the visit; more would belong to the next.
+        worked |= originate(node, outputs, now, scratch, frame_max, model, closing);
+    }
+    worked
+}
+
+/// Lets `node` originate up to `budget` frames on each output with room for one.
+fn originate<N: Node>(
+    node: &mut N,
+    outputs: &mut [Option<Output>],
+    now: Instant,
+    scratch: &mut [u8],
+    frame_max: usize,
+    model: &LinkModel,
+    budget: usize,
+) -> bool {
+    let mut worked = false;
+    for (port, o) in outputs.iter_mut().enumerate() {
+        let Some(o) = o else { continue };
+        for _ in 0..budget {
             if o.ring.slots() < FRAME_HEADER_LEN + frame_max {
                 break;
             }

@@ -70,6 +70,15 @@ pub trait Node: Send {
         1
     }
 
+    /// A runtime that runs nodes in turn (one visit of each per pass of a shared thread) calls
+    /// this when it has taken the node's frames for the visit. Returns how many more frames
+    /// the node wants to originate to close the visit, which the runtime then asks for: a host
+    /// finishes a scattering it began and promises what it will not stamp below until its next
+    /// visit. Runtimes that give every node its own thread of control need not call it.
+    fn end_visit(&mut self, _now: Instant) -> usize {
+        0
+    }
+
     /// When the node next wants [`Node::handle_timeout`].
     fn poll_timeout(&self) -> Option<Instant>;
 
@@ -100,6 +109,9 @@ impl<T: Node + ?Sized> Node for Box<T> {
     }
     fn work_units(&self, frame: &[u8]) -> u32 {
         (**self).work_units(frame)
+    }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        (**self).end_visit(now)
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()
@@ -163,6 +175,12 @@ impl<L: Node, R: Node> Node for Either<L, R> {
         match self {
             Either::Left(n) => n.work_units(frame),
             Either::Right(n) => n.work_units(frame),
+        }
+    }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        match self {
+            Either::Left(n) => n.end_visit(now),
+            Either::Right(n) => n.end_visit(now),
         }
     }
     fn poll_timeout(&self) -> Option<Instant> {

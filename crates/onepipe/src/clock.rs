@@ -17,6 +17,8 @@ pub struct HostClock {
     last_issued: Option<Instant>,
     /// Largest timestamp delivered to the application here.
     delivered_max: Option<Instant>,
+    /// The host promised never to issue a timestamp below this (see [`HostClock::promise`]).
+    promised: Instant,
 }
 
 impl HostClock {
@@ -26,6 +28,7 @@ impl HostClock {
             last_read: Instant::ZERO,
             last_issued: None,
             delivered_max: None,
+            promised: Instant::ZERO,
         }
     }
 
@@ -51,25 +54,45 @@ impl HostClock {
     }
 
     /// A timestamp for a scattering sent now: strictly above the previous one (so that
-    /// (timestamp, sender) names one scattering and orders a sender's scatterings as sent) and
-    /// strictly above every delivered timestamp (causality). Readings follow it, so the host
-    /// clock never runs behind a timestamp it issued.
+    /// (timestamp, sender) names one scattering and orders a sender's scatterings as sent),
+    /// strictly above every delivered timestamp (causality), and at or above the promise.
+    /// Readings follow it past the first two guards, so the host clock never runs behind a
+    /// timestamp it issued for them; a promise runs ahead of the clock on purpose and does not
+    /// move it.
     pub fn issue(&mut self, now: Instant) -> Instant {
-        let mut ts = self.read(now);
+        let read = self.read(now);
+        let mut ts = read.max(self.promised);
         let floor = self.last_issued.max(self.delivered_max);
         if let Some(f) = floor
             && ts <= f
         {
             ts = f + Duration::from_nanos(1);
-            self.last_read = ts;
         }
         if ts.is_wire_reserved() {
             // Wire value 0 means "no timestamp"; skip the one nanosecond that would encode so.
             ts += Duration::from_nanos(1);
+        }
+        if self.promised <= read {
             self.last_read = ts;
         }
         self.last_issued = Some(ts);
         ts
+    }
+
+    /// The lowest timestamp this host may still issue: what its barrier may say.
+    pub fn issue_floor(&mut self, now: Instant) -> Instant {
+        self.read(now).max(self.promised)
+    }
+
+    /// Promises that nothing issued from now on is stamped below `until` (host time): the
+    /// host's barrier may run ahead of its clock up to there (docs/ordering.md, "Promises").
+    pub fn promise(&mut self, until: Instant) {
+        self.promised = self.promised.max(until);
+    }
+
+    /// The current promise ([`Instant::ZERO`] before the first).
+    pub fn promised(&self) -> Instant {
+        self.promised
     }
 
     /// Records a delivery of timestamp `ts`.

@@ -361,6 +361,9 @@ impl<N: Node + Manage> Node for Managed<N> {
     fn wants_transmit(&self) -> bool {
         self.node.wants_transmit()
     }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        self.node.end_visit(now)
+    }
     fn poll_timeout(&self) -> Option<Instant> {
         self.node.poll_timeout()
     }

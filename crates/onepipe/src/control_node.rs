@@ -188,6 +188,9 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     fn wants_transmit(&self) -> bool {
         self.node.wants_transmit() || self.link.as_ref().is_some_and(|l| !l.pending.is_empty())
     }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        self.node.end_visit(now)
+    }
     fn poll_timeout(&self) -> Option<Instant> {
         self.node.poll_timeout()
     }

@@ -57,6 +57,8 @@ pub struct DemoConfig {
     pub reorder_bytes_max: usize,
     /// Use the reliable service (paper 5.1) instead of best effort.
     pub reliable: bool,
+    /// Hosts' promise lead ([`EndpointConfig::promise_lead`]).
+    pub promise_lead: Option<Duration>,
     /// Loss, duplication and jitter on every link.
     pub faults: LinkFaults,
     /// Serialization rate of every link; `None` is as fast as the workers go.
@@ -136,6 +138,7 @@ impl Default for DemoConfig {
             window_broadcasts: None,
             reorder_bytes_max: 64 << 20,
             reliable: false,
+            promise_lead: None,
             faults: LinkFaults::default(),
             link_bits_per_s: None,
             ecn_threshold_bytes: 1024,
@@ -268,6 +271,8 @@ fn sum_endpoint(a: &mut EndpointCounters, b: &EndpointCounters) {
     a.messages_sent += b.messages_sent;
     a.packets_sent += b.packets_sent;
     a.beacons_sent += b.beacons_sent;
+    a.promises_sent += b.promises_sent;
+    a.released_unpolled_dropped += b.released_unpolled_dropped;
     a.delivered += b.delivered;
     a.malformed += b.malformed;
     a.misdelivered += b.misdelivered;
@@ -325,6 +330,7 @@ pub fn run_phase(
     endpoint.beacon_interval = config.beacon_interval;
     endpoint.mtu_bytes = config.mtu_bytes;
     endpoint.ordering = ordering;
+    endpoint.promise_lead = config.promise_lead;
     let per_broadcast = count as usize * config.message_bytes.div_ceil(config.mtu_bytes - 48).max(1);
     endpoint.send_buffer_packets_max = config.send_buffer_packets_max.max(per_broadcast);
     endpoint.reorder_bytes_max = config.reorder_bytes_max;

@@ -52,6 +52,10 @@ pub struct EndpointConfig {
     pub nak_queue_max: usize,
     /// `false` turns ordering off: messages are delivered on arrival (the unordered baseline).
     pub ordering: bool,
+    /// Promise mode (docs/ordering.md, "Promises"): whenever the endpoint has nothing more to
+    /// send, it promises to stamp nothing below its clock plus this lead and beacons the
+    /// promise. `None`: its barrier is its clock, as in the paper.
+    pub promise_lead: Option<Duration>,
     /// The reliable service: windows, retransmission, its own send buffer.
     pub reliable: ReliableConfig,
 }
@@ -70,6 +74,7 @@ impl EndpointConfig {
             reorder_bytes_max: 64 << 20,
             nak_queue_max: 1024,
             ordering: true,
+            promise_lead: None,
             reliable: ReliableConfig::default(),
         }
     }
@@ -195,19 +200,25 @@ pub enum FailureReason {
     OwnFailure,
 }
 
-/// What a successful send was given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendReceipt {
-    pub ts: Instant,
-    pub msg_id: u64,
-}
+/// Released best-effort scatterings kept for [`Endpoint::poll_released`]; older ones are
+/// dropped (and counted) when nobody asks.
+pub const RELEASED_UNPOLLED_MAX: usize = 4096;
+
+/// Most packets [`Endpoint::end_visit`] adds to a visit to finish a scattering half sent;
+/// a larger rest (a long message) keeps holding the barrier until the next visit.
+const CLOSING_PACKETS_MAX: usize = 64;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EndpointCounters {
     pub scatterings_sent: u64,
+    /// Released best-effort scatterings dropped from the [`Endpoint::poll_released`] queue
+    /// because nobody asked for them (see [`RELEASED_UNPOLLED_MAX`]).
+    pub released_unpolled_dropped: u64,
     pub messages_sent: u64,
     pub packets_sent: u64,
     pub beacons_sent: u64,
+    /// Beacons that carried a new promise (promise mode; counted in `beacons_sent` too).
+    pub promises_sent: u64,
     pub delivered: u64,
     pub malformed: u64,
     /// Packets not addressed to this process.
@@ -255,9 +266,10 @@ struct OutMessage {
     len: usize,
 }
 
-/// A queued scattering: one timestamp, one message id, one payload buffer for all messages.
+/// A queued scattering: one message id, one payload buffer for all messages, and one
+/// timestamp, taken when its first packet leaves (paper 6.1).
 struct OutScattering {
-    ts: Instant,
+    ts: Option<Instant>,
     msg_id: u64,
     data: Vec<u8>,
     messages: Vec<OutMessage>,
@@ -278,6 +290,12 @@ pub struct Endpoint {
     clock: HostClock,
     send_queue: VecDeque<OutScattering>,
     queued_packets: usize,
+    /// Best-effort scatterings stamped as they left, for [`Endpoint::poll_released`]; bounded
+    /// by [`RELEASED_UNPOLLED_MAX`].
+    released: VecDeque<(u64, Instant)>,
+    /// The visit is closing (promise mode, [`Endpoint::end_visit`]): the rest of a scattering
+    /// and a beacon with our promise go before anything else.
+    closing: bool,
     next_msg_id: u64,
     naks: VecDeque<Repr>,
     reorder: ReorderBuffer,
@@ -340,6 +358,8 @@ impl Endpoint {
             clock,
             send_queue: VecDeque::new(),
             queued_packets: 0,
+            released: VecDeque::new(),
+            closing: false,
             next_msg_id: 0,
             naks: VecDeque::new(),
             barrier: Instant::ZERO,
@@ -369,9 +389,10 @@ impl Endpoint {
         self.barrier
     }
 
-    /// Paper Table 1 `onepipe_get_timestamp`: the host clock now.
+    /// Paper Table 1 `onepipe_get_timestamp`: the host's timestamp now, the lowest it may
+    /// still stamp a message with (its clock, or a promise ahead of it).
     pub fn timestamp(&mut self, now: Instant) -> Instant {
-        self.clock.read(now)
+        self.clock.issue_floor(now)
     }
 
     /// Packets a message of `len` bytes needs.
@@ -408,12 +429,10 @@ impl Endpoint {
         Ok(packets)
     }
 
-    /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one timestamp.
-    pub fn send_unreliable(
-        &mut self,
-        now: Instant,
-        scatter: &[(u32, &[u8])],
-    ) -> Result<SendReceipt, SendError> {
+    /// Paper Table 1 `onepipe_unreliable_send(vec[<dst, msg>])`: one scattering, one
+    /// timestamp, taken when its first packet leaves the send buffer (paper 6.1; reported by
+    /// [`Endpoint::poll_released`]). Returns the message id.
+    pub fn send_unreliable(&mut self, _now: Instant, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
         let packets = self.validate(scatter)?;
         if packets > self.send_room_packets() {
             return Err(SendError::BufferFull {
@@ -421,7 +440,6 @@ impl Endpoint {
                 max: self.config.send_buffer_packets_max,
             });
         }
-        let ts = self.clock.issue(now);
         let msg_id = self.next_msg_id;
         self.next_msg_id += 1;
         let mut messages = Vec::with_capacity(scatter.len());
@@ -430,7 +448,7 @@ impl Endpoint {
             messages.push(OutMessage { dst, start, len })
         });
         self.send_queue.push_back(OutScattering {
-            ts,
+            ts: None,
             msg_id,
             data,
             messages,
@@ -440,7 +458,7 @@ impl Endpoint {
         self.queued_packets += packets;
         self.counters.scatterings_sent += 1;
         self.counters.messages_sent += scatter.len() as u64;
-        Ok(SendReceipt { ts, msg_id })
+        Ok(msg_id)
     }
 
     /// Paper Table 1 `onepipe_reliable_send(vec[<dst, msg>])`: the scattering waits in the
@@ -491,11 +509,20 @@ impl Endpoint {
         self.sender.room_packets()
     }
 
-    /// The next reliable scattering that left the send buffer: (message id, timestamp).
+    /// The next scattering that left a send buffer, with the timestamp it took there: (message
+    /// id, timestamp). Best-effort and reliable scatterings come each in the order they left;
+    /// the two services' are interleaved.
     pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
-        self.recovery
-            .poll_released()
+        self.released
+            .pop_front()
+            .or_else(|| self.recovery.poll_released())
             .or_else(|| self.sender.poll_released())
+    }
+
+    /// As [`Endpoint::poll_released`], best-effort scatterings only (it does not touch the
+    /// reliable sender's state, which a best-effort application would only pull into cache).
+    pub fn poll_released_unreliable(&mut self) -> Option<(u64, Instant)> {
+        self.released.pop_front()
     }
 
     pub fn reliable_sender(&self) -> &ReliableSender {
@@ -519,23 +546,71 @@ impl Endpoint {
 
     /// Our commit barrier for a packet leaving now (paper 5.1).
     fn outgoing_commit(&mut self, now: Instant) -> Instant {
-        let clock = self.clock.read(now);
-        self.sender.commit_barrier(clock)
+        let floor = self.clock.issue_floor(now);
+        self.sender.commit_barrier(floor)
     }
 
-    /// The barrier for a packet leaving now: no higher than anything still queued (docs/ordering.md).
+    /// The barrier for a packet leaving now: no higher than anything stamped and not yet sent,
+    /// nor than any timestamp still to be issued (docs/ordering.md).
     fn outgoing_barrier(&mut self, now: Instant) -> Instant {
-        let clock = self.clock.read(now);
-        match self.send_queue.front() {
-            Some(s) => s.ts.min(clock),
-            None => clock,
+        let floor = self.clock.issue_floor(now);
+        match self.send_queue.front().and_then(|s| s.ts) {
+            Some(ts) => ts.min(floor),
+            None => floor,
         }
+    }
+
+    /// Promise mode: the runtime is done with this host for a visit (a pass of a shared
+    /// thread). Promises to stamp nothing below the clock plus the lead from now on, and asks
+    /// to beacon it; returns whether there is a frame to send. A host visited once per pass
+    /// otherwise holds every receiver's barrier at its last visit until its next one
+    /// (docs/ordering.md, "Promises"). Promises closer together than a quarter of a beacon
+    /// interval are skipped: they would move the barrier by less than the beacons do.
+    pub fn end_visit(&mut self, now: Instant) -> usize {
+        let Some(lead) = self.config.promise_lead.filter(|_| self.config.ordering) else {
+            return 0;
+        };
+        // A scattering half sent holds our barrier at its timestamp: finish it first.
+        let rest = match self.send_queue.front() {
+            Some(s) if s.ts.is_some() => self.packets_left(s),
+            _ => 0,
+        };
+        if rest > CLOSING_PACKETS_MAX {
+            return 0;
+        }
+        let until = self.clock.read(now) + lead;
+        let step = Duration::from_nanos(self.config.beacon_interval.as_nanos() / 4);
+        let promise = until >= self.clock.promised() + step;
+        if promise {
+            self.clock.promise(until);
+        } else if rest == 0 {
+            return 0;
+        }
+        self.closing = true;
+        rest + 1
+    }
+
+    /// Packets of scattering `s` still to send.
+    fn packets_left(&self, s: &OutScattering) -> usize {
+        let rest: usize = s.messages[s.next_message..]
+            .iter()
+            .map(|m| self.packets_for(m.len))
+            .sum();
+        rest - s.next_fragment as usize
     }
 
     /// The next packet for the uplink: ACKs and NAKs first, then reliable packets (new and
     /// retransmitted), then best-effort data, then a beacon when one is due. Every packet
     /// carries both our barriers.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if self.closing {
+            // The frames that close a visit (`end_visit`): the rest of the scattering that
+            // holds our barrier, then the beacon that carries the promise.
+            if self.send_queue.front().is_some_and(|s| s.ts.is_some()) {
+                return self.next_data_packet(now, buf);
+            }
+            return Some(self.beacon(now, buf));
+        }
         // ACKs that waited long enough for a prepare packet to carry them go on their own.
         let delay = self.config.reliable.ack_delay_max;
         if let Some(len) = self.next_ack(now, AckRelease::OlderThan(delay), buf) {
@@ -560,14 +635,21 @@ impl Endpoint {
             return Some(len);
         }
         if self.beacon_due {
-            self.beacon_due = false;
-            let b = self.outgoing_barrier(now).to_wire();
-            let c = self.outgoing_commit(now).to_wire();
-            let repr = Repr::beacon(b, c, self.config.tor_port);
-            self.counters.beacons_sent += 1;
-            return Some(self.emit(now, &repr, &[], buf));
+            return Some(self.beacon(now, buf));
         }
         None
+    }
+
+    /// A beacon with our barriers; it answers a due beacon and a pending promise alike.
+    fn beacon(&mut self, now: Instant, buf: &mut [u8]) -> usize {
+        self.counters.promises_sent += u64::from(self.closing);
+        self.beacon_due = false;
+        self.closing = false;
+        let b = self.outgoing_barrier(now).to_wire();
+        let c = self.outgoing_commit(now).to_wire();
+        let repr = Repr::beacon(b, c, self.config.tor_port);
+        self.counters.beacons_sent += 1;
+        self.emit(now, &repr, &[], buf)
     }
 
     fn next_ack(&mut self, now: Instant, release: AckRelease, buf: &mut [u8]) -> Option<usize> {
@@ -640,6 +722,19 @@ impl Endpoint {
         let commit_barrier = self.outgoing_commit(now).to_wire();
         let frag_bytes = self.config.fragment_payload_bytes();
         let s = self.send_queue.front_mut()?;
+        let ts = match s.ts {
+            Some(ts) => ts,
+            None => {
+                let ts = self.clock.issue(now);
+                s.ts = Some(ts);
+                if self.released.len() == RELEASED_UNPOLLED_MAX {
+                    self.released.pop_front();
+                    self.counters.released_unpolled_dropped += 1;
+                }
+                self.released.push_back((s.msg_id, ts));
+                ts
+            }
+        };
         let m = &s.messages[s.next_message];
         let frag_count = m.len.div_ceil(frag_bytes).max(1) as u16;
         let start = m.start + s.next_fragment as usize * frag_bytes;
@@ -650,9 +745,9 @@ impl Endpoint {
             ecn: false,
             ack: false,
             recall: false,
-            msg_ts: s.ts.to_wire(),
-            // Everything queued behind this packet has a timestamp >= s.ts.
-            barrier: s.ts.to_wire(),
+            msg_ts: ts.to_wire(),
+            // Everything queued behind this packet will be stamped above ts.
+            barrier: ts.to_wire(),
             commit_barrier,
             psn: 0,
             src: self.config.process,

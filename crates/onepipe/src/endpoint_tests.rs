@@ -38,17 +38,20 @@ fn with_barrier(mut f: Vec<u8>, b: u64) -> Vec<u8> {
 #[test]
 fn scattering_shares_one_timestamp_and_fragments() {
     let mut ep = endpoint(0, 4);
-    let receipt = ep
+    let msg_id = ep
         .send_unreliable(t(100), &[(1, b"0123456789abcdef"), (2, b"xy")])
         .unwrap();
-    let frames = drain(&mut ep, 100);
+    assert_eq!(ep.poll_released(), None, "stamped when its first packet leaves");
+    let frames = drain(&mut ep, 150);
+    let (released_id, ts) = ep.poll_released().expect("released when sent");
+    assert_eq!((released_id, ts), (msg_id, t(150)));
     assert_eq!(frames.len(), 3);
     let reprs: Vec<Repr> = frames.iter().map(|f| repr(f)).collect();
     for r in &reprs {
-        assert_eq!(r.msg_ts, receipt.ts.to_wire());
+        assert_eq!(r.msg_ts, ts.to_wire());
         // Barrier on the uplink never exceeds what is still queued (docs/ordering.md).
-        assert_eq!(r.barrier, receipt.ts.to_wire());
-        assert_eq!(r.msg_id, receipt.msg_id);
+        assert_eq!(r.barrier, ts.to_wire());
+        assert_eq!(r.msg_id, msg_id);
         assert_eq!(r.link_id, 7);
     }
     assert_eq!(
@@ -209,8 +212,10 @@ fn beacons_when_idle_and_timestamps_stay_above_deliveries() {
         .unwrap();
     ep.handle_frame(t(1_100), &beacon(50_001)).unwrap();
     assert_eq!(ep.poll_deliver().unwrap().ts, t(50_000));
-    let receipt = ep.send_unreliable(t(1_200), &[(1, b"y")]).unwrap();
-    assert!(receipt.ts > t(50_000));
+    ep.send_unreliable(t(1_200), &[(1, b"y")]).unwrap();
+    drain(&mut ep, 1_200);
+    let (_, ts) = ep.poll_released().expect("sent");
+    assert!(ts > t(50_000));
 }
 
 /// Bad input: malformed frames are counted, never a panic; misaddressed data is not delivered.
@@ -770,4 +775,51 @@ fn recall_carries_a_piggybacked_ack() {
         eps[0].handle_frame(t(230), &f).unwrap();
     }
     assert!(eps[0].failure_complete(1));
+}
+
+/// Promise mode (docs/ordering.md, "Promises"): a visit that ends in the middle of a
+/// scattering finishes it, then beacons a barrier of the clock plus the lead; what is sent
+/// after that is stamped at or above it. Without promise mode a visit's end costs nothing.
+#[test]
+fn end_visit_finishes_the_scattering_then_promises() {
+    let mut plain = endpoint(0, 4);
+    assert_eq!(plain.end_visit(t(100)), 0);
+    let mut c = plain.config().clone();
+    c.promise_lead = Some(Duration::from_nanos(10_000));
+    let mut ep = Endpoint::new(c, t(0));
+    ep.send_unreliable(t(100), &[(1, b"a"), (2, b"b"), (3, b"c")])
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let len = ep.poll_transmit(t(100), &mut buf).unwrap();
+    let stamp = repr(&buf[..len]).msg_ts;
+    assert_eq!(stamp.raw(), 100);
+    // Two packets of the scattering left, then the promise.
+    assert_eq!(ep.end_visit(t(200)), 3);
+    let closing = drain(&mut ep, 200);
+    let kinds: Vec<(Opcode, u64, u64)> = closing
+        .iter()
+        .map(|f| repr(f))
+        .map(|r| (r.opcode, r.msg_ts.raw(), r.barrier.raw()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (Opcode::Data, 100, 100),
+            (Opcode::Data, 100, 100),
+            (Opcode::Beacon, 10_200, 10_200)
+        ]
+    );
+    assert_eq!(ep.counters().promises_sent, 1);
+    // Nothing new to promise yet (less than a quarter of a beacon interval later).
+    assert_eq!(ep.end_visit(t(200)), 0);
+    // The promise binds what is sent next, though the clock is still below it.
+    ep.send_unreliable(t(300), &[(1, b"d")]).unwrap();
+    let frames = drain(&mut ep, 300);
+    assert_eq!(repr(&frames[0]).msg_ts.raw(), 10_200);
+    assert_eq!(ep.poll_released().map(|(_, ts)| ts), Some(t(100)));
+    assert_eq!(ep.poll_released().map(|(_, ts)| ts), Some(t(10_200)));
+    assert!(
+        ep.timestamp(t(300)) >= t(10_200),
+        "the host timestamp is what it may still issue"
+    );
 }

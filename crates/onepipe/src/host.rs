@@ -64,11 +64,9 @@ impl HostNode {
     fn drain(&mut self, now: Instant) {
         match &mut self.app {
             App::Workload(w) => {
+                // Sends logged before the deliveries that follow them in program order.
+                w.on_released(&mut self.endpoint);
                 if w.is_reliable() {
-                    // Sends logged before the deliveries that follow them in program order.
-                    // (Only reliable scatterings are released; a best-effort one is logged
-                    // when sent.)
-                    w.on_released(&mut self.endpoint);
                     w.on_acked(now, self.endpoint.reliable_sender().counters().packets_acked);
                     while self
                         .endpoint
@@ -104,7 +102,7 @@ impl HostNode {
                     link.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
                     let _ = link.reliable_deliveries.push(d);
                 }
-                // Nothing logs reliable releases for linked applications.
+                // Nothing logs releases for linked applications.
                 while self.endpoint.poll_released().is_some() {}
                 while let Some(f) = self.endpoint.poll_failure() {
                     if let Some(cb) = link.on_failure.as_mut() {
@@ -181,6 +179,10 @@ impl Node for HostNode {
         self.drain(now);
         self.refill(now);
         self.endpoint.poll_transmit(now, buf)
+    }
+
+    fn end_visit(&mut self, now: Instant) -> usize {
+        self.endpoint.end_visit(now)
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -42,6 +42,14 @@ use std::sync::atomic::AtomicBool;
 /// every beacon tick.
 pub const BEACON_INTERVAL: Duration = Duration::from_micros(500);
 
+/// How far ahead of its clock a host promises its barrier at the end of each visit over udp
+/// (docs/ordering.md, "Promises"). Nodes share threads here, and a loaded thread's pass over
+/// them takes milliseconds (3-7 ms at 32 processes on two cores); without a promise every
+/// receiver waits for the host visited longest ago, so ordered messages waited about one
+/// pass, long enough to leave the cache. The lead needs to cover a pass; more costs nothing
+/// measurable (3, 10 and 20 ms gave the same ratios), less covers only part of one.
+pub const PROMISE_LEAD: Duration = Duration::from_millis(5);
+
 /// The floor of the reliable service's retransmission timeout over udp, far above the inproc
 /// runtime's 100 us. Nodes share threads, and a loaded thread's pass over its nodes takes
 /// milliseconds (docs/performance.md), so round trips swing by milliseconds from one packet to
@@ -83,6 +91,8 @@ pub struct UdpOptions {
     pub join_timeout: Duration,
     /// The reliable service's retransmission timeout floor ([`RTO_MIN`]).
     pub rto_min: Duration,
+    /// Promise mode ([`PROMISE_LEAD`]; `None` turns it off).
+    pub promise_lead: Option<Duration>,
 }
 
 impl UdpOptions {
@@ -102,6 +112,7 @@ impl UdpOptions {
             udp: UdpConfig::default(),
             join_timeout: Duration::from_secs(10),
             rto_min: RTO_MIN,
+            promise_lead: Some(PROMISE_LEAD),
         }
     }
 
@@ -284,6 +295,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     let spec = wiring.processes[process as usize];
     let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
     ec.beacon_interval = options.beacon_interval;
+    ec.promise_lead = options.promise_lead;
     ec.mtu_bytes = options.mtu_bytes;
     ec.message_bytes_max = options.message_bytes_max;
     ec.clock_offset_ns = options.clock_offset_ns;

@@ -59,9 +59,9 @@ pub struct Broadcast {
     window: Option<usize>,
     /// Own broadcasts sent and not yet delivered back (or failed).
     own_outstanding: usize,
-    /// Reliable broadcasts in the send buffer, not yet timestamped, whose S lines are owed.
+    /// Broadcasts in the send buffer, not yet timestamped, whose S lines are owed.
     unreleased_recorded: std::collections::HashSet<u64>,
-    /// Reliable broadcasts sent whose release the endpoint has not reported yet (recorded or
+    /// Broadcasts sent whose release the endpoint has not reported yet (recorded or
     /// not). While none are, there is nothing to ask it for: asking touched a few cold lines
     /// of the endpoint on every visit of the host (~3% of a saturated reliable run).
     unreleased: usize,
@@ -206,24 +206,18 @@ impl Broadcast {
             .collect();
         let record = now < self.record_until;
         let messages = scatter.len() as u64;
-        if self.reliable {
-            let msg_id = endpoint
-                .send_reliable(now, &scatter)
-                .expect("room was checked, destinations exist");
-            if record {
-                // The timestamp comes when the scattering leaves the send buffer.
-                self.unreleased_recorded.insert(msg_id);
-            }
-            self.unreleased += 1;
-            self.on_released(endpoint);
+        let msg_id = if self.reliable {
+            endpoint.send_reliable(now, &scatter)
         } else {
-            let receipt = endpoint
-                .send_unreliable(now, &scatter)
-                .expect("room was checked, destinations exist");
-            if record {
-                self.record_send(receipt.ts, receipt.msg_id);
-            }
+            endpoint.send_unreliable(now, &scatter)
         }
+        .expect("room was checked, destinations exist");
+        if record {
+            // The timestamp comes when the scattering leaves the send buffer.
+            self.unreleased_recorded.insert(msg_id);
+        }
+        self.unreleased += 1;
+        self.on_released(endpoint);
         if self.destinations.contains(&self.me) {
             self.own_outstanding += 1;
         }
@@ -248,13 +242,18 @@ impl Broadcast {
         }
     }
 
-    /// Logs reliable scatterings that got their timestamps (program order: a scattering is
-    /// sent, as far as the log is concerned, when it leaves the send buffer).
+    /// Logs scatterings that got their timestamps (program order: a scattering is sent, as far
+    /// as the log is concerned, when it leaves the send buffer).
     pub fn on_released(&mut self, endpoint: &mut Endpoint) {
-        if self.unreleased == 0 {
-            return;
-        }
-        while let Some((msg_id, ts)) = endpoint.poll_released() {
+        while self.unreleased > 0 {
+            let released = if self.reliable {
+                endpoint.poll_released()
+            } else {
+                endpoint.poll_released_unreliable()
+            };
+            let Some((msg_id, ts)) = released else {
+                break;
+            };
             // A scattering aborted while it waited is never released: then this stays above
             // zero, and every visit asks, as before.
             self.unreleased = self.unreleased.saturating_sub(1);
@@ -345,6 +344,10 @@ impl Broadcast {
     /// nor reported failed. The log has no S line for them, so the checker cannot see them
     /// lost: at the end of a run, every one is a loss the caller must count.
     pub fn never_released(&self) -> u64 {
+        if !self.reliable {
+            // Best effort promises nothing about a scattering it has not sent yet.
+            return 0;
+        }
         self.unreleased_recorded.len() as u64
     }
 

@@ -147,7 +147,7 @@ impl SimHost {
         v
     }
 
-    /// Reliable scatterings accepted but neither released nor reported failed, sent inside
+    /// Scatterings accepted but neither released nor reported failed, sent inside
     /// the recorded window and inside the liveness window: the logs have no S lines for
     /// them, so at the end of a run the checkers cannot see them lost; these counts can.
     pub fn never_released(&self) -> (u64, u64) {
@@ -190,29 +190,15 @@ impl SimHost {
             }
             let scatter: Vec<(u32, &[u8])> = dsts.iter().map(|&d| (d, payload)).collect();
             let sent = if reliable {
-                self.endpoint.send_reliable(local, &scatter).map(|id| (id, None))
+                self.endpoint.send_reliable(local, &scatter)
             } else {
-                self.endpoint
-                    .send_unreliable(local, &scatter)
-                    .map(|r| (r.msg_id, Some(r.ts)))
+                self.endpoint.send_unreliable(local, &scatter)
             };
-            let dsts: Vec<u32> = dsts.to_vec();
             match sent {
-                Ok((msg_id, Some(ts))) => {
+                Ok(msg_id) => {
+                    // Logged when the scattering leaves the send buffer with its timestamp.
                     self.counters.scatterings_sent += 1;
-                    for log in self.logs_for(now).into_iter().flatten() {
-                        for &dst in &dsts {
-                            log.push(Event::Send {
-                                ts_ns: ts.as_nanos(),
-                                dst,
-                                msg_id,
-                            });
-                        }
-                    }
-                }
-                Ok((msg_id, None)) => {
-                    self.counters.scatterings_sent += 1;
-                    self.unreleased.insert(msg_id, (now, dsts));
+                    self.unreleased.insert(msg_id, (now, dsts.to_vec()));
                 }
                 Err(_) => {
                     self.counters.scatterings_refused += 1;

@@ -476,7 +476,12 @@ impl UdpDriver {
             node.handle_timeout(now);
             worked = true;
         }
-        worked |= self.originate(node, now, counters);
+        worked |= self.originate(node, now, counters, OUTPUT_BUDGET_FRAMES);
+        let closing = node.end_visit(now);
+        if closing > 0 {
+            // Exactly the frames that close the visit; more would belong to the next.
+            worked |= self.originate(node, now, counters, closing);
+        }
         worked |= self.flush(now, counters);
         worked
     }
@@ -668,7 +673,13 @@ impl UdpDriver {
     }
 
     /// Lets the node originate frames on every port that has room for a frame.
-    fn originate<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
+    fn originate<N: Node>(
+        &mut self,
+        node: &mut N,
+        now: Instant,
+        counters: &UdpCounters,
+        budget: usize,
+    ) -> bool {
         if !node.wants_transmit() {
             return false;
         }
@@ -676,7 +687,7 @@ impl UdpDriver {
         for port in 0..self.ports.len() {
             // The largest frame this port's datagrams (cut to its path) can carry.
             let frame_max = self.ports[port].packer.capacity() - HEADER_LEN - 2;
-            for _ in 0..OUTPUT_BUDGET_FRAMES {
+            for _ in 0..budget {
                 if !self.ports[port].has_room(frame_max) {
                     break;
                 }

@@ -48,6 +48,9 @@ pub struct Net {
     /// Destinations of reliable scatterings not yet released, by message id, per sender.
     pub pending: Vec<std::collections::HashMap<u64, Vec<u32>>>,
     pub rng: onepipe::hash::SplitMix,
+    /// Steps between visits of each process (see [`NetConfig::visit_intervals`]).
+    pub visit_intervals: Vec<u64>,
+    pub visit_budget_frames: usize,
 }
 
 pub struct NetConfig {
@@ -66,6 +69,14 @@ pub struct NetConfig {
     pub jitter: Duration,
     pub seed: u64,
     pub reliable: onepipe::reliable::ReliableConfig,
+    /// Promise mode for every endpoint ([`EndpointConfig::promise_lead`]).
+    pub promise_lead: Option<Duration>,
+    /// Each process is visited (times out, transmits, delivers) once in this many steps,
+    /// cycled over the processes, as hosts sharing a thread are; a visit ends with
+    /// [`Endpoint::end_visit`] and the frames that close it.
+    pub visit_intervals: Vec<u64>,
+    /// Most frames a process sends in one visit before the frames that close it.
+    pub visit_budget_frames: usize,
 }
 
 impl Default for NetConfig {
@@ -83,6 +94,9 @@ impl Default for NetConfig {
             jitter: Duration::ZERO,
             seed: 0,
             reliable: onepipe::reliable::ReliableConfig::default(),
+            promise_lead: None,
+            visit_intervals: vec![1],
+            visit_budget_frames: usize::MAX,
         }
     }
 }
@@ -110,6 +124,7 @@ impl Net {
                 ec.mtu_bytes = cfg.mtu_bytes;
                 ec.clock_offset_ns = cfg.offsets_ns.get(p as usize).copied().unwrap_or(0);
                 ec.reliable = cfg.reliable.clone();
+                ec.promise_lead = cfg.promise_lead;
                 Endpoint::new(ec, now)
             })
             .collect();
@@ -174,20 +189,18 @@ impl Net {
             failures: vec![Vec::new(); count as usize],
             pending: vec![Default::default(); count as usize],
             rng: onepipe::hash::SplitMix::new(cfg.seed),
+            visit_intervals: (0..count as usize)
+                .map(|p| cfg.visit_intervals[p % cfg.visit_intervals.len()].max(1))
+                .collect(),
+            visit_budget_frames: cfg.visit_budget_frames,
         }
     }
 
-    /// Sends a scattering from `src` and logs it.
+    /// Sends a scattering from `src`; its S lines are logged when it leaves with its timestamp.
     pub fn send(&mut self, src: u32, scatter: &[(u32, &[u8])]) -> Result<u64, onepipe::SendError> {
-        let r = self.endpoints[src as usize].send_unreliable(self.now, scatter)?;
-        for &(dst, _) in scatter {
-            self.logs[src as usize].events.push(Event::Send {
-                ts_ns: r.ts.as_nanos(),
-                dst,
-                msg_id: r.msg_id,
-            });
-        }
-        Ok(r.msg_id)
+        let id = self.endpoints[src as usize].send_unreliable(self.now, scatter)?;
+        self.pending[src as usize].insert(id, scatter.iter().map(|&(d, _)| d).collect());
+        Ok(id)
     }
 
     /// Sends a reliable scattering from `src`; its S lines are logged when it is released.
@@ -289,14 +302,29 @@ impl Net {
             }
         }
         for p in 0..self.endpoints.len() {
+            if self.ticks % self.visit_intervals[p] != 0 {
+                continue;
+            }
             let ep = &mut self.endpoints[p];
             if ep.poll_timeout() <= now {
                 ep.handle_timeout(now);
             }
-            while let Some(len) = self.endpoints[p].poll_transmit(now, &mut buf) {
+            for _ in 0..self.visit_budget_frames {
+                let Some(len) = self.endpoints[p].poll_transmit(now, &mut buf) else {
+                    break;
+                };
                 let link = self.process_out[p];
                 self.push(link, buf[..len].to_vec());
             }
+            for _ in 0..self.endpoints[p].end_visit(now) {
+                let len = self.endpoints[p]
+                    .poll_transmit(now, &mut buf)
+                    .expect("end_visit counts the frames it has");
+                let link = self.process_out[p];
+                self.push(link, buf[..len].to_vec());
+            }
+            // Stamped as they left, before the deliveries below: program order for the log.
+            self.log_released(p);
             while let Some(d) = self.endpoints[p].poll_deliver() {
                 self.logs[p].events.push(Event::Deliver {
                     ts_ns: d.ts.as_nanos(),
@@ -311,7 +339,6 @@ impl Net {
                     msg_id: d.msg_id,
                 });
             }
-            self.log_released(p);
             while let Some(f) = self.endpoints[p].poll_failure() {
                 self.failures[p].push(f);
             }
