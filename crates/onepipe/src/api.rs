@@ -112,6 +112,7 @@ impl OnePipe {
             beacon_interval: options.beacon_interval,
             dead_after_intervals: options.dead_after_intervals.max(1),
             ecmp_seed: options.seed,
+            promise_lead: Duration::ZERO,
         };
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);
@@ -387,7 +388,8 @@ impl Process {
         Ok(())
     }
 
-    /// The host clock now: above every timestamp this process has delivered.
+    /// The host clock now: above every timestamp this process has delivered, and at or above
+    /// its promise (docs/ordering.md, "Promises") as of its endpoint's last visit.
     pub fn timestamp(&self) -> Instant {
         let ns = self.clock.now().as_nanos() as i128 + self.offset_ns as i128;
         let host = Instant::from_nanos(ns.max(0) as u64);

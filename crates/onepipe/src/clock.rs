@@ -56,9 +56,9 @@ impl HostClock {
     /// A timestamp for a scattering sent now: strictly above the previous one (so that
     /// (timestamp, sender) names one scattering and orders a sender's scatterings as sent),
     /// strictly above every delivered timestamp (causality), and at or above the promise.
-    /// Readings follow it past the first two guards, so the host clock never runs behind a
-    /// timestamp it issued for them; a promise runs ahead of the clock on purpose and does not
-    /// move it.
+    /// Without a promise ahead, readings follow it, so the host clock never runs behind a
+    /// timestamp it issued; a promise runs ahead of the clock on purpose and does not move it
+    /// (else the clock would gain a lead at every promise).
     pub fn issue(&mut self, now: Instant) -> Instant {
         let read = self.read(now);
         let mut ts = read.max(self.promised);
@@ -79,9 +79,14 @@ impl HostClock {
         ts
     }
 
-    /// The lowest timestamp this host may still issue: what its barrier may say.
+    /// The lowest timestamp this host may still issue: what its barrier may say. Never goes
+    /// down, so neither do the barriers built from it.
     pub fn issue_floor(&mut self, now: Instant) -> Instant {
-        self.read(now).max(self.promised)
+        let above = |t: Option<Instant>| t.map_or(Instant::ZERO, |t| t + Duration::from_nanos(1));
+        self.read(now)
+            .max(self.promised)
+            .max(above(self.last_issued))
+            .max(above(self.delivered_max))
     }
 
     /// Promises that nothing issued from now on is stamped below `until` (host time): the

@@ -582,6 +582,7 @@ mod tests {
             beacon_interval: Duration::from_nanos(1_000),
             dead_after_intervals: 10,
             ecmp_seed: 1,
+            promise_lead: Duration::ZERO,
         };
         let t = Instant::from_nanos;
         let switch = Switch::new(0, &wiring, routes, config, t(0));

@@ -345,6 +345,7 @@ pub fn run_phase(
             beacon_interval: config.beacon_interval,
             dead_after_intervals: config.dead_after_intervals,
             ecmp_seed: config.seed,
+            promise_lead: config.promise_lead.unwrap_or(Duration::ZERO),
         },
         endpoint,
         inproc: InprocConfig {

@@ -52,8 +52,8 @@ pub struct EndpointConfig {
     pub nak_queue_max: usize,
     /// `false` turns ordering off: messages are delivered on arrival (the unordered baseline).
     pub ordering: bool,
-    /// Promise mode (docs/ordering.md, "Promises"): whenever the endpoint has nothing more to
-    /// send, it promises to stamp nothing below its clock plus this lead and beacons the
+    /// Promise mode (docs/ordering.md, "Promises"): at the end of each visit of a runtime
+    /// that runs nodes in turn ([`Endpoint::end_visit`]), the endpoint promises to stamp nothing below its clock plus this lead and beacons the
     /// promise. `None`: its barrier is its clock, as in the paper.
     pub promise_lead: Option<Duration>,
     /// The reliable service: windows, retransmission, its own send buffer.
@@ -510,13 +510,30 @@ impl Endpoint {
     }
 
     /// The next scattering that left a send buffer, with the timestamp it took there: (message
-    /// id, timestamp). Best-effort and reliable scatterings come each in the order they left;
-    /// the two services' are interleaved.
+    /// id, timestamp), in timestamp order across both services (the order they were stamped).
     pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
-        self.released
-            .pop_front()
-            .or_else(|| self.recovery.poll_released())
-            .or_else(|| self.sender.poll_released())
+        let reliable = self
+            .recovery
+            .peek_released()
+            .into_iter()
+            .chain(self.sender.peek_released())
+            .map(|(_, ts)| ts)
+            .min();
+        match (self.released.front(), reliable) {
+            (Some(&(_, best_effort)), Some(reliable)) if reliable < best_effort => {
+                self.poll_released_reliable()
+            }
+            (Some(_), _) => self.released.pop_front(),
+            (None, _) => self.poll_released_reliable(),
+        }
+    }
+
+    fn poll_released_reliable(&mut self) -> Option<(u64, Instant)> {
+        match (self.recovery.peek_released(), self.sender.peek_released()) {
+            (Some((_, a)), Some((_, b))) if b < a => self.sender.poll_released(),
+            (Some(_), _) => self.recovery.poll_released(),
+            (None, _) => self.sender.poll_released(),
+        }
     }
 
     /// As [`Endpoint::poll_released`], best-effort scatterings only (it does not touch the
@@ -562,7 +579,8 @@ impl Endpoint {
 
     /// Promise mode: the runtime is done with this host for a visit (a pass of a shared
     /// thread). Promises to stamp nothing below the clock plus the lead from now on, and asks
-    /// to beacon it; returns whether there is a frame to send. A host visited once per pass
+    /// to beacon it; returns how many frames close the visit (the rest of a scattering partly
+    /// sent, then the beacon), for the runtime to take. A host visited once per pass
     /// otherwise holds every receiver's barrier at its last visit until its next one
     /// (docs/ordering.md, "Promises"). Promises closer together than a quarter of a beacon
     /// interval are skipped: they would move the barrier by less than the beacons do.
@@ -583,6 +601,7 @@ impl Endpoint {
         let promise = until >= self.clock.promised() + step;
         if promise {
             self.clock.promise(until);
+            self.counters.promises_sent += 1;
         } else if rest == 0 {
             return 0;
         }
@@ -640,9 +659,11 @@ impl Endpoint {
         None
     }
 
-    /// A beacon with our barriers; it answers a due beacon and a pending promise alike.
+    /// A beacon with our barriers; it answers a due beacon and a pending promise alike. A due
+    /// beacon makes no promise of its own: it goes when the host has nothing else to send,
+    /// mid-visit, and a promise then would stamp the rest of the visit's scatterings too high
+    /// (they would wait for every other host's next visit). The visit's end promises.
     fn beacon(&mut self, now: Instant, buf: &mut [u8]) -> usize {
-        self.counters.promises_sent += u64::from(self.closing);
         self.beacon_due = false;
         self.closing = false;
         let b = self.outgoing_barrier(now).to_wire();

@@ -107,6 +107,10 @@ impl EndpointRecovery {
     pub(super) fn poll_released(&mut self) -> Option<(u64, Instant)> {
         self.released.pop_front()
     }
+
+    pub(super) fn peek_released(&self) -> Option<(u64, Instant)> {
+        self.released.front().copied()
+    }
 }
 
 impl Endpoint {

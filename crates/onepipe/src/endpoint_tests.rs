@@ -823,3 +823,22 @@ fn end_visit_finishes_the_scattering_then_promises() {
         "the host timestamp is what it may still issue"
     );
 }
+
+/// Releases of both services come back in the order they were stamped (a log of them must
+/// show one host's timestamps rising), though best effort is asked first.
+#[test]
+fn releases_of_both_services_come_in_timestamp_order() {
+    let mut ep = endpoint(0, 4);
+    let reliable = ep.send_reliable(t(100), &[(1, b"r")]).unwrap();
+    let best_effort = ep.send_unreliable(t(100), &[(2, b"b")]).unwrap();
+    drain(&mut ep, 200);
+    let first = ep.poll_released().unwrap();
+    let second = ep.poll_released().unwrap();
+    assert_eq!(ep.poll_released(), None);
+    assert_eq!(
+        (first.0, second.0),
+        (reliable, best_effort),
+        "the reliable one left first"
+    );
+    assert!(first.1 < second.1);
+}

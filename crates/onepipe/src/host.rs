@@ -26,7 +26,8 @@ pub struct AppLink {
     pub on_failure: Option<Box<dyn FnMut(SendFailure) + Send>>,
     /// Paper Table 1's process-failure callback: (failed process, failure timestamp).
     pub on_process_failure: Option<Box<dyn FnMut(u32, Instant) + Send>>,
-    /// Largest delivered timestamp, published for `Process::timestamp`.
+    /// Largest delivered timestamp, or one below the endpoint's promise (docs/ordering.md,
+    /// "Promises") if higher, published for `Process::timestamp`.
     pub delivered_ts: Arc<AtomicU64>,
     /// When the endpoint last took a valid frame from its switch (shared-clock ns), published
     /// for `Process::fabric_silence`.
@@ -182,7 +183,15 @@ impl Node for HostNode {
     }
 
     fn end_visit(&mut self, now: Instant) -> usize {
-        self.endpoint.end_visit(now)
+        let closing = self.endpoint.end_visit(now);
+        if let App::Link(link) = &self.app
+            && self.endpoint.config().promise_lead.is_some()
+        {
+            let floor = self.endpoint.timestamp(now).as_nanos();
+            link.delivered_ts
+                .fetch_max(floor.saturating_sub(1), Ordering::Relaxed);
+        }
+        closing
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

@@ -25,6 +25,10 @@ pub struct SwitchConfig {
     pub dead_after_intervals: u32,
     /// Seeds the per-packet ECMP choice.
     pub ecmp_seed: u64,
+    /// How far ahead of their clocks the hosts promise their barriers
+    /// (`EndpointConfig::promise_lead`); taken off the clock samples, which would otherwise
+    /// show every process that far ahead of the switch.
+    pub promise_lead: Duration,
 }
 
 impl SwitchConfig {
@@ -42,6 +46,7 @@ impl Default for SwitchConfig {
             beacon_interval: Duration::from_micros(3),
             dead_after_intervals: 10,
             ecmp_seed: 0,
+            promise_lead: Duration::ZERO,
         }
     }
 }
@@ -469,13 +474,15 @@ impl Switch {
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
-        let ahead = heard[Lane::BestEffort as usize].as_nanos() as i64 - now.as_nanos() as i64;
+        let ahead = heard[Lane::BestEffort as usize].as_nanos() as i64
+            - now.as_nanos() as i64
+            - self.config.promise_lead.as_nanos() as i64;
         p.clock.add(now, ahead);
         for lane in LANES {
             let (b, register) = (heard[lane as usize], &mut p.barrier[lane as usize]);
             if b < *register {
-                // Links are FIFO and upstream barriers monotonic, so this is a bug upstream;
-                // never let a register go back.
+                // Links are FIFO and upstream barriers monotonic (hosts' too: ordering.md),
+                // so this is a bug upstream; never let a register go back.
                 self.counters.barrier_regressions += 1;
             } else {
                 *register = b;

@@ -19,6 +19,7 @@ fn switch(topology: Topology, id: usize) -> Switch {
         beacon_interval: Duration::from_nanos(1_000),
         dead_after_intervals: 10,
         ecmp_seed: 3,
+        promise_lead: Duration::ZERO,
     };
     Switch::new(id, &wiring, routes, config, t(0))
 }

@@ -121,6 +121,7 @@ impl UdpOptions {
             beacon_interval: self.beacon_interval,
             dead_after_intervals: self.dead_after_intervals.max(1),
             ecmp_seed: self.ecmp_seed,
+            promise_lead: self.promise_lead.unwrap_or(Duration::ZERO),
         }
     }
 }

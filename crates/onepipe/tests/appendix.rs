@@ -98,6 +98,7 @@ impl Scenario {
             beacon_interval: cfg.beacon_interval,
             dead_after_intervals: DEAD_AFTER_INTERVALS,
             ecmp_seed: cfg.ecmp_seed,
+            promise_lead: Duration::ZERO,
         };
         let tables = routing::build(&net.wiring).unwrap();
         net.switches = tables

@@ -241,6 +241,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         beacon_interval: config.beacon_interval,
         dead_after_intervals: config.dead_after_intervals,
         ecmp_seed: config.seed,
+        promise_lead: onepipe_wire::Duration::ZERO,
     };
     let mut nodes: Vec<(SimNode, Role)> =
         Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);

@@ -529,6 +529,10 @@ impl ReliableSender {
         self.newly_released.pop_front()
     }
 
+    pub fn peek_released(&self) -> Option<(u64, Instant)> {
+        self.newly_released.front().copied()
+    }
+
     pub fn poll_failure(&mut self) -> Option<SendFailure> {
         self.failures.pop_front()
     }

@@ -110,6 +110,7 @@ impl Net {
             beacon_interval: cfg.beacon_interval,
             dead_after_intervals: 10_000,
             ecmp_seed: cfg.ecmp_seed,
+            promise_lead: cfg.promise_lead.unwrap_or(Duration::ZERO),
         };
         let switches: Vec<Switch> = tables
             .into_iter()
