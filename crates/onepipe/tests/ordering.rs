@@ -18,17 +18,19 @@ fn topology(kind: u8, size: usize) -> Topology {
     }
 }
 
-/// A seeded scenario: random scatterings (random receivers, sizes up to several fragments)
-/// from random senders, then a quiet period so everything drains.
-fn run(kind: u8, size: usize, seed: u64, delays_ns: Vec<u64>, skew_ns: u64, rounds: usize) -> Net {
+/// A seeded scenario on `base` (seed, skew and ECMP filled in here): random scatterings
+/// (random receivers, sizes up to several fragments) from random senders, then a quiet period
+/// so everything drains. Hosts visited rarely, a frame or two per visit, can still be sending
+/// long after the last scattering was queued, so the quiet period starts once every send
+/// queue is empty (the returned flag says whether they all emptied).
+fn run(kind: u8, size: usize, seed: u64, skew_ns: u64, rounds: usize, base: NetConfig) -> (Net, bool) {
     let mut rng = onepipe::hash::SplitMix::new(seed);
     let probe = topology(kind, size);
     let count = probe.hosts.len();
     let cfg = NetConfig {
         ecmp_seed: seed,
         offsets_ns: (0..count).map(|_| rng.symmetric(skew_ns)).collect(),
-        delays: delays_ns.into_iter().map(Duration::from_nanos).collect(),
-        ..NetConfig::default()
+        ..base
     };
     let mut net = Net::new(probe, 1, &cfg);
     let n = count as u32;
@@ -40,8 +42,20 @@ fn run(kind: u8, size: usize, seed: u64, delays_ns: Vec<u64>, skew_ns: u64, roun
         }
         net.tick();
     }
-    net.run_for(Duration::from_micros(200));
-    net
+    let sending = |net: &Net| {
+        net.endpoints
+            .iter()
+            .any(|e| e.send_room_packets() < e.config().send_buffer_packets_max)
+    };
+    for _ in 0..100_000 {
+        if !sending(&net) {
+            break;
+        }
+        net.tick();
+    }
+    let drained = !sending(&net);
+    net.run_for(Duration::from_micros(400));
+    (net, drained)
 }
 
 proptest! {
@@ -57,7 +71,11 @@ proptest! {
         delays_ns in proptest::collection::vec(0u64..5_000, 1..8),
         skew_ns in 0u64..2_000,
     ) {
-        let net = run(kind, size, seed, delays_ns, skew_ns, 150);
+        let base = NetConfig {
+            delays: delays_ns.into_iter().map(Duration::from_nanos).collect(),
+            ..NetConfig::default()
+        };
+        let (net, _) = run(kind, size, seed, skew_ns, 150, base);
         let report = check_all(&net.logs);
         prop_assert!(report.ok(), "seed={seed}: {report}");
         let lost = check_no_loss(&net.logs);
@@ -83,42 +101,14 @@ proptest! {
         budget in 1usize..12,
         skew_ns in 0u64..2_000,
     ) {
-        let mut rng = onepipe::hash::SplitMix::new(seed);
-        let probe = topology(kind, size);
-        let count = probe.hosts.len();
-        let cfg = NetConfig {
-            ecmp_seed: seed,
-            offsets_ns: (0..count).map(|_| rng.symmetric(skew_ns)).collect(),
+        let base = NetConfig {
             promise_lead: Some(Duration::from_nanos(lead_ns)),
             visit_intervals,
             visit_budget_frames: budget,
             ..NetConfig::default()
         };
-        let mut net = Net::new(probe, 1, &cfg);
-        let n = count as u32;
-        for _ in 0..150 {
-            for _ in 0..(rng.next_u64() % 4) {
-                let (src, dsts, payload) = common::random_scattering(&mut rng, n);
-                let scatter: Vec<(u32, &[u8])> = dsts.iter().map(|&d| (d, &payload[..])).collect();
-                let _ = net.send(src, &scatter);
-            }
-            net.tick();
-        }
-        // Hosts visited rarely, a frame or two per visit, can still be sending long after
-        // the last scattering was queued; what they stamp last must have time to arrive.
-        let sending = |net: &Net| {
-            net.endpoints
-                .iter()
-                .any(|e| e.send_room_packets() < e.config().send_buffer_packets_max)
-        };
-        for _ in 0..100_000 {
-            if !sending(&net) {
-                break;
-            }
-            net.tick();
-        }
-        prop_assert!(!sending(&net), "seed={seed}: send queues never drained");
-        net.run_for(Duration::from_micros(400));
+        let (net, drained) = run(kind, size, seed, skew_ns, 150, base);
+        prop_assert!(drained, "seed={seed}: send queues never drained");
         let report = check_all(&net.logs);
         prop_assert!(report.ok(), "seed={seed}: {report}");
         let lost = check_no_loss(&net.logs);
