@@ -559,7 +559,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
         latency_us: percentiles(&ordered),
         unordered_latency_us: unordered.as_ref().map(percentiles),
         beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime).as_micros_f64(),
-        promise_lead_us: promise_lead(args.promise_lead_us, args.runtime).map(|d| d.as_micros_f64()),
+        promise_lead_us: config.promise_lead.map(|d| d.as_micros_f64()),
         beacons_per_s: beacons as f64 / ordered.run_seconds,
         promises_per_s: ordered.endpoint.promises_sent as f64 / ordered.run_seconds,
         run_seconds: ordered.run_seconds,
