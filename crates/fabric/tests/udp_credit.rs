@@ -1,5 +1,6 @@
 //! The udp runtime's credits make links lossless: a sender much faster than its receiver, two
-//! hops apart over real sockets, loses nothing and is held back instead.
+//! hops apart over real sockets, loses nothing and is held back instead, the frames that close
+//! its visits included.
 
 #![allow(clippy::disallowed_methods)] // the slow receiver burns real time
 
@@ -68,6 +69,11 @@ impl Node for TestNode {
     }
     fn wants_transmit(&self) -> bool {
         matches!(self, TestNode::Sender { next } if *next < FRAMES)
+    }
+    /// The sender closes every visit with one more frame, as a host in promise mode does:
+    /// those may go past a spent window, and must not overrun the receiver either.
+    fn end_visit(&mut self, _: Instant) -> usize {
+        usize::from(self.wants_transmit())
     }
     fn poll_timeout(&self) -> Option<Instant> {
         None

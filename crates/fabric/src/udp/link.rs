@@ -55,6 +55,8 @@ pub struct SendWindow {
     limit_moved_at: Option<Instant>,
     /// Probes sent since the limit last moved.
     probes: u32,
+    /// Datagrams allowed past the limit for now ([`SendWindow::set_overdraft`]).
+    overdraft: u32,
 }
 
 impl SendWindow {
@@ -66,12 +68,20 @@ impl SendWindow {
             limit: initial_seq.wrapping_add(INITIAL_WINDOW),
             limit_moved_at: None,
             probes: 0,
+            overdraft: 0,
         }
     }
 
     /// Whether the next datagram may go now.
     pub fn is_open(&self) -> bool {
-        seq_before(self.next_seq, self.limit)
+        seq_before(self.next_seq, self.limit.wrapping_add(self.overdraft))
+    }
+
+    /// Lets up to `datagrams` go past the limit until set back to 0: the few frames that
+    /// close a host's visit in promise mode (`Node::end_visit`), which would otherwise wait
+    /// behind the window for the host's next visit with their promise.
+    pub fn set_overdraft(&mut self, datagrams: u32) {
+        self.overdraft = datagrams;
     }
 
     /// Whether a blocked link should send one datagram past its limit (credit lost).
@@ -250,6 +260,28 @@ mod tests {
 
     fn t(ms: u64) -> Instant {
         Instant::from_nanos(ms * 1_000_000)
+    }
+
+    #[test]
+    fn an_overdraft_lets_a_few_datagrams_past_the_limit_without_probing() {
+        let mut s = SendWindow::new(7);
+        for _ in 0..INITIAL_WINDOW {
+            s.take_seq(t(0));
+        }
+        assert!(!s.is_open());
+        s.set_overdraft(2);
+        for _ in 0..2 {
+            assert!(s.is_open());
+            s.take_seq(t(0));
+        }
+        assert!(!s.is_open(), "two past the limit, no more");
+        assert_eq!(s.probes, 0, "not probes: the window's backoff is untouched");
+        s.set_overdraft(0);
+        // Credit for the window covers the overdrawn datagrams first.
+        s.on_limit(7 + INITIAL_WINDOW + 2, t(1));
+        assert!(!s.is_open());
+        s.on_limit(7 + INITIAL_WINDOW + 3, t(1));
+        assert!(s.is_open());
     }
 
     #[test]

@@ -39,6 +39,10 @@ const RECV_BUF_BYTES: usize = 65_536;
 /// Batches a node may receive per pass while its socket keeps filling them: a switch takes
 /// the traffic of all its links through one socket, and one batch per pass starved it.
 const RECEIVE_BATCHES_PER_PASS: usize = 8;
+/// Datagrams the frames closing a visit may take past a link's window: the datagram of data
+/// already packed and waiting for credit, then one for the closing frames (at most a
+/// scattering's rest and a beacon). Receivers take up to twice their window.
+const CLOSING_OVERDRAFT_DATAGRAMS: u32 = 2;
 /// The largest UDP payload over IPv4.
 pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 /// Longest a parked node sleeps before it looks at the clock again.
@@ -377,12 +381,14 @@ impl UdpDriver {
     }
 
     /// Datagrams each link may have in flight to us: the socket's receive buffer shared by the
-    /// links, allowing the kernel twice a datagram's size for each (its own overhead).
+    /// links, allowing the kernel twice a datagram's size for each (its own overhead), less
+    /// the [`CLOSING_OVERDRAFT_DATAGRAMS`] a sender may add past the window.
     fn receive_window(&self, links: usize) -> u32 {
         let buffer = socket2::SockRef::from(&self.socket)
             .recv_buffer_size()
             .unwrap_or(self.config.socket_buffer_bytes);
         let per_link = buffer / (links.max(1) * 2 * self.config.datagram_bytes_max);
+        let per_link = per_link.saturating_sub(CLOSING_OVERDRAFT_DATAGRAMS as usize);
         per_link.clamp(
             WINDOW_MIN_DATAGRAMS,
             self.config.window_datagrams_max.max(WINDOW_MIN_DATAGRAMS),
@@ -479,11 +485,23 @@ impl UdpDriver {
         worked |= self.originate(node, now, counters, OUTPUT_BUDGET_FRAMES);
         let closing = node.end_visit(now);
         if closing > 0 {
-            // Exactly the frames that close the visit; more would belong to the next.
+            // Exactly the frames that close the visit; more would belong to the next. They
+            // leave now even if the window is spent: under load it always is at this point,
+            // and a promise that waited for the next visit's credit would hold every
+            // receiver's barrier a pass behind (docs/udp.md, "Closing frames").
+            self.set_overdraft(CLOSING_OVERDRAFT_DATAGRAMS);
             worked |= self.originate(node, now, counters, closing);
+            worked |= self.flush(now, counters);
+            self.set_overdraft(0);
         }
         worked |= self.flush(now, counters);
         worked
+    }
+
+    fn set_overdraft(&mut self, datagrams: u32) {
+        for p in &mut self.ports {
+            p.send.set_overdraft(datagrams);
+        }
     }
 
     /// One pass of `node`, as [`UdpDriver::run`] makes it: what happened, and whether
@@ -926,6 +944,85 @@ mod tests {
         assert_eq!(port_datagram_bytes(8_972, Some(500)), PATH_DATAGRAM_BYTES_MIN);
         // Cutting an already cut link again never grows it.
         assert_eq!(port_datagram_bytes(1_472, Some(1_252)), 1_252);
+    }
+
+    /// A host that always has data and closes each visit with one frame.
+    struct Closing {
+        closing: bool,
+    }
+
+    const DATA: u8 = 0xda;
+    const CLOSE: u8 = 0xc1;
+    const BYTES: usize = 4_000;
+
+    impl Node for Closing {
+        fn classify(&self, _: Instant, _: PortId, _: &[u8]) -> Route {
+            Route::Consume
+        }
+        fn handle_frame(&mut self, _: Instant, _: PortId, _: &mut [u8], _: Route) {}
+        fn poll_transmit(&mut self, _: Instant, _: PortId, buf: &mut [u8]) -> Option<usize> {
+            let fill = if std::mem::take(&mut self.closing) {
+                CLOSE
+            } else {
+                DATA
+            };
+            buf[..BYTES].fill(fill);
+            Some(BYTES)
+        }
+        fn wants_transmit(&self) -> bool {
+            true
+        }
+        fn end_visit(&mut self, _: Instant) -> usize {
+            self.closing = true;
+            1
+        }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    /// Under load a link's window is spent when a visit ends; the frames that close it (a
+    /// host's promise) still leave then, up to CLOSING_OVERDRAFT_DATAGRAMS past the window in
+    /// all, and nothing else does until credit comes.
+    #[test]
+    fn the_frames_closing_a_visit_leave_past_a_spent_window() {
+        let peer = UdpSocket::bind("127.0.0.1:0").unwrap();
+        peer.set_nonblocking(true).unwrap();
+        let mut d = UdpDriver::bind_addr("127.0.0.1:0".parse().unwrap(), &UdpConfig::default()).unwrap();
+        d.set_ports(&[Some(peer.local_addr().unwrap())]);
+        let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+        let counters = UdpCounters::default();
+        let mut node = Closing { closing: false };
+        let received = |peer: &UdpSocket| {
+            let mut buf = vec![0u8; 65_536];
+            let mut datagrams = Vec::new();
+            while let Ok(n) = peer.recv(&mut buf) {
+                datagrams.push(buf[..n].to_vec());
+            }
+            datagrams
+        };
+        d.pass(&mut node, &clock, &counters);
+        let first = received(&peer);
+        let window = link::INITIAL_WINDOW as usize;
+        assert!(
+            (window + 1..=window + CLOSING_OVERDRAFT_DATAGRAMS as usize).contains(&first.len()),
+            "{} datagrams for a window of {window}",
+            first.len()
+        );
+        let closes = |g: &[u8]| g.windows(BYTES).any(|w| w.iter().all(|&b| b == CLOSE));
+        assert!(
+            closes(first.last().unwrap()),
+            "the last datagram carries the closing frame"
+        );
+        assert!(!first[..first.len() - 1].iter().any(|g| closes(g)));
+        // No credit comes: later visits close within the same overdraft, then send nothing.
+        let mut total = first.len();
+        for _ in 0..4 {
+            d.pass(&mut node, &clock, &counters);
+            total += received(&peer).len();
+        }
+        assert_eq!(total, window + CLOSING_OVERDRAFT_DATAGRAMS as usize);
     }
 
     #[test]
