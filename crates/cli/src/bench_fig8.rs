@@ -75,8 +75,9 @@ pub struct Fig8Args {
     udp_window_datagrams: usize,
     /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
     /// goes first: this machine's speed drifts by tens of percent within a minute, so
-    /// ordered over unordered is the median over the table's pair and these
-    #[arg(long, default_value_t = 2)]
+    /// ordered over unordered is the median over the table's pair and these (single pairs of
+    /// one build spread 0.6-1.4 on a bad day; a median of three still swung 0.8-1.0)
+    #[arg(long, default_value_t = 4)]
     ratio_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0)]
