@@ -512,27 +512,22 @@ impl Endpoint {
     /// The next scattering that left a send buffer, with the timestamp it took there: (message
     /// id, timestamp), in timestamp order across both services (the order they were stamped).
     pub fn poll_released(&mut self) -> Option<(u64, Instant)> {
-        let reliable = self
-            .recovery
-            .peek_released()
-            .into_iter()
-            .chain(self.sender.peek_released())
-            .map(|(_, ts)| ts)
-            .min();
-        match (self.released.front(), reliable) {
-            (Some(&(_, best_effort)), Some(reliable)) if reliable < best_effort => {
-                self.poll_released_reliable()
-            }
-            (Some(_), _) => self.released.pop_front(),
-            (None, _) => self.poll_released_reliable(),
-        }
-    }
-
-    fn poll_released_reliable(&mut self) -> Option<(u64, Instant)> {
-        match (self.recovery.peek_released(), self.sender.peek_released()) {
-            (Some((_, a)), Some((_, b))) if b < a => self.sender.poll_released(),
-            (Some(_), _) => self.recovery.poll_released(),
-            (None, _) => self.sender.poll_released(),
+        let ts = |r: Option<(u64, Instant)>| r.map(|(_, ts)| ts);
+        let sources = [
+            self.released.front().map(|&(_, ts)| ts),
+            ts(self.recovery.peek_released()),
+            ts(self.sender.peek_released()),
+        ];
+        // The lowest timestamp; on a tie the earlier source (best effort, then recovery).
+        let (_, source) = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some(((*t)?, i)))
+            .min()?;
+        match source {
+            0 => self.released.pop_front(),
+            1 => self.recovery.poll_released(),
+            _ => self.sender.poll_released(),
         }
     }
 

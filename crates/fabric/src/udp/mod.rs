@@ -491,10 +491,11 @@ impl UdpDriver {
             // receiver's barrier a pass behind (docs/udp.md, "Credits").
             self.set_overdraft(CLOSING_OVERDRAFT_DATAGRAMS);
             worked |= self.originate(node, now, counters, closing);
-            worked |= self.flush(now, counters);
-            self.set_overdraft(0);
         }
         worked |= self.flush(now, counters);
+        if closing > 0 {
+            self.set_overdraft(0);
+        }
         worked
     }
 
