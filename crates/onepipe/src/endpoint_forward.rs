@@ -34,7 +34,7 @@ impl Endpoint {
             t = self.sender.poll_forward()?;
         }
         // Barriers mean something only on the link they crossed: none go through the controller.
-        let repr = super::prepare_repr(&self.config, &t, Default::default(), 0);
+        let repr = super::prepare_repr(&self.config, &t, Default::default(), None);
         let total = repr.buffer_len();
         let mut packet = Packet::new_unchecked(&mut buf[..total]);
         repr.emit(&mut packet);
@@ -70,7 +70,7 @@ impl Endpoint {
         }
         let data = if repr.ack {
             let (cumulative, ack, data) =
-                split_piggyback(packet.payload()).expect("parse checked the length");
+                split_piggyback(packet.payload(), repr.sack).expect("parse checked the length");
             self.sender.on_ack(now, repr.src, cumulative, &ack);
             data
         } else {

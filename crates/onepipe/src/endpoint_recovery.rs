@@ -33,7 +33,7 @@ use crate::controller::{Failure, LostRecall};
 use crate::reliable::receiver::ReliableReceiver;
 use crate::reliable::sender::ReliableSender;
 use crate::reorder::ReorderBuffer;
-use onepipe_wire::{Instant, PIGGYBACK_LEN};
+use onepipe_wire::Instant;
 use std::collections::{BTreeMap, VecDeque};
 
 /// What the controller answers a recovering process (paper 5.2: "host failure notifications
@@ -182,8 +182,7 @@ impl Endpoint {
 
     /// Fresh reliable state, the failures as they are now; returns the sends reported failed.
     fn start_incarnation(&mut self, now: Instant, r: &Recovery) -> usize {
-        let fragment_bytes =
-            self.config.fragment_payload_bytes() - if self.piggyback { PIGGYBACK_LEN } else { 0 };
+        let fragment_bytes = self.config.reliable_fragment_bytes();
         let fresh = ReliableSender::new(
             self.config.reliable.clone(),
             self.config.process_count,

@@ -763,7 +763,7 @@ fn recall_carries_a_piggybacked_ack() {
     assert_eq!(frames.len(), 1, "the ACK rode on the recall");
     let r = repr(&frames[0]);
     assert!(r.recall && r.ack);
-    assert_eq!(r.payload_len as usize, PIGGYBACK_LEN);
+    assert_eq!(r.payload_len as usize, onepipe_wire::PIGGYBACK_LEN);
     eps[2].handle_frame(t(210), &frames[0]).unwrap();
     assert_eq!(eps[2].counters().recalled, 1);
     assert_eq!(
@@ -775,6 +775,48 @@ fn recall_carries_a_piggybacked_ack() {
         eps[0].handle_frame(t(230), &f).unwrap();
     }
     assert!(eps[0].failure_complete(1));
+}
+
+/// Nearly every ACK rides on a prepare packet, so it rides short: its selective map only when
+/// a bit of it is set (flag `SACK`, 18 bytes instead of 10), and the sender reads either.
+#[test]
+fn piggybacked_acks_carry_the_selective_map_only_when_it_has_bits() {
+    let big = |p: u32| Endpoint::new(EndpointConfig::new(p, 2, 7), t(0));
+    let mut eps = vec![big(0), big(1)];
+    for now in [100, 110, 120] {
+        eps[0].send_reliable(t(now), &[(1, b"m")]).unwrap();
+    }
+    let mut prepares: Vec<Vec<u8>> = drain(&mut eps[0], 130)
+        .into_iter()
+        .filter(|f| repr(f).opcode == Opcode::Prepare)
+        .collect();
+    assert_eq!(prepares.len(), 3);
+    let first = prepares.remove(0); // lost, for now
+    for f in &prepares {
+        eps[1].handle_frame(t(140), f).unwrap();
+    }
+    // 1 answers with a message of its own: the ACK on it says 0 is missing, 1 and 2 arrived.
+    let ride = |eps: &mut Vec<Endpoint>, now: u64| {
+        eps[1].send_reliable(t(now), &[(0, b"r")]).unwrap();
+        let frames = drain(&mut eps[1], now);
+        assert_eq!(frames.len(), 1, "no ACK of its own");
+        frames.into_iter().next().unwrap()
+    };
+    let with_map = ride(&mut eps, 150);
+    let r = repr(&with_map);
+    assert!(r.ack && r.sack);
+    assert_eq!(r.payload_len as usize, onepipe_wire::PIGGYBACK_SACK_LEN + 1);
+    eps[0].handle_frame(t(160), &with_map).unwrap();
+    let sender = eps[0].reliable_sender();
+    assert_eq!(sender.counters().packets_acked, 2, "selectively");
+    assert_eq!(sender.unacked_packets(), 1);
+    eps[1].handle_frame(t(170), &first).unwrap();
+    let without_map = ride(&mut eps, 180);
+    let r = repr(&without_map);
+    assert!(r.ack && !r.sack);
+    assert_eq!(r.payload_len as usize, onepipe_wire::PIGGYBACK_LEN + 1);
+    eps[0].handle_frame(t(190), &without_map).unwrap();
+    assert_eq!(eps[0].reliable_sender().unacked_packets(), 0, "cumulatively");
 }
 
 /// Promise mode (docs/ordering.md, "Promises"): a visit that ends in the middle of a

@@ -20,6 +20,7 @@ pub fn packet(
         end_of_message: frag.0 + 1 == frag.1,
         ecn: false,
         ack: false,
+        sack: false,
         recall: false,
         msg_ts: Timestamp48::new(ts),
         barrier: Timestamp48::new(barrier),

@@ -12,12 +12,29 @@
 //!
 //! Big-endian like the header. Parsing is total: any 16 bytes are an ACK payload; the
 //! endpoint judges whether the numbers make sense for its connection.
+//!
+//! An ACK riding on a prepare packet (flag `ACK`) is shorter, since nearly every ACK rides:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | cumulative PSN (the stand-alone ACK's header `psn`) |
+//! | 4..6 | `window_packets`, at most `u16::MAX` |
+//! | 6..8 | `received` |
+//! | 8..10 | `ce_marked` |
+//! | 10..18 | `sack`, only with flag `SACK`; without it the map is empty |
 
 /// Length of the ACK payload in bytes.
 pub const ACK_PAYLOAD_LEN: usize = 16;
-/// Length of an ACK piggybacked on a prepare packet (flag `ACK`): the cumulative PSN (4
-/// bytes) then an ACK payload, in front of the message bytes.
-pub const PIGGYBACK_LEN: usize = 4 + ACK_PAYLOAD_LEN;
+/// Length of an ACK piggybacked on a prepare packet (flag `ACK`) without a selective map: the
+/// cumulative PSN (4 bytes), `window_packets` (2, saturated), `received` and `ce_marked` (2
+/// each), in front of the message bytes. The map almost always is empty in FIFO fabrics, and
+/// leaving it out keeps the prepare packets that carry nearly every ACK 8 bytes shorter.
+pub const PIGGYBACK_LEN: usize = 10;
+/// Length of a piggybacked ACK with its selective map (flags `ACK` and `SACK`): the 8-byte
+/// map follows the [`PIGGYBACK_LEN`] bytes.
+pub const PIGGYBACK_SACK_LEN: usize = PIGGYBACK_LEN + 8;
+/// The most a piggybacked ACK takes: what reliable fragments leave room for.
+pub const PIGGYBACK_MAX_LEN: usize = PIGGYBACK_SACK_LEN;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AckPayload {
@@ -45,22 +62,54 @@ impl AckPayload {
         out[12..14].copy_from_slice(&self.received.to_be_bytes());
         out[14..16].copy_from_slice(&self.ce_marked.to_be_bytes());
     }
+
+    /// Bytes this ACK takes piggybacked: the selective map only when a bit of it is set.
+    pub fn piggyback_len(&self) -> usize {
+        if self.sack == 0 {
+            PIGGYBACK_LEN
+        } else {
+            PIGGYBACK_SACK_LEN
+        }
+    }
 }
 
-/// Writes a piggybacked ACK: cumulative PSN, then the payload.
-pub fn emit_piggyback(cumulative: u32, ack: &AckPayload, out: &mut [u8; PIGGYBACK_LEN]) {
-    out[..4].copy_from_slice(&cumulative.to_be_bytes());
-    let mut p = [0u8; ACK_PAYLOAD_LEN];
-    ack.emit(&mut p);
-    out[4..].copy_from_slice(&p);
+/// Writes a piggybacked ACK to the front of `out`, which has at least
+/// [`AckPayload::piggyback_len`] bytes, and returns its length; the packet's `SACK` flag must
+/// say whether it has the map (a non-zero `sack`). A window above `u16::MAX` is sent as
+/// `u16::MAX`: a receiver advertising less than it has is always safe.
+pub fn emit_piggyback(cumulative: u32, ack: &AckPayload, out: &mut [u8]) -> usize {
+    let window = ack.window_packets.min(u16::MAX as u32) as u16;
+    out[0..4].copy_from_slice(&cumulative.to_be_bytes());
+    out[4..6].copy_from_slice(&window.to_be_bytes());
+    out[6..8].copy_from_slice(&ack.received.to_be_bytes());
+    out[8..10].copy_from_slice(&ack.ce_marked.to_be_bytes());
+    if ack.sack == 0 {
+        return PIGGYBACK_LEN;
+    }
+    out[PIGGYBACK_LEN..PIGGYBACK_SACK_LEN].copy_from_slice(&ack.sack.to_be_bytes());
+    PIGGYBACK_SACK_LEN
 }
 
 /// Splits a piggybacked ACK off the front of a prepare payload: (cumulative, ACK, message
-/// bytes). `None` if the payload is too short.
-pub fn split_piggyback(payload: &[u8]) -> Option<(u32, AckPayload, &[u8])> {
-    let cumulative = u32::from_be_bytes(payload.get(..4)?.try_into().ok()?);
-    let ack = AckPayload::parse(payload.get(4..PIGGYBACK_LEN)?)?;
-    Some((cumulative, ack, &payload[PIGGYBACK_LEN..]))
+/// bytes). `with_sack` is the packet's `SACK` flag. `None` if the payload is too short.
+pub fn split_piggyback(payload: &[u8], with_sack: bool) -> Option<(u32, AckPayload, &[u8])> {
+    let len = if with_sack {
+        PIGGYBACK_SACK_LEN
+    } else {
+        PIGGYBACK_LEN
+    };
+    let b = payload.get(..len)?;
+    let be16 = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let ack = AckPayload {
+        sack: match b.get(PIGGYBACK_LEN..PIGGYBACK_SACK_LEN) {
+            Some(map) => u64::from_be_bytes(map.try_into().ok()?),
+            None => 0,
+        },
+        window_packets: be16(4) as u32,
+        received: be16(6),
+        ce_marked: be16(8),
+    };
+    Some((u32::from_be_bytes(b[0..4].try_into().ok()?), ack, &payload[len..]))
 }
 
 #[cfg(test)]
@@ -78,14 +127,32 @@ mod tests {
         }
 
         #[test]
-        fn piggyback_round_trips(cumulative: u32, sack: u64, rest in proptest::collection::vec(any::<u8>(), 0..20)) {
-            let a = AckPayload { sack, window_packets: 9, received: 2, ce_marked: 1 };
-            let mut head = [0u8; PIGGYBACK_LEN];
-            emit_piggyback(cumulative, &a, &mut head);
-            let mut payload = head.to_vec();
+        fn piggyback_round_trips(
+            cumulative: u32,
+            sack: u64,
+            window_packets in 0u32..=u16::MAX as u32,
+            received: u16,
+            ce_marked: u16,
+            rest in proptest::collection::vec(any::<u8>(), 0..20),
+        ) {
+            let a = AckPayload { sack, window_packets, received, ce_marked };
+            let mut payload = vec![0u8; PIGGYBACK_MAX_LEN];
+            let len = emit_piggyback(cumulative, &a, &mut payload);
+            prop_assert_eq!(len, a.piggyback_len());
+            prop_assert_eq!(len == PIGGYBACK_SACK_LEN, sack != 0);
+            payload.truncate(len);
             payload.extend_from_slice(&rest);
-            prop_assert_eq!(split_piggyback(&payload), Some((cumulative, a, &rest[..])));
-            prop_assert_eq!(split_piggyback(&payload[..PIGGYBACK_LEN - 1]), None);
+            prop_assert_eq!(split_piggyback(&payload, sack != 0), Some((cumulative, a, &rest[..])));
+            prop_assert_eq!(split_piggyback(&payload[..len - 1], sack != 0), None);
+        }
+
+        #[test]
+        fn piggybacked_windows_saturate(window_packets in u16::MAX as u32.., sack: u64) {
+            let a = AckPayload { sack, window_packets, received: 1, ce_marked: 0 };
+            let mut payload = [0u8; PIGGYBACK_MAX_LEN];
+            let len = emit_piggyback(7, &a, &mut payload);
+            let (_, parsed, _) = split_piggyback(&payload[..len], sack != 0).expect("whole");
+            prop_assert_eq!(parsed.window_packets, u16::MAX as u32);
         }
 
         #[test]

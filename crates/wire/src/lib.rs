@@ -9,6 +9,6 @@ pub mod ack;
 pub mod packet;
 pub mod time;
 
-pub use ack::{ACK_PAYLOAD_LEN, AckPayload, PIGGYBACK_LEN};
+pub use ack::{ACK_PAYLOAD_LEN, AckPayload, PIGGYBACK_LEN, PIGGYBACK_MAX_LEN, PIGGYBACK_SACK_LEN};
 pub use packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
 pub use time::{Duration, Instant, Timestamp48};

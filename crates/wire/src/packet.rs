@@ -44,14 +44,16 @@ pub mod flags {
     /// Congestion experienced, set by a fabric queue past its ECN threshold.
     pub const ECN: u8 = 0x02;
     /// A prepare packet whose payload starts with a piggybacked ACK for its destination's
-    /// connection to us ([`crate::ack::PIGGYBACK_LEN`] bytes: cumulative PSN, then the ACK
-    /// payload).
+    /// connection to us ([`crate::ack::PIGGYBACK_LEN`] bytes, see [`crate::ack`]).
     pub const ACK: u8 = 0x04;
     /// A prepare packet that recalls message `msg_id` with timestamp `msg_ts` of an aborted
     /// scattering (paper 5.2 Recall): the receiver discards that message and acknowledges the
     /// recall like any prepare packet. Fragment 0 of 1, no payload beyond a piggybacked ACK.
     pub const RECALL: u8 = 0x08;
-    pub const KNOWN: u8 = END_OF_MESSAGE | ECN | ACK | RECALL;
+    /// With `ACK` only: the piggybacked ACK carries its selective map
+    /// ([`crate::ack::PIGGYBACK_SACK_LEN`] bytes in all).
+    pub const SACK: u8 = 0x10;
+    pub const KNOWN: u8 = END_OF_MESSAGE | ECN | ACK | RECALL | SACK;
 }
 
 /// What a packet is.
@@ -100,7 +102,8 @@ pub enum ParseError {
     /// that disagrees with the position.
     BadFragment,
     /// A beacon or NAK with a payload, an ACK whose payload is not an ACK payload, the `ACK`
-    /// or `RECALL` flag on anything but a prepare, or a recall carrying message bytes.
+    /// or `RECALL` flag on anything but a prepare, `SACK` without `ACK`, or a recall carrying
+    /// message bytes.
     UnexpectedPayload,
 }
 
@@ -300,6 +303,8 @@ pub struct Repr {
     pub ecn: bool,
     /// Prepare only: the payload starts with a piggybacked ACK.
     pub ack: bool,
+    /// With `ack` only: the piggybacked ACK has its selective map (flag `SACK`).
+    pub sack: bool,
     /// Prepare only: a recall of message (`src`, `msg_ts`, `msg_id`) (flag `RECALL`).
     pub recall: bool,
     pub msg_ts: Timestamp48,
@@ -323,6 +328,7 @@ impl Repr {
             end_of_message: true,
             ecn: false,
             ack: false,
+            sack: false,
             recall: false,
             msg_ts: barrier,
             barrier,
@@ -356,16 +362,22 @@ impl Repr {
         }
         let payload_len = packet.payload_len();
         let ack = flag_bits & flags::ACK != 0;
+        let sack = flag_bits & flags::SACK != 0;
         let recall = flag_bits & flags::RECALL != 0;
         // A recall names one whole message: fragment 0 of 1 (END_OF_MESSAGE set, checked above).
         if recall && frag_count != 1 {
             return Err(ParseError::BadFragment);
         }
-        let piggyback_len = if ack { crate::ack::PIGGYBACK_LEN } else { 0 };
+        let piggyback_len = match (ack, sack) {
+            (true, false) => crate::ack::PIGGYBACK_LEN,
+            (true, true) => crate::ack::PIGGYBACK_SACK_LEN,
+            (false, _) => 0,
+        };
         let payload_ok = match opcode {
+            _ if sack && !ack => false,
             Opcode::Prepare if recall => payload_len as usize == piggyback_len,
             _ if recall => false,
-            Opcode::Prepare if ack => payload_len as usize >= crate::ack::PIGGYBACK_LEN,
+            Opcode::Prepare if ack => payload_len as usize >= piggyback_len,
             _ if ack => false,
             Opcode::Data | Opcode::Prepare => true,
             Opcode::Ack => payload_len as usize == crate::ack::ACK_PAYLOAD_LEN,
@@ -379,6 +391,7 @@ impl Repr {
             end_of_message,
             ecn: flag_bits & flags::ECN != 0,
             ack,
+            sack,
             recall,
             msg_ts: packet.msg_ts(),
             barrier: packet.barrier(),
@@ -412,6 +425,9 @@ impl Repr {
         if self.ack {
             f |= flags::ACK;
         }
+        if self.sack {
+            f |= flags::SACK;
+        }
         if self.recall {
             f |= flags::RECALL;
         }
@@ -441,6 +457,7 @@ mod tests {
             end_of_message: false,
             ecn: true,
             ack: false,
+            sack: false,
             recall: false,
             msg_ts: Timestamp48::new(0x0102_0304_0506),
             barrier: Timestamp48::new(0x0102_0304_0500),
@@ -519,6 +536,7 @@ mod tests {
             end_of_message: true,
             ecn: false,
             ack: false,
+            sack: false,
             recall: true,
             msg_ts: Timestamp48::new(500),
             barrier: Timestamp48::new(400),
@@ -553,6 +571,44 @@ mod tests {
             ..r
         };
         assert_eq!(parse_repr(&with_ack), Ok(with_ack));
+        let with_sack = Repr {
+            sack: true,
+            payload_len: crate::ack::PIGGYBACK_SACK_LEN as u16,
+            ..with_ack
+        };
+        assert_eq!(parse_repr(&with_sack), Ok(with_sack));
+    }
+
+    #[test]
+    fn the_sack_flag_needs_an_ack_and_room_for_the_map() {
+        let prepare = Repr {
+            recall: false,
+            ack: true,
+            sack: true,
+            payload_len: crate::ack::PIGGYBACK_SACK_LEN as u16 + 5,
+            ..recall()
+        };
+        let mut buf = vec![0u8; prepare.buffer_len()];
+        prepare.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf[1], flags::END_OF_MESSAGE | flags::ACK | flags::SACK);
+        assert_eq!(parse_repr(&prepare), Ok(prepare));
+        let short = Repr {
+            payload_len: crate::ack::PIGGYBACK_SACK_LEN as u16 - 1,
+            ..prepare
+        };
+        assert_eq!(parse_repr(&short), Err(ParseError::UnexpectedPayload));
+        let without_ack = Repr {
+            ack: false,
+            ..prepare
+        };
+        assert_eq!(parse_repr(&without_ack), Err(ParseError::UnexpectedPayload));
+        let ack = Repr {
+            opcode: Opcode::Ack,
+            ack: false,
+            payload_len: crate::ack::ACK_PAYLOAD_LEN as u16,
+            ..prepare
+        };
+        assert_eq!(parse_repr(&ack), Err(ParseError::UnexpectedPayload));
     }
 
     #[test]

@@ -35,6 +35,7 @@ fn repr_of(fields: &Value) -> (Repr, Vec<u8>) {
         end_of_message: b("end_of_message"),
         ecn: b("ecn"),
         ack: fields["ack"].as_bool().unwrap_or(false),
+        sack: fields["sack"].as_bool().unwrap_or(false),
         recall: fields["recall"].as_bool().unwrap_or(false),
         msg_ts: Timestamp48::new(u("msg_ts")),
         barrier: Timestamp48::new(u("barrier")),

@@ -28,6 +28,7 @@ fn packet(opcode: Opcode, src: u32, dst: u32, psn: u32, recall: bool) -> PacketB
         end_of_message: true,
         ecn: false,
         ack: false,
+        sack: false,
         recall,
         msg_ts: Timestamp48::new(777),
         barrier: Timestamp48::default(),

@@ -80,6 +80,12 @@ impl Connection {
         low | next << (64 - shift)
     }
 
+    /// The window to advertise: what is free of `window`, at most what a piggybacked ACK can
+    /// say (`u16::MAX`), so that `advertised_edge` is what the sender heard.
+    fn free_window(&self, window: u32) -> u32 {
+        (window - (self.held - self.held_out_of_order)).min(u16::MAX as u32)
+    }
+
     fn set_seen(&mut self, psn: u32, on: bool) {
         let (w, b) = self.bit(psn);
         if on {
@@ -289,7 +295,7 @@ impl ReliableReceiver {
         if c.held > c.held_out_of_order {
             c.held -= 1;
         }
-        let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
+        let edge = c.cumulative.wrapping_add(c.free_window(window));
         if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
             self.queue_ack(src, now, true);
         }
@@ -346,7 +352,7 @@ impl ReliableReceiver {
             return;
         };
         c.held = c.held.saturating_sub(packets as u32);
-        let edge = c.cumulative.wrapping_add(window - (c.held - c.held_out_of_order));
+        let edge = c.cumulative.wrapping_add(c.free_window(window));
         if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
             self.queue_ack(src, now, true);
         }
@@ -424,7 +430,7 @@ impl ReliableReceiver {
         c.ack_queued = false;
         c.ack_ready = false;
         let sack = c.sack();
-        let window_packets = window - (c.held - c.held_out_of_order);
+        let window_packets = c.free_window(window);
         c.advertised_edge = c.cumulative.wrapping_add(window_packets);
         let ack = AckPayload {
             sack,
