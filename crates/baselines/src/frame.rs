@@ -1,6 +1,6 @@
 //! The baselines' own frame format, separate from onepipe's packet header so that a frame of
 //! one can never be mistaken for the other: byte 0 is [`MAGIC`], whose high nibble (0xB) is not
-//! a version onepipe speaks (its byte 0 carries version 1 in the high nibble).
+//! a version onepipe speaks (its byte 0 carries version 2 in the high nibble).
 //!
 //! Layout (big-endian, [`HEADER_LEN`] = 40 bytes, then `payload_len` bytes):
 //!
@@ -230,7 +230,7 @@ mod tests {
         assert_eq!(Header::parse(&buf[..len - 1]), Err(FrameError::BadLength));
         assert_eq!(Header::parse(&buf[..len + 1]), Err(FrameError::BadLength));
         let mut bad = buf;
-        bad[0] = 0x10; // a onepipe header: version 1, opcode 0
+        bad[0] = onepipe_wire::packet::VERSION << 4; // a onepipe header, opcode 0
         assert_eq!(Header::parse(&bad[..len]), Err(FrameError::BadMagic));
         let mut bad = buf;
         bad[1] = 99;

@@ -15,8 +15,10 @@ use core::fmt;
 
 /// Length of the fixed header in bytes.
 pub const HEADER_LEN: usize = 48;
-/// Header format version carried in the high nibble of byte 0.
-pub const VERSION: u8 = 1;
+/// Header format version carried in the high nibble of byte 0. Version 2 (2026-11-27): the
+/// piggybacked ACK is shorter and its selective map optional (flag `SACK`); a version-1 peer
+/// would misread it, so each drops the other's packets as `bad_version` instead.
+pub const VERSION: u8 = 2;
 /// Largest payload a single packet can carry (the length field is 16 bits).
 pub const PAYLOAD_MAX: usize = u16::MAX as usize;
 
