@@ -725,7 +725,8 @@ impl Endpoint {
         repr.emit(&mut packet);
         let payload = packet.payload_mut();
         // Written in place: built in a local array and copied, the copy's wide loads waited
-        // on the array's narrow stores (a sixth of this function's samples on one store).
+        // on the array's narrow stores (about a seventh of this function's samples, on one
+        // store; gone in `perf` since).
         let head = match piggyback {
             Some((cumulative, ack)) => emit_piggyback(cumulative, &ack, payload),
             None => 0,

@@ -85,19 +85,14 @@ impl Dctcp {
             }
         } else if self.cwnd < self.ssthresh {
             self.cwnd += received as f32; // slow start
-        } else if self.cwnd < p.max {
+        } else {
             self.cwnd += received as f32 / self.cwnd; // one packet per window
         }
         self.cwnd = self.cwnd.clamp(p.min, p.max);
         if (una.wrapping_sub(self.window_end) as i32) >= 0 {
-            // Without marks the fraction is 0: no division. With a packet or two in flight
-            // per connection (all-to-all broadcast), a window ends at nearly every ACK, and
-            // the division was an eighth of `on_ack`'s samples.
-            if self.marked > 0 {
+            if self.acked > 0 {
                 let fraction = self.marked as f32 / self.acked as f32;
                 self.alpha = (1.0 - p.gain) * self.alpha + p.gain * fraction;
-            } else if self.acked > 0 {
-                self.alpha *= 1.0 - p.gain;
             }
             self.acked = 0;
             self.marked = 0;
