@@ -90,11 +90,17 @@ impl EndpointConfig {
         self.reliable.recv_window_packets = self.reliable.recv_window_packets.max(packets as u32);
     }
 
+    /// Whether ACKs ride on reliable packets: not when the MTU is so small that the room left
+    /// for them would take most of a fragment.
+    fn piggybacks(&self) -> bool {
+        self.fragment_payload_bytes() > 2 * PIGGYBACK_MAX_LEN
+    }
+
     /// Payload bytes of a reliable fragment: less than best effort's when there is room for
     /// an ACK to ride along.
     fn reliable_fragment_bytes(&self) -> usize {
         let fragment_bytes = self.fragment_payload_bytes();
-        if fragment_bytes > 2 * PIGGYBACK_MAX_LEN {
+        if self.piggybacks() {
             fragment_bytes - PIGGYBACK_MAX_LEN
         } else {
             fragment_bytes
@@ -337,8 +343,7 @@ impl Endpoint {
         let mut clock = HostClock::new(config.clock_offset_ns);
         let host_now = clock.read(now);
         // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
-        let fragment_bytes = config.fragment_payload_bytes();
-        let piggyback = fragment_bytes > 2 * PIGGYBACK_MAX_LEN;
+        let piggyback = config.piggybacks();
         let reliable_fragment_bytes = config.reliable_fragment_bytes();
         Endpoint {
             piggyback,

@@ -65,11 +65,16 @@ impl AckPayload {
 
     /// Bytes this ACK takes piggybacked: the selective map only when a bit of it is set.
     pub fn piggyback_len(&self) -> usize {
-        if self.sack == 0 {
-            PIGGYBACK_LEN
-        } else {
-            PIGGYBACK_SACK_LEN
-        }
+        piggyback_len(self.sack != 0)
+    }
+}
+
+/// Bytes of a piggybacked ACK, with the packet's `SACK` flag as given.
+pub fn piggyback_len(with_sack: bool) -> usize {
+    if with_sack {
+        PIGGYBACK_SACK_LEN
+    } else {
+        PIGGYBACK_LEN
     }
 }
 
@@ -93,11 +98,7 @@ pub fn emit_piggyback(cumulative: u32, ack: &AckPayload, out: &mut [u8]) -> usiz
 /// Splits a piggybacked ACK off the front of a prepare payload: (cumulative, ACK, message
 /// bytes). `with_sack` is the packet's `SACK` flag. `None` if the payload is too short.
 pub fn split_piggyback(payload: &[u8], with_sack: bool) -> Option<(u32, AckPayload, &[u8])> {
-    let len = if with_sack {
-        PIGGYBACK_SACK_LEN
-    } else {
-        PIGGYBACK_LEN
-    };
+    let len = piggyback_len(with_sack);
     let b = payload.get(..len)?;
     let be16 = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
     let ack = AckPayload {

@@ -370,11 +370,7 @@ impl Repr {
         if recall && frag_count != 1 {
             return Err(ParseError::BadFragment);
         }
-        let piggyback_len = match (ack, sack) {
-            (true, false) => crate::ack::PIGGYBACK_LEN,
-            (true, true) => crate::ack::PIGGYBACK_SACK_LEN,
-            (false, _) => 0,
-        };
+        let piggyback_len = if ack { crate::ack::piggyback_len(sack) } else { 0 };
         let payload_ok = match opcode {
             _ if sack && !ack => false,
             Opcode::Prepare if recall => payload_len as usize == piggyback_len,
