@@ -9,7 +9,9 @@
 #![allow(clippy::disallowed_methods)] // threads live here
 
 use super::plan::{AddressPlan, PlanError};
-use super::{Idle, IdlePolicy, Pass, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers};
+use super::{
+    Idle, IdlePolicy, Pass, RecvBufs, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers,
+};
 use crate::inproc::Clock;
 use crate::node::Node;
 use crate::wiring::Wiring;
@@ -197,6 +199,7 @@ fn run_shared<N: Node>(
 ) {
     let sockets: Vec<&UdpSocket> = sockets.iter().collect();
     let mut idle = Idle::default();
+    let mut bufs = RecvBufs::new();
     while !stop.load(Ordering::Relaxed) {
         let mut all = Pass {
             worked: false,
@@ -209,7 +212,7 @@ fn run_shared<N: Node>(
                 Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => continue,
             };
             let m = &mut *guard;
-            let p = m.driver.pass(&mut m.node, clock, &m.counters);
+            let p = m.driver.pass(&mut m.node, clock, &m.counters, &mut bufs);
             all.worked |= p.worked;
             all.received |= p.received;
         }

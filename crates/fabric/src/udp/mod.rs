@@ -284,6 +284,27 @@ impl LinkCuts {
     }
 }
 
+/// Buffers for one batched receive (`recvmmsg`). The kernel copies every datagram into them,
+/// so a thread keeps one set for all the nodes it runs rather than each node its own: with a
+/// set per node, each pass of a thread over 33 nodes wrote megabytes into buffers no other
+/// node touched, and every such write evicted data from the 1 MiB L2 cache (docs/udp.md).
+pub(crate) struct RecvBufs {
+    bufs: Vec<Vec<u8>>,
+    meta: Vec<quinn_udp::RecvMeta>,
+}
+
+impl RecvBufs {
+    pub(crate) fn new() -> RecvBufs {
+        let batch = quinn_udp::BATCH_SIZE.max(1);
+        RecvBufs {
+            // 64 KiB: the largest UDP datagram, and the most that receive offload (GRO)
+            // coalesces into one buffer.
+            bufs: vec![vec![0u8; RECV_BUF_BYTES]; batch],
+            meta: vec![quinn_udp::RecvMeta::default(); batch],
+        }
+    }
+}
+
 /// Drives one node over one UDP socket.
 pub struct UdpDriver {
     socket: UdpSocket,
@@ -291,8 +312,6 @@ pub struct UdpDriver {
     ports: Vec<Port>,
     by_addr: HashMap<SocketAddr, PortId>,
     config: UdpConfig,
-    recv_bufs: Vec<Vec<u8>>,
-    recv_meta: Vec<quinn_udp::RecvMeta>,
     scratch: Vec<u8>,
     cuts: std::sync::Arc<LinkCuts>,
     answers: std::sync::Arc<LinkAnswers>,
@@ -330,17 +349,12 @@ impl UdpDriver {
         let _ = sock.set_recv_buffer_size(config.socket_buffer_bytes);
         let _ = sock.set_send_buffer_size(config.socket_buffer_bytes);
         let state = quinn_udp::UdpSocketState::new((&socket).into())?;
-        let batch = quinn_udp::BATCH_SIZE.max(1);
         Ok(UdpDriver {
             socket,
             state,
             ports: Vec::new(),
             by_addr: HashMap::new(),
             config: config.clone(),
-            // 64 KiB: the largest UDP datagram, and the most that receive offload (GRO)
-            // coalesces into one buffer.
-            recv_bufs: vec![vec![0u8; RECV_BUF_BYTES]; batch],
-            recv_meta: vec![quinn_udp::RecvMeta::default(); batch],
             scratch: vec![0u8; FRAME_MAX],
             cuts: Default::default(),
             answers: Default::default(),
@@ -459,8 +473,9 @@ impl UdpDriver {
     ) {
         let mut idle = Idle::default();
         let mut observe_at = clock.now();
+        let mut bufs = RecvBufs::new();
         while !stop.load(Ordering::Relaxed) {
-            let received = self.receive(node, clock, counters);
+            let received = self.receive(node, clock, counters, &mut bufs);
             let now = clock.now();
             if now >= observe_at {
                 observe(node, now);
@@ -505,10 +520,16 @@ impl UdpDriver {
         }
     }
 
-    /// One pass of `node`, as [`UdpDriver::run`] makes it: what happened, and whether
-    /// datagrams came in.
-    pub(crate) fn pass<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> Pass {
-        let received = self.receive(node, clock, counters);
+    /// One pass of `node`, as [`UdpDriver::run`] makes it, receiving into the running
+    /// thread's `bufs`: what happened, and whether datagrams came in.
+    pub(crate) fn pass<N: Node>(
+        &mut self,
+        node: &mut N,
+        clock: &Clock,
+        counters: &UdpCounters,
+        bufs: &mut RecvBufs,
+    ) -> Pass {
+        let received = self.receive(node, clock, counters, bufs);
         let worked = self.work(node, clock.now(), counters) || received;
         Pass { worked, received }
     }
@@ -520,12 +541,18 @@ impl UdpDriver {
     /// Takes what waits on the socket, a batch at a time (up to [`RECEIVE_BATCHES_PER_PASS`]):
     /// credits are applied, frames handed to the node (or parked behind earlier ones that wait
     /// for room). Returns whether anything came.
-    fn receive<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> bool {
+    fn receive<N: Node>(
+        &mut self,
+        node: &mut N,
+        clock: &Clock,
+        counters: &UdpCounters,
+        bufs: &mut RecvBufs,
+    ) -> bool {
         let mut received = false;
         for _ in 0..RECEIVE_BATCHES_PER_PASS {
-            let n = self.receive_batch(node, clock, counters);
+            let n = self.receive_batch(node, clock, counters, bufs);
             received |= n > 0;
-            if n < self.recv_bufs.len() {
+            if n < bufs.bufs.len() {
                 break;
             }
         }
@@ -533,21 +560,22 @@ impl UdpDriver {
     }
 
     /// Takes one batch of datagrams (one `recvmmsg`); returns how many buffers it filled.
-    fn receive_batch<N: Node>(&mut self, node: &mut N, clock: &Clock, counters: &UdpCounters) -> usize {
-        let meta = &mut self.recv_meta;
-        let mut slices: Vec<IoSliceMut<'_>> = self.recv_bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+    fn receive_batch<N: Node>(
+        &mut self,
+        node: &mut N,
+        clock: &Clock,
+        counters: &UdpCounters,
+        bufs: &mut RecvBufs,
+    ) -> usize {
+        let RecvBufs { bufs, meta } = bufs;
+        let mut slices: Vec<IoSliceMut<'_>> = bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
         // Nothing waiting (WouldBlock) or a transient socket error: try again next pass.
         let Ok(n) = self.state.recv((&self.socket).into(), &mut slices, meta) else {
             return 0;
         };
         drop(slices);
         let now = clock.now();
-        // Taken out so that handing frames on may use the rest of the driver.
-        let (bufs, meta) = (
-            std::mem::take(&mut self.recv_bufs),
-            std::mem::take(&mut self.recv_meta),
-        );
-        for (m, buf) in meta.iter().zip(&bufs).take(n) {
+        for (m, buf) in meta.iter().zip(bufs.iter()).take(n) {
             let Some(&port) = self.by_addr.get(&canonical(m.addr)) else {
                 let counter = match self.cut_addrs.contains_key(&canonical(m.addr)) {
                     true => &counters.cut_datagrams,
@@ -561,7 +589,6 @@ impl UdpDriver {
                 self.take_datagram(node, now, port, datagram, counters);
             }
         }
-        (self.recv_bufs, self.recv_meta) = (bufs, meta);
         n
     }
 
@@ -1003,7 +1030,8 @@ mod tests {
             }
             datagrams
         };
-        d.pass(&mut node, &clock, &counters);
+        let mut bufs = RecvBufs::new();
+        d.pass(&mut node, &clock, &counters, &mut bufs);
         let first = received(&peer);
         let window = link::INITIAL_WINDOW as usize;
         assert!(
@@ -1020,7 +1048,7 @@ mod tests {
         // No credit comes: later visits close within the same overdraft, then send nothing.
         let mut total = first.len();
         for _ in 0..4 {
-            d.pass(&mut node, &clock, &counters);
+            d.pass(&mut node, &clock, &counters, &mut bufs);
             total += received(&peer).len();
         }
         // A stall of the test past PROBE_AFTER lets a probe go too (counted as one).
