@@ -86,6 +86,13 @@ impl Connection {
         (window - (self.held - self.held_out_of_order)).min(u16::MAX as u32)
     }
 
+    /// The window has opened by a quarter since the last ACK advertised it: the sender should
+    /// hear of it now rather than with the next packet that happens to owe an ACK.
+    fn window_opened(&self, window: u32) -> bool {
+        let edge = self.cumulative.wrapping_add(self.free_window(window));
+        edge.wrapping_sub(self.advertised_edge) as i32 >= (window / 4).max(1) as i32
+    }
+
     fn set_seen(&mut self, psn: u32, on: bool) {
         let (w, b) = self.bit(psn);
         if on {
@@ -295,8 +302,7 @@ impl ReliableReceiver {
         if c.held > c.held_out_of_order {
             c.held -= 1;
         }
-        let edge = c.cumulative.wrapping_add(c.free_window(window));
-        if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
+        if c.window_opened(window) {
             self.queue_ack(src, now, true);
         }
     }
@@ -352,8 +358,7 @@ impl ReliableReceiver {
             return;
         };
         c.held = c.held.saturating_sub(packets as u32);
-        let edge = c.cumulative.wrapping_add(c.free_window(window));
-        if edge.wrapping_sub(c.advertised_edge) as i32 >= (window / 4).max(1) as i32 {
+        if c.window_opened(window) {
             self.queue_ack(src, now, true);
         }
     }
