@@ -16,7 +16,7 @@ use crate::inproc::Clock;
 use crate::node::Node;
 use crate::wiring::Wiring;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 
 #[derive(Debug, thiserror::Error)]
@@ -109,21 +109,16 @@ impl<N: Node + 'static> LocalFabric<N> {
             counters,
         };
         let idle = udp.idle;
+        let schedule: Arc<[usize]> = shared_schedule(wiring.switch_count(), expected).into();
+        let cursor = Arc::new(AtomicUsize::new(0));
         for t in 0..thread_count {
             let (stop, members, sockets) =
                 (fabric.stop.clone(), fabric.members.clone(), park_sockets.clone());
+            let (schedule, cursor) = (schedule.clone(), cursor.clone());
             let spawned = std::thread::Builder::new()
                 .name("onepipe-udp-node".into())
                 .spawn(move || match shared {
-                    // Spread out, so that the threads do not start by contending for one node.
-                    true => run_shared(
-                        &members,
-                        t * members.len() / thread_count,
-                        &sockets,
-                        idle,
-                        &clock,
-                        &stop,
-                    ),
+                    true => run_shared(&members, &schedule, &cursor, &sockets, idle, &clock, &stop),
                     false => {
                         let mut guard = members[t].lock().expect("nothing else runs this node");
                         let one = &mut *guard;
@@ -183,15 +178,43 @@ struct Member<N> {
     counters: Arc<UdpCounters>,
 }
 
-/// Runs passes of the nodes with a few other threads, until `stop` is set: the thread goes
-/// round all the nodes from `first` on and runs a pass of each one no other thread is running.
-/// So a node that has more to do (a switch) than the others is not stuck behind a fixed share
-/// of them, and no thread idles while another has a backlog. The thread parks (as a lone
-/// node's would) only once a round found nothing to do, until a datagram reaches any socket or
-/// the earliest timer.
+/// Hosts visited between two visits of the switches in [`shared_schedule`].
+const HOSTS_BETWEEN_SWITCH_VISITS: usize = 8;
+
+/// The order in which the shared threads take the nodes, over and over: every host once, in
+/// wiring order, and the switches (the first `switches` nodes) before each run of
+/// [`HOSTS_BETWEEN_SWITCH_VISITS`] hosts, since a switch carries every host's traffic.
+///
+/// One order for all the threads, each taking the next node from a shared cursor, keeps the
+/// hosts' visits in one cycle. Over udp a host's promise (docs/ordering.md, "Promises") is
+/// made at the end of its visit, and what it sends in its next visit is stamped at that
+/// promise; a receiver delivers it on arrival only if every host, the receiver included, has
+/// promised again since. In one cycle that holds by the time it arrives. When each thread
+/// went round the nodes from its own starting point, taking whatever the other was not
+/// running, a host was often visited twice between two visits of another: at 32 processes a
+/// third of what a host received still waited for the barrier at the end of its visit, and
+/// was read again from memory a pass later (docs/performance.md, "One cycle of visits").
+fn shared_schedule(switches: usize, nodes: usize) -> Vec<usize> {
+    let hosts: Vec<usize> = (switches..nodes).collect();
+    if hosts.is_empty() {
+        return (0..switches).collect();
+    }
+    hosts
+        .chunks(HOSTS_BETWEEN_SWITCH_VISITS)
+        .flat_map(|run| (0..switches).chain(run.iter().copied()))
+        .collect()
+}
+
+/// Runs passes of the nodes with a few other threads, until `stop` is set: the thread takes
+/// the next node of `schedule` from `cursor`, shared by every thread, and runs a pass of it
+/// unless another thread is running it. So no thread idles while another has a backlog, and
+/// the nodes are visited in one order whatever the number of threads. The thread parks (as
+/// a lone node's would) only once a round of `schedule` found nothing to do, until a
+/// datagram reaches any socket or the earliest timer.
 fn run_shared<N: Node>(
     members: &[Mutex<Member<N>>],
-    first: usize,
+    schedule: &[usize],
+    cursor: &AtomicUsize,
     sockets: &[UdpSocket],
     policy: IdlePolicy,
     clock: &Clock,
@@ -205,8 +228,9 @@ fn run_shared<N: Node>(
             worked: false,
             received: false,
         };
-        for k in 0..members.len() {
-            let mut guard = match members[(first + k) % members.len()].try_lock() {
+        for _ in 0..schedule.len() {
+            let next = cursor.fetch_add(1, Ordering::Relaxed) % schedule.len();
+            let mut guard = match members[schedule[next]].try_lock() {
                 Ok(g) => g,
                 // Another thread is on it (or died in it, and the fabric stops).
                 Err(TryLockError::WouldBlock | TryLockError::Poisoned(_)) => continue,
@@ -225,5 +249,33 @@ fn run_shared<N: Node>(
                 .min();
             park(&sockets, timeout, clock);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_host_once_per_round_with_the_switches_before_each_run_of_hosts() {
+        // 2 switches, 20 hosts: runs of 8, 8 and 4 hosts, each after both switches.
+        let s = shared_schedule(2, 22);
+        let run = |from: usize, to: usize| (from..to).collect::<Vec<_>>();
+        let expected = [
+            vec![0, 1],
+            run(2, 10),
+            vec![0, 1],
+            run(10, 18),
+            vec![0, 1],
+            run(18, 22),
+        ]
+        .concat();
+        assert_eq!(s, expected);
+        assert_eq!(
+            shared_schedule(1, 3),
+            [0, 1, 2],
+            "a small system: the switch once per round"
+        );
+        assert_eq!(shared_schedule(3, 3), [0, 1, 2], "switches only");
     }
 }
