@@ -174,7 +174,10 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
         sa.handle(t(0), Input::Register { process }).unwrap();
     }
     let confirmed: Vec<Output> = (0..w.process_count() as u32)
-        .map(|to| Output::Registered { to })
+        .map(|to| Output::Registered {
+            to,
+            failures: Vec::new(),
+        })
         .collect();
     assert_eq!(outputs(&mut sa), confirmed);
     let tor = w.processes[0];

@@ -46,8 +46,11 @@ pub enum Command {
     /// To a process: the switches now route around failed links; retransmit what timed out
     /// on them without waiting out the backed-off timer.
     PathsChanged,
-    /// To a process: its registration arrived; it stops repeating it.
-    Registered,
+    /// To a process: its registration arrived; it stops repeating it. `failures`: every
+    /// process declared failed and not recovered so far (see `Output::Registered`).
+    Registered {
+        failures: Vec<Failure>,
+    },
     /// Receiver Recovery (paper 5.2): the outputs of that name, to a process
     /// (control_recovery.rs).
     OwnFailure {
@@ -164,6 +167,7 @@ impl ControlPort {
                 self.registered_at = Some(now);
                 // With a controller to ask, a packet the fabric keeps losing goes through it.
                 endpoint.enable_forwarding();
+                endpoint.await_registration();
             }
             Some(at) if !self.confirmed && now >= at + repeat => {
                 self.send(Input::Register { process: me });
@@ -172,7 +176,13 @@ impl ControlPort {
             Some(_) => {}
         }
         while let Some(c) = self.try_command() {
-            if let Command::Registered = c {
+            if let Command::Registered { failures } = c {
+                // Failures it may have missed before the controller knew it; a repeated one
+                // changes nothing. Only then may it deliver reliable messages.
+                for f in &failures {
+                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                }
+                endpoint.registration_confirmed();
                 self.confirmed = true;
                 continue;
             }
@@ -300,7 +310,7 @@ impl Manage for Switch {
                 }
                 Command::Announce { .. }
                 | Command::PathsChanged
-                | Command::Registered
+                | Command::Registered { .. }
                 | Command::Forward { .. }
                 | Command::OwnFailure { .. }
                 | Command::LostRecalls { .. }
@@ -587,7 +597,7 @@ mod tests {
         assert_eq!(registrations(&mut port), 0);
         port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS), &mut endpoint);
         assert_eq!(registrations(&mut port), 1, "unconfirmed: again");
-        port.deliver(Command::Registered);
+        port.deliver(Command::Registered { failures: Vec::new() });
         port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS + 1), &mut endpoint);
         for k in 2..10 {
             port.exchange_endpoint(at(k * REGISTER_REPEAT_BEACONS), &mut endpoint);

@@ -32,8 +32,11 @@ pub enum ControlMsg {
     Avoid(Vec<(usize, u16)>),
     /// The controller to a process: paths changed (see [`Command::PathsChanged`]).
     PathsChanged,
-    /// The controller to a process: its registration arrived (see [`Command::Registered`]).
-    Registered,
+    /// The controller to a process: its registration arrived, and the failures so far, each
+    /// `(process, failure timestamp ns)` (see [`Command::Registered`]).
+    Registered {
+        failures: Vec<(u32, u64)>,
+    },
     /// The controller (re)started: a member says again what it said before (a process
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
@@ -113,7 +116,9 @@ impl ControlMsg {
             Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
             Command::CutInput(port) => ControlMsg::CutInput(*port),
             Command::PathsChanged => ControlMsg::PathsChanged,
-            Command::Registered => ControlMsg::Registered,
+            Command::Registered { failures } => ControlMsg::Registered {
+                failures: failures_ns(failures),
+            },
             Command::Forward { id, packet } => ControlMsg::Forward {
                 id: *id,
                 packet: packet.clone(),
@@ -170,7 +175,9 @@ impl ControlMsg {
             ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
             ControlMsg::CutInput(port) => Command::CutInput(port),
             ControlMsg::PathsChanged => Command::PathsChanged,
-            ControlMsg::Registered => Command::Registered,
+            ControlMsg::Registered { failures } => Command::Registered {
+                failures: failures_of(failures),
+            },
             ControlMsg::OwnFailure { ts_ns, incarnation } => Command::OwnFailure {
                 ts: Instant::from_nanos(ts_ns),
                 incarnation,
@@ -253,7 +260,9 @@ mod tests {
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
-            ControlMsg::Registered,
+            ControlMsg::Registered {
+                failures: vec![(2, 1_234)],
+            },
             ControlMsg::Hello,
             ControlMsg::Input(Input::Heard {
                 member: Member::Switch(1),

@@ -60,7 +60,7 @@ pub(crate) fn command(out: Output) -> Option<(Member, Command)> {
         } => (Member::Process(to), Command::Rejoined { process, incarnation }),
         Output::Readmit { switch, ports } => (Member::Switch(switch), Command::Readmit(ports)),
         Output::Forward { to, id, packet } => (Member::Process(to), Command::Forward { id, packet }),
-        Output::Registered { to } => (Member::Process(to), Command::Registered),
+        Output::Registered { to, failures } => (Member::Process(to), Command::Registered { failures }),
         Output::Announce { .. } | Output::RemoveInputs { .. } | Output::CutInput { .. } => return None,
     })
 }

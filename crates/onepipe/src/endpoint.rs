@@ -327,6 +327,9 @@ pub struct Endpoint {
     tombstones: std::collections::BTreeSet<(Instant, u32)>,
     /// Paper 5.2, Receiver Recovery (endpoint_recovery.rs).
     recovery: recovery::EndpointRecovery,
+    /// Registered with a controller that has not confirmed it yet: no reliable delivery until
+    /// it does (see [`Endpoint::await_registration`]).
+    unregistered: bool,
 }
 
 impl Endpoint {
@@ -377,7 +380,23 @@ impl Endpoint {
             completions_pending: Vec::new(),
             tombstones: Default::default(),
             recovery: Default::default(),
+            unregistered: false,
         }
+    }
+
+    /// This process has asked a controller to register it. Until the controller confirms
+    /// ([`Endpoint::registration_confirmed`]), it may have missed failure announcements: a
+    /// recovery can resume without a process the controller does not know yet, and the commit
+    /// barrier then passes messages of the failed process that the others discard. So reliable
+    /// delivery waits; preparing, acknowledging and sending go on.
+    pub fn await_registration(&mut self) {
+        self.unregistered = true;
+    }
+
+    /// The controller confirmed the registration (after it handed over the failures decided
+    /// so far): reliable delivery may go on.
+    pub fn registration_confirmed(&mut self) {
+        self.unregistered = false;
     }
 
     pub fn config(&self) -> &EndpointConfig {
@@ -1121,8 +1140,9 @@ impl Endpoint {
             self.counters.delivered += 1;
             return Some(f(d.ts, d.src, d.msg_id, &d.payload));
         }
-        if self.recovery.is_failed() {
-            // Declared failed: the buffer waits for the recovery to say what goes.
+        if self.recovery.is_failed() || self.unregistered {
+            // Declared failed: the buffer waits for the recovery to say what goes. Not yet
+            // registered: it waits for the failures the controller decided before.
             return None;
         }
         let limit = if self.config.ordering {

@@ -129,7 +129,10 @@ pub enum Output {
     },
     /// `to`'s registration arrived: it stops repeating it (management frames can be lost, and
     /// a process the controller does not know is neither told of failures nor waited for).
-    Registered { to: u32 },
+    /// `failures` are every process declared failed and not recovered, with its failure
+    /// timestamp: a process that registers late may have missed their announcements, and it
+    /// delivers no reliable message before it has discarded theirs (docs/failures.md).
+    Registered { to: u32, failures: Vec<Failure> },
     /// `switch` takes its inputs at `ports` again: a recovered process, or a switch that has a
     /// process behind it again.
     Readmit { switch: usize, ports: Vec<u16> },
@@ -340,7 +343,14 @@ impl Controller {
         match input {
             Input::Register { process } => {
                 let late = !std::mem::replace(&mut self.registered[process as usize], true);
-                self.outputs.push_back(Output::Registered { to: process });
+                let failures = (0..self.failed.len() as u32)
+                    .filter(|&p| p != process)
+                    .filter_map(|p| self.failed[p as usize].map(|ts| Failure { process: p, ts }))
+                    .collect();
+                self.outputs.push_back(Output::Registered {
+                    to: process,
+                    failures,
+                });
                 if late {
                     self.join_recoveries(process);
                 }

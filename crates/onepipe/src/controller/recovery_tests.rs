@@ -3,9 +3,9 @@
 //! process; none of it is lost across a restart, and repeats and late inputs change nothing.
 
 use super::super::store::{MemoryStore, Service};
-use super::super::{Controller, Failure, Input, Member, Output};
+use super::super::{Controller, Input, Member, Output};
 use super::{LOST_RECALLS_MAX, LostRecall, RECALLS_PER_OUTPUT};
-use crate::controller::test_util::{self, outputs, t};
+use crate::controller::test_util::{self, failure, outputs, t};
 use onepipe_fabric::{Peer, Topology, Wiring};
 use onepipe_wire::{Duration, Instant};
 
@@ -57,10 +57,6 @@ fn lost(process: u32, receiver: u32, ts: Instant, msg_id: u64) -> Input {
         process,
         lost: vec![(receiver, ts.as_nanos(), msg_id)],
     }
-}
-
-fn failure(process: u32, ts: Instant) -> Failure {
-    Failure { process, ts }
 }
 
 /// The whole conversation, paper 5.2: "The controller notifies process of its own failure.
@@ -187,7 +183,10 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
     assert_eq!(
         outputs(&mut c),
         vec![
-            Output::Registered { to: 2 },
+            Output::Registered {
+                to: 2,
+                failures: vec![],
+            },
             Output::OwnFailure {
                 to: 2,
                 ts: t(29),
@@ -267,7 +266,11 @@ fn a_process_behind_a_failed_switch_is_not_taken_back() {
     assert_eq!(
         outputs(&mut c),
         vec![
-            Output::Registered { to: 2 },
+            // Its rack mate failed with it: named, with its timestamp.
+            Output::Registered {
+                to: 2,
+                failures: vec![failure(3, t(7))],
+            },
             Output::OwnFailure {
                 to: 2,
                 ts: t(7),

@@ -2,7 +2,7 @@
 //! registered, or none), times in milliseconds from a fixed start, and its outputs drained.
 
 use super::graph::Graph;
-use super::{Controller, ControllerConfig, Input, Output};
+use super::{Controller, ControllerConfig, Failure, Input, Output};
 use onepipe_fabric::Wiring;
 use onepipe_wire::{Duration, Instant};
 
@@ -35,4 +35,8 @@ pub(crate) fn t(ms: u64) -> Instant {
 
 pub(crate) fn outputs(c: &mut Controller) -> Vec<Output> {
     std::iter::from_fn(|| c.poll_output()).collect()
+}
+
+pub(crate) fn failure(process: u32, ts: Instant) -> Failure {
+    Failure { process, ts }
 }
