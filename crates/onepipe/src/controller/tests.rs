@@ -149,13 +149,16 @@ fn a_process_registering_during_a_recovery_is_announced_to_and_waited_for() {
     // Registering again changes nothing; after Resume a process is not announced to, but
     // its confirmation names the failure, which it applies before it delivers.
     c.handle(t(30), Input::Register { process: 3 }).unwrap();
-    assert_eq!(
-        outputs(&mut c),
-        vec![Output::Registered {
-            to: 3,
-            failures: vec![failure(0, t(7))],
-        }]
-    );
+    assert_confirmed_with(&mut c, 3, vec![failure(0, t(7))]);
+}
+
+/// The only output is `process`'s confirmation, naming `failures`.
+fn assert_confirmed_with(c: &mut Controller, process: u32, failures: Vec<Failure>) {
+    let confirmed = Output::Registered {
+        to: process,
+        failures,
+    };
+    assert_eq!(outputs(c), vec![confirmed]);
 }
 
 /// A process the controller first hears of after a recovery resumed (found by a simulator
@@ -176,14 +179,8 @@ fn a_process_registering_after_resume_is_told_the_failures_in_its_confirmation()
     complete(&mut c, t(20), 0, &[1, 2]);
     assert!(matches!(outputs(&mut c)[..], [Output::RemoveInputs { .. }]));
     c.handle(t(30), Input::Register { process: 3 }).unwrap();
-    assert_eq!(
-        outputs(&mut c),
-        vec![Output::Registered {
-            to: 3,
-            failures: vec![failure(0, t(7))],
-        }],
-        "told in the confirmation, not announced to"
-    );
+    // Told in the confirmation, not announced to.
+    assert_confirmed_with(&mut c, 3, vec![failure(0, t(7))]);
 }
 
 /// The only host of a rack fails: its ToR is alive but nothing below it can send again, so its
