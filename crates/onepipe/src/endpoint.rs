@@ -577,7 +577,7 @@ impl Endpoint {
 
     fn release(&mut self, now: Instant) {
         let clock = &mut self.clock;
-        self.sender.release(now, || clock.issue(now));
+        self.sender.release(|| clock.issue(now));
     }
 
     /// Our commit barrier for a packet leaving now (paper 5.1).

@@ -142,16 +142,3 @@ fn the_recovery_sweep_recovers_from_every_kind() {
         "{tor:?} {host:?}"
     );
 }
-
-/// Campaign seed 90059545 (5 hosts, reliable, controller, 3% loss, host 3 failing): process
-/// 4's registration was confirmed only after the Resume of host 3's failure, so it was never
-/// announced to, and delivered a scattering of host 3's that every other receiver discarded.
-/// It needed the reliable sender's timing of 2026-11-27 (first transmissions stamped when
-/// queued) to happen; a late process now learns the failures from its confirmation and
-/// delivers nothing reliable before (docs/failures.md).
-#[test]
-fn a_process_registered_after_a_resume_keeps_atomicity() {
-    let run = onepipe_sim::campaign::run_seed(90_059_545);
-    assert!(run.controller && run.reliable, "{}", run.replay);
-    assert_eq!(run.violations, 0, "{:?}\n{}", run.problems, run.replay);
-}

@@ -23,7 +23,6 @@ use super::dctcp::{Dctcp, DctcpParams, WindowBeforeTimeout};
 use super::rtt::RttEstimator;
 use crate::endpoint::{FailureReason, SendFailure};
 use credits::Need;
-use fresh::{Fresh, FreshQueue};
 use onepipe_wire::{AckPayload, Duration, Instant};
 use std::collections::VecDeque;
 
@@ -68,8 +67,6 @@ struct OutMessage {
     /// not reach at release are held.
     overdrawn: bool,
     unacked: u16,
-    /// PSN of its first packet (the rest follow it), once released.
-    first_psn: u32,
 }
 
 struct Scattering {
@@ -95,15 +92,11 @@ struct InFlight {
     slot: u32,
     message: u16,
     fragment: u16,
-    /// Last transmission (or queueing for the first: see `sender_fresh.rs`); meaningless
-    /// until it has left.
-    sent_at: Instant,
-    /// Its number in the queue of first transmissions, or [`fresh::NOT_QUEUED`] or
-    /// [`fresh::LEFT_OTHERWISE`]: whether it has left (`FreshQueue::has_left`).
-    fresh: u64,
+    /// Last transmission, `None` while waiting for its first.
+    sent_at: Option<Instant>,
     retries: u16,
     acked: bool,
-    /// In the transmit queue (retransmissions and recalls) now.
+    /// In the transmit queue now.
     queued: bool,
     /// A retransmission of it has left; until then an ACK can only be for an earlier copy.
     resent: bool,
@@ -234,39 +227,30 @@ impl Connection {
         self.una == self.next_psn && self.reserved == own
     }
 
-    /// Assigns the next PSN to a new packet (not queued anywhere yet). Returns the PSN if the
-    /// caller is to queue it now: unless packets before it are held or (with `windowed`) it
-    /// lies beyond the window.
-    fn push_packet(&mut self, e: InFlight, windowed: bool) -> Option<u32> {
+    /// Assigns the next PSN to a new packet, and queues it for transmission unless packets
+    /// before it are held or (with `windowed`) it lies beyond the window.
+    fn push_packet(&mut self, e: InFlight, windowed: bool, transmit: &mut VecDeque<(u32, u32)>, dst: u32) {
         let psn = self.next_psn;
         self.next_psn = self.next_psn.wrapping_add(1);
         let go = self.unsent == psn && (!windowed || psn_before(psn, self.edge()));
-        self.in_flight.push_back(e);
-        go.then(|| {
+        self.in_flight.push_back(InFlight { queued: go, ..e });
+        if go {
             self.unsent = self.next_psn;
-            psn
-        })
+            transmit.push_back((dst, psn));
+        }
     }
 
-    /// Queues held packets the window now reaches for their first transmission, as of `now`.
-    fn send_held(&mut self, departures: Departures<'_>, dst: u32, now: Instant) {
+    /// Queues held packets the window now reaches.
+    fn send_held(&mut self, transmit: &mut VecDeque<(u32, u32)>, dst: u32) {
         let edge = self.edge();
-        let mut queued = false;
         while self.unsent != self.next_psn && psn_before(self.unsent, edge) {
             let psn = self.unsent;
             self.unsent = psn.wrapping_add(1);
             let e = self.entry(psn).expect("held packets are in flight");
             if !e.acked {
-                let s = departures.slots[e.slot as usize].as_ref();
-                let seq = s.expect("in-flight slot is live").seq;
-                departures.fresh.push(e, seq, dst, psn, now);
-                departures.timers.push_back((now, Timer::Packet { dst, psn }));
-                queued = true;
+                e.queued = true;
+                transmit.push_back((dst, psn));
             }
-        }
-        if queued {
-            self.waiting_since.get_or_insert(now);
-            arm(departures.rto_deadline, now + departures.rtt.rto(self.backoff));
         }
     }
 
@@ -274,41 +258,6 @@ impl Connection {
         let index = psn.wrapping_sub(self.una) as usize;
         self.in_flight.get_mut(index)
     }
-}
-
-/// What queueing a packet for its first transmission touches besides its connection.
-struct Departures<'a> {
-    fresh: &'a mut FreshQueue,
-    timers: &'a mut VecDeque<(Instant, Timer)>,
-    rto_deadline: &'a mut Option<Instant>,
-    rtt: &'a RttEstimator,
-    slots: &'a [Option<Scattering>],
-}
-
-/// What a retransmission timer stands for; it keeps the time of the transmission.
-#[derive(Clone, Copy)]
-enum Timer {
-    /// A packet sent through the transmit queue, or queued after being held.
-    Packet { dst: u32, psn: u32 },
-    /// Every packet a scattering queued when it was released (see `on_timeout`).
-    Launch { slot: u32, seq: u64 },
-}
-
-/// What one `on_timeout` call found.
-#[derive(Default)]
-struct TimeoutPass {
-    /// (sent, destination, PSN) of transmissions of backed-off connections old enough but not
-    /// due yet, and of packets not yet left; they go back to the front, in order.
-    kept: Vec<(Instant, u32, u32)>,
-    next: Option<Instant>,
-    /// Connections with a packet timed out, and connections given up.
-    expired: Vec<u32>,
-    exhausted: Vec<u32>,
-}
-
-/// Makes the retransmission timer fire no later than `at`.
-fn arm(deadline: &mut Option<Instant>, at: Instant) {
-    *deadline = Some(deadline.map_or(at, |d| d.min(at)));
 }
 
 /// A packet to put on the wire now.
@@ -360,10 +309,8 @@ pub struct ReliableSender {
     /// Released scatterings in timestamp order; the front bounds the commit barrier.
     released: VecDeque<u32>,
     connections: super::Connections<Connection>,
-    /// (destination, PSN) to transmit: retransmissions, and recalls of aborted scatterings.
+    /// (destination, PSN) to transmit, first transmissions and retransmissions alike.
     transmit: VecDeque<(u32, u32)>,
-    /// First transmissions (see `sender_fresh.rs`).
-    fresh: FreshQueue,
     /// Packets not yet acknowledged (nor given up): what `send_buffer_packets_max` bounds.
     unacked_packets: usize,
     /// Packets of scatterings not yet retired, acknowledged or not: what the buffer holds in
@@ -381,10 +328,9 @@ pub struct ReliableSender {
     lost_recalls: VecDeque<(u32, Instant, u64)>,
     /// When to call `on_timeout` next: early, or late by up to an eighth of the RTO (see there).
     rto_deadline: Option<Instant>,
-    /// (sent at, what) of every transmission, oldest first: one entry for all the packets a
-    /// scattering queued at its release, one per packet after that. A packet acknowledged or
-    /// sent again since is passed over when its entry reaches the front.
-    timers: VecDeque<(Instant, Timer)>,
+    /// (sent at, destination, PSN) of every transmission, oldest first; an entry whose packet
+    /// was acknowledged or sent again since is dropped when it reaches the front.
+    timers: VecDeque<(Instant, u32, u32)>,
     /// Scatterings a release pass found complete (kept for its allocation).
     completed: Vec<u32>,
     /// (payload, messages) buffers of retired scatterings, for new ones to reuse.
@@ -419,7 +365,6 @@ impl ReliableSender {
             released: VecDeque::new(),
             connections: super::Connections::new(process_count),
             transmit: VecDeque::new(),
-            fresh: FreshQueue::new(),
             unacked_packets: 0,
             retained_packets: 0,
             unacked_packets_peak: 0,
@@ -493,7 +438,6 @@ impl ReliableSender {
                 credits: 0,
                 overdrawn: false,
                 unacked: n,
-                first_psn: 0,
             });
         });
         let s = Scattering {
@@ -532,11 +476,10 @@ impl ReliableSender {
             .expect("destinations were checked against the process count")
     }
 
-    /// Timestamps scattering `slot` and queues its packets, sent as of `now`.
-    fn launch(&mut self, slot: u32, ts: Instant, now: Instant) {
+    /// Timestamps scattering `slot` and queues its packets.
+    fn launch(&mut self, slot: u32, ts: Instant) {
         let s = self.slots[slot as usize].as_mut().expect("released slot is live");
         s.ts = ts;
-        let mut timed = false;
         self.newly_released.push_back((s.msg_id, ts));
         for (index, m) in s.messages.iter_mut().enumerate() {
             let c = self.connections.get_mut(m.dst).expect("its offer opened it");
@@ -559,39 +502,23 @@ impl ReliableSender {
                 continue;
             }
             c.reserved -= m.credits as u32;
-            m.first_psn = c.next_psn;
-            let mut went = false;
             for fragment in 0..m.packets {
                 let e = InFlight {
                     slot,
                     message: index as u16,
                     fragment,
-                    sent_at: now,
-                    fresh: fresh::NOT_QUEUED,
+                    sent_at: None,
                     retries: 0,
                     acked: false,
-                    queued: false,
+                    queued: true,
                     resent: false,
                     recall: false,
                     forwarded_at_retries: 0,
                 };
                 // Credits are the right to send at once (even if a timeout has cut the window
                 // since); credits beyond the window are not.
-                if let Some(psn) = c.push_packet(e, m.overdrawn) {
-                    let e = c.in_flight.back_mut().expect("just pushed");
-                    self.fresh.push(e, s.seq, m.dst, psn, now);
-                    went = true;
-                }
+                c.push_packet(e, m.overdrawn, &mut self.transmit, m.dst);
             }
-            if went {
-                c.waiting_since.get_or_insert(now);
-                arm(&mut self.rto_deadline, now + self.rtt.rto(c.backoff));
-                timed = true;
-            }
-        }
-        if timed {
-            let seq = s.seq;
-            self.timers.push_back((now, Timer::Launch { slot, seq }));
         }
         self.released.push_back(slot);
         self.retire_front();
@@ -645,30 +572,11 @@ impl ReliableSender {
 
     /// Whether `poll_transmit` may have a packet (first transmissions or retransmissions).
     pub fn has_transmit(&self) -> bool {
-        !self.transmit.is_empty() || !self.fresh.is_empty()
+        !self.transmit.is_empty()
     }
 
-    /// The next packet to send, if any: retransmissions and recalls first (each holds the
-    /// commit barrier), then first transmissions. `now` is the shared clock.
+    /// The next packet to send, if any. `now` is the shared clock.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
-        if !self.transmit.is_empty()
-            && let Some((dst, psn, what)) = self.next_retransmission(now)
-        {
-            return Some(Self::packet(&self.slots, self.fragment_bytes, dst, psn, &what));
-        }
-        while let Some(f) = self.fresh.pop() {
-            let live = self.slots[f.slot as usize]
-                .as_ref()
-                .is_some_and(|s| s.seq == f.seq);
-            if live {
-                return Some(Self::packet_parts(&self.slots, self.fragment_bytes, &f));
-            }
-        }
-        None
-    }
-
-    /// Takes the next packet of the transmit queue still to send, and stamps it sent `now`.
-    fn next_retransmission(&mut self, now: Instant) -> Option<(u32, u32, InFlight)> {
         loop {
             let (dst, psn) = self.transmit.pop_front()?;
             let Some(c) = self.connections.get_mut(dst) else {
@@ -687,12 +595,12 @@ impl ReliableSender {
             let what = *e;
             e.queued = false;
             e.resent |= e.retries > 0;
-            e.sent_at = now;
-            e.fresh = fresh::LEFT_OTHERWISE;
-            self.timers.push_back((now, Timer::Packet { dst, psn }));
+            e.sent_at = Some(now);
+            self.timers.push_back((now, dst, psn));
             c.waiting_since.get_or_insert(now);
-            arm(&mut self.rto_deadline, now + rto);
-            return Some((dst, psn, what));
+            let deadline = now + rto;
+            self.rto_deadline = Some(self.rto_deadline.map_or(deadline, |d| d.min(deadline)));
+            return Some(Self::packet(&self.slots, self.fragment_bytes, dst, psn, &what));
         }
     }
 
@@ -704,12 +612,6 @@ impl ReliableSender {
         psn: u32,
         e: &InFlight,
     ) -> Transmit<'a> {
-        Self::packet_parts(slots, fragment_bytes, &Fresh::of(e, 0, dst, psn))
-    }
-
-    /// What packet `e` carries (its `seq` is not read).
-    fn packet_parts<'a>(slots: &'a [Option<Scattering>], fragment_bytes: usize, e: &Fresh) -> Transmit<'a> {
-        let (dst, psn) = (e.dst, e.psn);
         let s = slots[e.slot as usize].as_ref().expect("in-flight slot is live");
         let m = &s.messages[e.message as usize];
         if e.recall {
@@ -818,8 +720,8 @@ impl ReliableSender {
             if !e.acked {
                 // Karn: a packet sent twice gives no sample, unless the second copy has not
                 // left (then the ACK is for the only one, and shows how late ACKs can be).
-                if self.fresh.has_left(&e) && !e.resent {
-                    self.rtt.sample(now.saturating_since(e.sent_at));
+                if let (Some(sent), false) = (e.sent_at, e.resent) {
+                    self.rtt.sample(now.saturating_since(sent));
                     sampled = true;
                 }
                 self.counters.packets_acked += u64::from(Self::ack_entry(
@@ -857,7 +759,7 @@ impl ReliableSender {
             let mut psn = c.una;
             while psn_before(psn, high) {
                 let e = c.entry(psn).expect("below highest sacked");
-                let stale = self.fresh.has_left(e) && now.saturating_since(e.sent_at) >= srtt;
+                let stale = e.sent_at.is_some_and(|t| now.saturating_since(t) >= srtt);
                 if !e.acked && !e.queued && stale {
                     e.queued = true;
                     e.retries += 1;
@@ -874,14 +776,7 @@ impl ReliableSender {
         }
         c.cc.on_ack(&self.cc, ack.received, ack.ce_marked, c.una, c.next_psn);
         if c.unsent != c.next_psn {
-            let departures = Departures {
-                fresh: &mut self.fresh,
-                timers: &mut self.timers,
-                rto_deadline: &mut self.rto_deadline,
-                rtt: &self.rtt,
-                slots: &self.slots,
-            };
-            c.send_held(departures, from, now);
+            c.send_held(&mut self.transmit, from);
         }
         if progressed {
             c.waiting_since = Some(now);
@@ -933,41 +828,72 @@ impl ReliableSender {
     /// deadline kept pointing at packets that had since been acknowledged.
     pub fn on_timeout(&mut self, now: Instant) {
         let rto_unbacked = self.rtt.rto(0);
-        let mut pass = TimeoutPass::default();
-        let mut launched: Vec<(u32, u32)> = Vec::new();
-        while let Some(&(sent, timer)) = self.timers.front() {
+        // Transmissions of backed-off connections that are old enough but not due yet; they go
+        // back to the front, in order.
+        let mut kept: Vec<(Instant, u32, u32)> = Vec::new();
+        let mut next: Option<Instant> = None;
+        let mut expired: Vec<u32> = Vec::new();
+        let mut exhausted: Vec<u32> = Vec::new();
+        while let Some(&(sent, dst, psn)) = self.timers.front() {
             if now < sent + rto_unbacked {
                 break;
             }
             self.timers.pop_front();
-            match timer {
-                Timer::Packet { dst, psn } => self.time_packet(now, sent, dst, psn, &mut pass),
-                // A scattering acknowledged by now (nearly every one, loss-free) is passed over
-                // without reading its connections.
-                Timer::Launch { slot, seq } => {
-                    let live = self.slots[slot as usize].as_ref();
-                    let Some(s) = live.filter(|s| s.seq == seq && s.open_messages > 0) else {
-                        continue;
-                    };
-                    launched.clear();
-                    for m in s.messages.iter().filter(|m| m.unacked > 0) {
-                        for fragment in 0..m.packets as u32 {
-                            launched.push((m.dst, m.first_psn.wrapping_add(fragment)));
-                        }
-                    }
-                    for &(dst, psn) in &launched {
-                        self.time_packet(now, sent, dst, psn, &mut pass);
-                    }
+            if exhausted.contains(&dst) {
+                continue;
+            }
+            let Some(c) = self.connections.get_mut(dst) else {
+                continue;
+            };
+            let rto = self.rtt.rto(c.backoff);
+            let waiting_since = c.waiting_since;
+            let Some(e) = c.entry(psn) else {
+                continue; // acknowledged cumulatively
+            };
+            // Acknowledged, queued to go again, or sent again since (a later timer has it).
+            if e.acked || e.queued || e.sent_at != Some(sent) {
+                continue;
+            }
+            let due = sent + rto;
+            if now < due {
+                next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                kept.push((sent, dst, psn));
+                continue;
+            }
+            // Give up only on a receiver that is silent, not on a lossy path: the packet
+            // used its retries and the connection saw no progress for `give_up_after`.
+            let stalled = waiting_since.is_some_and(|w| now.saturating_since(w) >= self.config.give_up_after);
+            if e.retries as u32 >= self.config.retries_max && stalled {
+                exhausted.push(dst);
+                continue;
+            }
+            e.retries += 1;
+            e.queued = true;
+            if !expired.contains(&dst) {
+                expired.push(dst);
+            }
+            self.transmit.push_back((dst, psn));
+            self.counters.retransmissions += 1;
+            // Paper 5.2: "S repeatedly retransmits a message but cannot receive ACK from
+            // R. In this case, S asks controller to forward the message to R". Only once
+            // the connection has stalled too: on shared cores a few timeouts in a row are
+            // most often a descheduled peer, and each forward costs the controller a
+            // logged input (measured over udp, 4 processes, retries alone: 80 forwards in
+            // the 1.4 s before any failure).
+            let every = self.config.forward_after_retries;
+            let stalled_long =
+                waiting_since.is_some_and(|w| now.saturating_since(w) >= self.config.forward_after);
+            let due = e.retries as u32 >= every + e.forwarded_at_retries as u32;
+            if self.forwarding && stalled_long && due {
+                e.forwarded_at_retries = e.retries;
+                if self.forwards.len() < FORWARDS_QUEUED_MAX {
+                    self.forwards.push_back((dst, psn));
+                } else {
+                    self.counters.forwards_dropped += 1;
                 }
             }
         }
-        let TimeoutPass {
-            kept,
-            mut next,
-            expired,
-            exhausted,
-        } = pass;
-        if let Some(&(sent, _)) = self.timers.front() {
+        if let Some(&(sent, _, _)) = self.timers.front() {
             // Late by up to an eighth of the RTO, so that one call handles the transmissions
             // of that span together: waking for each one (nearly all acknowledged by then)
             // cost more than the scans this replaced.
@@ -975,8 +901,8 @@ impl ReliableSender {
             let due = sent + rto_unbacked + slack;
             next = Some(next.map_or(due, |n| n.min(due)));
         }
-        for (sent, dst, psn) in kept.into_iter().rev() {
-            self.timers.push_front((sent, Timer::Packet { dst, psn }));
+        for entry in kept.into_iter().rev() {
+            self.timers.push_front(entry);
         }
         // One window cut and one backoff step per connection and timeout, however many of
         // its packets expired together.
@@ -1000,72 +926,6 @@ impl ReliableSender {
         self.retire_front();
     }
 
-    /// The timer of packet `psn` to `dst`, sent (or queued) at `sent`, is old enough to be due
-    /// at the un-backed-off RTO: retransmits it if it is due at its connection's.
-    fn time_packet(&mut self, now: Instant, sent: Instant, dst: u32, psn: u32, pass: &mut TimeoutPass) {
-        if pass.exhausted.contains(&dst) {
-            return;
-        }
-        let Some(c) = self.connections.get_mut(dst) else {
-            return;
-        };
-        let rto = self.rtt.rto(c.backoff);
-        let rto_unbacked = self.rtt.rto(0);
-        let waiting_since = c.waiting_since;
-        let Some(e) = c.entry(psn) else {
-            return; // acknowledged cumulatively
-        };
-        // Acknowledged, queued to go again, or sent again since (a later timer has it).
-        if e.acked || e.queued || e.sent_at != sent {
-            return;
-        }
-        // Still in the queue of first transmissions: not sent yet, so not lost. It is looked
-        // at again shortly.
-        if !self.fresh.has_left(e) {
-            let again = now + Duration::from_nanos(rto_unbacked.as_nanos() / 8);
-            pass.next = Some(pass.next.map_or(again, |n: Instant| n.min(again)));
-            pass.kept.push((sent, dst, psn));
-            return;
-        }
-        let due = sent + rto;
-        if now < due {
-            pass.next = Some(pass.next.map_or(due, |n: Instant| n.min(due)));
-            pass.kept.push((sent, dst, psn));
-            return;
-        }
-        // Give up only on a receiver that is silent, not on a lossy path: the packet used its
-        // retries and the connection saw no progress for `give_up_after`.
-        let stalled = waiting_since.is_some_and(|w| now.saturating_since(w) >= self.config.give_up_after);
-        if e.retries as u32 >= self.config.retries_max && stalled {
-            pass.exhausted.push(dst);
-            return;
-        }
-        e.retries += 1;
-        e.queued = true;
-        if !pass.expired.contains(&dst) {
-            pass.expired.push(dst);
-        }
-        self.transmit.push_back((dst, psn));
-        self.counters.retransmissions += 1;
-        // Paper 5.2: "S repeatedly retransmits a message but cannot receive ACK from R. In
-        // this case, S asks controller to forward the message to R". Only once the connection
-        // has stalled too: on shared cores a few timeouts in a row are most often a descheduled
-        // peer, and each forward costs the controller a logged input (measured over udp, 4
-        // processes, retries alone: 80 forwards in the 1.4 s before any failure).
-        let every = self.config.forward_after_retries;
-        let stalled_long =
-            waiting_since.is_some_and(|w| now.saturating_since(w) >= self.config.forward_after);
-        let due = e.retries as u32 >= every + e.forwarded_at_retries as u32;
-        if self.forwarding && stalled_long && due {
-            e.forwarded_at_retries = e.retries;
-            if self.forwards.len() < FORWARDS_QUEUED_MAX {
-                self.forwards.push_back((dst, psn));
-            } else {
-                self.counters.forwards_dropped += 1;
-            }
-        }
-    }
-
     /// The retry budget ran out towards `dst`: every message still open to it fails, and so
     /// will later ones, until the controller (issue 6) says otherwise.
     fn give_up(&mut self, dst: u32) {
@@ -1086,7 +946,6 @@ impl ReliableSender {
         // in place outlived their scatterings once the rest was acknowledged, and pointed at
         // freed (or reused) slots (found by `credit_properties`).
         c.close_in_flight();
-        self.fresh.forget(dst);
         for (slot, _) in failed_slots {
             let s = self.slots[slot as usize].as_ref().expect("live");
             if s.aborted.is_some() {
@@ -1140,7 +999,6 @@ impl ReliableSender {
             Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
         }
         c.close_in_flight();
-        self.fresh.forget(process);
         debug_assert!(
             c.broken || c.reserved == 0,
             "waiting scatterings to it were dropped"
@@ -1223,9 +1081,8 @@ impl ReliableSender {
                 continue;
             }
             for e in c.in_flight.iter_mut() {
-                if !self.fresh.has_left(e) && !e.acked && aborted.binary_search(&e.slot).is_ok() {
+                if e.sent_at.is_none() && !e.acked && aborted.binary_search(&e.slot).is_ok() {
                     e.recall = true;
-                    self.fresh.recall(e.slot, e.message);
                     converted.insert((e.slot, e.message));
                     self.counters.recalls_sent += 1;
                 }
@@ -1263,8 +1120,7 @@ impl ReliableSender {
                     slot,
                     message: index as u16,
                     fragment: 0,
-                    sent_at: Instant::ZERO,
-                    fresh: fresh::NOT_QUEUED,
+                    sent_at: None,
                     retries: 0,
                     acked: false,
                     queued: true,
@@ -1274,12 +1130,7 @@ impl ReliableSender {
                 };
                 // Recalls take no buffer space at the receiver: no window, as before; but
                 // they keep their place behind held packets.
-                // They go through the transmit queue, stamped when they leave; held ones
-                // become first transmissions when the window reaches them.
-                match c.push_packet(e, false) {
-                    Some(psn) => self.transmit.push_back((m.dst, psn)),
-                    None => c.in_flight.back_mut().expect("just pushed").queued = false,
-                }
+                c.push_packet(e, false, &mut self.transmit, m.dst);
                 if m.unacked == 0 {
                     s.open_messages += 1;
                 }
@@ -1336,25 +1187,8 @@ impl ReliableSender {
             );
             let sent = c.unsent.wrapping_sub(c.una) as usize;
             assert!(sent <= c.in_flight.len(), "held packets of {dst} are in flight");
-            // Each queued first transmission stands for an entry not yet left, in PSN order.
-            let mut last = None;
-            for f in self.fresh.queued_to(dst) {
-                assert!(last.is_none_or(|l| psn_before(l, f.psn)), "queue order to {dst}");
-                last = Some(f.psn);
-                let index = f.psn.wrapping_sub(c.una) as usize;
-                if let Some(e) = c.in_flight.get(index) {
-                    assert!(!self.fresh.has_left(e), "a queued packet to {dst} left");
-                    assert_eq!(
-                        (e.slot, e.message, e.fragment, e.recall),
-                        (f.slot, f.message, f.fragment, f.recall)
-                    );
-                }
-            }
             for e in c.in_flight.iter().skip(sent) {
-                assert!(
-                    e.fresh == fresh::NOT_QUEUED && !e.queued,
-                    "a held packet to {dst} left"
-                );
+                assert!(e.sent_at.is_none() && !e.queued, "a held packet to {dst} left");
             }
             for e in &c.in_flight {
                 let s = self.slots[e.slot as usize]
@@ -1394,7 +1228,5 @@ impl ReliableSender {
 
 #[path = "sender_credits.rs"]
 mod credits;
-#[path = "sender_fresh.rs"]
-mod fresh;
 #[path = "sender_recovery.rs"]
 mod recovery;

@@ -55,9 +55,9 @@ pub(super) fn mark_dirty(dirty: &mut Vec<u32>, c: &mut Connection, dst: u32) {
 
 impl ReliableSender {
     /// Hands out window credits to waiting scatterings, oldest first, and releases each that
-    /// holds all it needs with timestamp `issue()`, in the order they were submitted, its
-    /// packets queued to go as of `now`. Returns how many were released.
-    pub fn release(&mut self, now: Instant, mut issue: impl FnMut() -> Instant) -> usize {
+    /// holds all it needs with timestamp `issue()`, in the order they were submitted. Returns
+    /// how many were released.
+    pub fn release(&mut self, mut issue: impl FnMut() -> Instant) -> usize {
         // Credits can have grown only on dirty connections, and only scatterings never offered
         // any can take them on the others.
         if self.dirty.is_empty() && self.offered == self.waiting.len().min(RELEASE_LOOKAHEAD) {
@@ -93,7 +93,7 @@ impl ReliableSender {
                 self.waiting.remove(at);
                 self.offered -= 1;
                 let ts = issue();
-                self.launch(slot, ts, now);
+                self.launch(slot, ts);
                 released += 1;
             }
             completed.clear();

@@ -33,15 +33,10 @@ fn sender(window: u32) -> ReliableSender {
     ReliableSender::new(config(window), 4, 100)
 }
 
-/// Releases what fits, with timestamps 1, 2, 3, ..., its packets queued at t(0).
+/// Releases what fits, with timestamps 1, 2, 3, ...
 fn release(s: &mut ReliableSender) -> usize {
-    release_at(s, t(0))
-}
-
-/// Releases what fits, with timestamps 1, 2, 3, ..., its packets queued at `now`.
-fn release_at(s: &mut ReliableSender, now: Instant) -> usize {
     let mut ts = 0;
-    s.release(now, || {
+    s.release(|| {
         ts += 1;
         Instant::from_nanos(ts)
     })
@@ -86,7 +81,7 @@ fn scattering_waits_for_window_and_goes_when_the_ack_opens_it() {
     assert_eq!(s.waiting(), 1);
     assert_eq!(s.poll_released().map(|r| r.0), Some(0));
     s.on_ack(t(10), 1, 2, &ack(2));
-    assert_eq!(release_at(&mut s, t(10)), 1);
+    assert_eq!(release(&mut s), 1);
     assert_eq!(drain(&mut s, t(10)), vec![(1, 2), (2, 0)]);
 }
 
@@ -186,7 +181,7 @@ fn ack_of_a_retransmission_keeps_the_backoff() {
     let mut s = timed_out_once();
     s.on_ack(t(150), 1, 1, &ack(8));
     s.submit(1, &[(1, b"b")]);
-    release_at(&mut s, t(150));
+    release(&mut s);
     assert_eq!(drain(&mut s, t(150)), vec![(1, 1)]);
     s.on_timeout(t(260));
     assert!(
@@ -195,7 +190,7 @@ fn ack_of_a_retransmission_keeps_the_backoff() {
     );
     s.on_ack(t(300), 1, 2, &ack(8)); // sent once: a real sample (150 us)
     s.submit(2, &[(1, b"c")]);
-    release_at(&mut s, t(300));
+    release(&mut s);
     assert_eq!(drain(&mut s, t(300)), vec![(1, 2)]);
     s.on_timeout(t(300 + 449));
     assert!(
@@ -218,7 +213,7 @@ fn ack_of_a_retransmission_keeps_the_backoff() {
 fn an_older_backed_off_transmission_waits_behind_a_younger_due_one() {
     let mut s = timed_out_once(); // backed off: next RTO 200 us
     s.submit(1, &[(2, b"b")]);
-    release_at(&mut s, t(150));
+    release(&mut s);
     assert_eq!(drain(&mut s, t(150)), vec![(2, 0)]);
     s.on_timeout(t(260));
     assert_eq!(drain(&mut s, t(260)), vec![(2, 0)], "only the younger one is due");
@@ -254,7 +249,7 @@ fn a_timeout_disproved_before_the_resend_is_undone() {
     s.on_ack(t(150), 1, 1, &ack(8)); // the first copy's ACK, before the second copy left
     assert_eq!(s.counters().spurious_timeouts, 1);
     s.submit(1, &[(1, &[7u8; 400])]); // four packets
-    assert_eq!(release_at(&mut s, t(150)), 1, "the window of 8 is back");
+    assert_eq!(release(&mut s), 1, "the window of 8 is back");
     assert_eq!(
         drain(&mut s, t(150)),
         vec![(1, 1), (1, 2), (1, 3), (1, 4)],
@@ -267,32 +262,6 @@ fn a_timeout_disproved_before_the_resend_is_undone() {
     assert_eq!(drain(&mut s, t(600)).len(), 4);
 }
 
-/// A packet counts as sent when it is queued for its first transmission: its RTO runs from
-/// then. One still queued when its RTO passes has not left, so it is not lost: no second copy,
-/// no window cut. Once it has left, the timeout stands on the time it was queued.
-#[test]
-fn a_packet_still_queued_is_not_timed_out_and_times_from_its_queueing() {
-    let mut s = sender(8);
-    s.submit(0, &[(1, b"a")]);
-    release_at(&mut s, t(0));
-    s.on_timeout(t(150)); // the RTO (100 us) has passed, but it never left
-    assert_eq!(s.counters().timeouts, 0);
-    let next = s.poll_timeout().expect("still timed");
-    assert!(
-        next > t(150) && next < t(200),
-        "looked at again shortly, {next:?}"
-    );
-    assert_eq!(drain(&mut s, t(150)), vec![(1, 0)], "one copy");
-    s.on_timeout(next);
-    assert_eq!(
-        drain(&mut s, next),
-        vec![(1, 0)],
-        "due since t(100): timed from its queueing"
-    );
-    assert_eq!(s.counters().retransmissions, 1);
-    s.check_invariants();
-}
-
 /// Once the second copy has left, an ACK may be for either copy: the cut stands. A first
 /// timeout halves the window.
 #[test]
@@ -302,7 +271,7 @@ fn a_timeout_after_the_resend_left_keeps_its_cut() {
     assert_eq!(s.counters().spurious_timeouts, 0);
     s.submit(1, &[(1, &[7u8; 800])]); // eight packets
     assert_eq!(
-        release_at(&mut s, t(150)),
+        release(&mut s),
         1,
         "larger than the window, it goes on the idle connection"
     );
@@ -332,7 +301,7 @@ fn a_repeated_timeout_restarts_the_window_from_one_packet() {
     assert_eq!(drain(&mut s, t(300)), vec![(1, 0)]);
     s.on_ack(t(350), 1, 1, &ack(8)); // slow start: 2
     s.submit(1, &[(1, &[7u8; 800])]);
-    release_at(&mut s, t(350));
+    release(&mut s);
     assert_eq!(drain(&mut s, t(350)), vec![(1, 1), (1, 2)]);
     s.check_invariants();
 }
@@ -373,7 +342,7 @@ fn acknowledged_packets_free_room_behind_an_open_one() {
             s.submit(submitted, &[(2, b"x")]);
             submitted += 1;
         }
-        release_at(&mut s, t(1));
+        release(&mut s);
         drain(&mut s, t(1));
         psn += room as u32;
         s.on_ack(t(2), 2, psn, &ack(1 << 20));
@@ -728,7 +697,7 @@ fn a_rejoined_peer_takes_credits_afresh() {
     s.submit(2, &[(1, &[0u8; 300]), (2, b"c")]); // 3 packets to 1, more than its window
     s.submit(3, &[(1, b"d")]);
     assert_eq!(
-        release_at(&mut s, t(2)),
+        release(&mut s),
         1,
         "the first goes on the idle connection; the second waits"
     );
@@ -740,7 +709,7 @@ fn a_rejoined_peer_takes_credits_afresh() {
         "the third packet is held"
     );
     s.on_ack(t(3), 1, 2, &ack(4));
-    assert_eq!(release_at(&mut s, t(3)), 1);
+    assert_eq!(release(&mut s), 1);
     assert_eq!(to_1(drain(&mut s, t(3))), vec![(1, 2), (1, 3)]);
     s.check_invariants();
     let released: Vec<u64> = std::iter::from_fn(|| s.poll_released().map(|r| r.0)).collect();
