@@ -343,10 +343,8 @@ impl Controller {
         match input {
             Input::Register { process } => {
                 let late = !std::mem::replace(&mut self.registered[process as usize], true);
-                let failures = (0..self.failed.len() as u32)
-                    .filter(|&p| p != process)
-                    .filter_map(|p| self.failed[p as usize].map(|ts| Failure { process: p, ts }))
-                    .collect();
+                let mut failures = self.failures();
+                failures.retain(|f| f.process != process);
                 self.outputs.push_back(Output::Registered {
                     to: process,
                     failures,
