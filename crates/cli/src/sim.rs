@@ -177,6 +177,11 @@ pub struct RunArgs {
     /// How long the run continues after traffic stops
     #[arg(long, default_value = "200us", value_parser = time)]
     drain: Duration,
+    /// After --drain, the run goes on while some process still has messages in flight, until
+    /// this long after traffic stops (saturated traffic leaves a backlog of a millisecond or
+    /// more); at most --drain stops at --drain
+    #[arg(long, default_value = "20ms", value_parser = time)]
+    drain_max: Duration,
     /// Messages sent this long after all faults healed must all be delivered
     #[arg(long, default_value = "100us", value_parser = time)]
     settle: Duration,
@@ -248,6 +253,7 @@ impl RunArgs {
             send_for: self.send_for,
             measure_after: self.measure_after,
             drain: self.drain,
+            drain_max: self.drain_max,
             settle: self.settle,
             events_max: self.events_max,
             memory_bytes_max: self.memory_mb_max.saturating_mul(1 << 20),
@@ -449,6 +455,13 @@ fn run_one(args: &RunArgs) -> Result<ExitCode, String> {
             "FAILED seed={}: replay with `onepipe sim --seed {}` and the same flags",
             report.seed, report.seed
         );
+        if report.busy_processes_at_end > 0 {
+            eprintln!(
+                "{} processes still had messages in flight when the run ended: a longer --drain-max \
+                 may let them arrive",
+                report.busy_processes_at_end
+            );
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -575,6 +575,16 @@ impl Endpoint {
         self.commit
     }
 
+    /// Nothing of this process's traffic is on its way any more: no scattering waits to be
+    /// sent or acknowledged, and no received message waits for a barrier. A run that stops
+    /// while some process is not quiescent cuts off messages still in flight.
+    pub fn is_quiescent(&self) -> bool {
+        self.send_queue.is_empty()
+            && self.sender.is_idle()
+            && self.reorder.is_empty()
+            && self.prepared.is_empty()
+    }
+
     fn release(&mut self, now: Instant) {
         let clock = &mut self.clock;
         self.sender.release(|| clock.issue(now));

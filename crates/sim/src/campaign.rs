@@ -216,7 +216,7 @@ fn pattern_flag(p: Pattern) -> String {
 pub fn replay_command(c: &SimConfig, topology: &str) -> String {
     let mut cmd = format!(
         "onepipe sim --seed {} --topology {topology} --processes-per-host {} --skew {}ns --drift-ppm {} \
-         --pattern {} --gap {}ns --message-bytes {} --message-bytes-max {} --send {}ns --drain {}ns",
+         --pattern {} --gap {}ns --message-bytes {} --message-bytes-max {} --send {}ns --drain {}ns --drain-max {}ns",
         c.seed,
         c.processes_per_host,
         c.skew_mean.as_nanos(),
@@ -226,7 +226,8 @@ pub fn replay_command(c: &SimConfig, topology: &str) -> String {
         c.message_bytes_min,
         c.message_bytes_max,
         c.send_for.as_nanos(),
-        c.drain.as_nanos()
+        c.drain.as_nanos(),
+        c.drain_max.as_nanos()
     );
     if c.reliable {
         cmd += " --reliable";

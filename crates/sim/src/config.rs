@@ -135,6 +135,11 @@ pub struct SimConfig {
     /// run reports its steady state, not the time its queues took to fill.
     pub measure_after: Duration,
     pub drain: Duration,
+    /// The run goes on after `drain` while some process still has traffic in flight (see
+    /// [`onepipe::endpoint::Endpoint::is_quiescent`]), until this long after traffic stopped.
+    /// Saturated traffic leaves a backlog of a millisecond or more that a fixed drain cut off,
+    /// and its checks then failed for messages still on their way. At most `drain`: fixed.
+    pub drain_max: Duration,
     /// Checker logs keep messages sent in the first `record_for` of traffic (bounds memory).
     pub record_for: Duration,
     /// Messages sent this long after every fault has healed must all be delivered (liveness).
@@ -190,6 +195,7 @@ impl Default for SimConfig {
             send_for: Duration::from_micros(500),
             measure_after: Duration::ZERO,
             drain: Duration::from_micros(200),
+            drain_max: Duration::ZERO,
             record_for: Duration::from_secs(3600),
             settle: Duration::from_micros(100),
             events_max: 2_000_000_000,

@@ -147,6 +147,9 @@ pub struct SimReport {
     pub acks_piggybacked: u64,
     /// Messages the liveness check covered.
     pub liveness_messages: u64,
+    /// Processes with traffic still in flight when the run ended: their messages may yet
+    /// have arrived, and a check failing for them may need a longer drain, not a fix.
+    pub busy_processes_at_end: u64,
     pub engine: Stats,
     pub peak_memory_bytes: u64,
     /// Runs with the controller: what it decided and how long recovery took.
@@ -175,8 +178,22 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         }
         progress(t, times.end);
     }
+    let drain_end = times.send_until + config.drain_max;
+    while engine.now() < drain_end && busy_processes(&engine, &wiring) > 0 {
+        engine.run_until((engine.now() + DRAIN_STEP).min(drain_end), &budget)?;
+    }
     let wall_s = wall.elapsed().as_secs_f64();
     Ok(report(config, &engine, &wiring, &times, wall_s, &lag))
+}
+
+/// How often a run past its `drain` looks whether every process is quiescent.
+const DRAIN_STEP: onepipe_wire::Duration = onepipe_wire::Duration::from_micros(50);
+
+/// Processes with traffic still on its way (see [`Endpoint::is_quiescent`]).
+fn busy_processes(engine: &Engine<SimNode>, wiring: &Wiring) -> u64 {
+    hosts(engine, wiring)
+        .filter(|h| !h.endpoint.is_quiescent())
+        .count() as u64
 }
 
 /// How far each process's barrier trails its own clock, sampled while traffic runs: what
@@ -582,6 +599,7 @@ fn report(
         acks_sent,
         acks_piggybacked,
         liveness_messages,
+        busy_processes_at_end: busy_processes(engine, wiring),
         engine: stats,
         peak_memory_bytes: crate::memory::peak_resident_bytes(),
         failure,
