@@ -136,9 +136,11 @@ pub struct SimConfig {
     pub measure_after: Duration,
     pub drain: Duration,
     /// The run goes on after `drain` while some process still has traffic in flight (see
-    /// [`onepipe::endpoint::Endpoint::is_quiescent`]), until this long after traffic stopped.
-    /// Saturated traffic leaves a backlog of a millisecond or more that a fixed drain cut off,
-    /// and its checks then failed for messages still on their way. At most `drain`: fixed.
+    /// [`onepipe::endpoint::Endpoint::is_quiescent`]) and it still moves (something delivered,
+    /// acknowledged or failed within 1 ms or four RTO caps), until this long after traffic
+    /// stopped. Saturated traffic leaves a backlog, a millisecond or more, tens of them for an
+    /// incast, that a fixed drain cut off; its checks then failed for messages still on their
+    /// way. At most `drain`: a fixed drain.
     pub drain_max: Duration,
     /// Checker logs keep messages sent in the first `record_for` of traffic (bounds memory).
     pub record_for: Duration,

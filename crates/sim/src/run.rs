@@ -178,9 +178,23 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         }
         progress(t, times.end);
     }
+    // Past `drain` while traffic is in flight and still moves (see `SimConfig::drain_max`).
     let drain_end = times.send_until + config.drain_max;
-    while engine.now() < drain_end && busy_processes(&engine, &wiring) > 0 {
+    let stall_max = config
+        .reliable_config
+        .rto_max
+        .saturating_mul(4)
+        .max(DRAIN_STALL_MIN);
+    let (mut moved, mut moved_at) = (traffic_progress(&engine, &wiring), engine.now());
+    while engine.now() < drain_end
+        && engine.now() - moved_at < stall_max
+        && busy_processes(&engine, &wiring) > 0
+    {
         engine.run_until((engine.now() + DRAIN_STEP).min(drain_end), &budget)?;
+        let now_moved = traffic_progress(&engine, &wiring);
+        if now_moved != moved {
+            (moved, moved_at) = (now_moved, engine.now());
+        }
     }
     let wall_s = wall.elapsed().as_secs_f64();
     Ok(report(config, &engine, &wiring, &times, wall_s, &lag))
@@ -188,6 +202,21 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
 
 /// How often a run past its `drain` looks whether every process is quiescent.
 const DRAIN_STEP: onepipe_wire::Duration = onepipe_wire::Duration::from_micros(50);
+
+/// A run past its `drain` stops once traffic has not moved for this long, nor for four times
+/// the cap of the retransmission timeout (a retransmission may be all that is left to come).
+const DRAIN_STALL_MIN: onepipe_wire::Duration = onepipe_wire::Duration::from_millis(1);
+
+/// Deliveries, acknowledged packets and failed messages of all processes: a sum that grows
+/// while traffic in flight still moves.
+fn traffic_progress(engine: &Engine<SimNode>, wiring: &Wiring) -> u64 {
+    hosts(engine, wiring)
+        .map(|h| {
+            let sent = h.endpoint.reliable_sender().counters();
+            h.endpoint.counters().delivered + sent.packets_acked + sent.messages_failed
+        })
+        .sum()
+}
 
 /// Processes with traffic still on its way (see [`Endpoint::is_quiescent`]).
 fn busy_processes(engine: &Engine<SimNode>, wiring: &Wiring) -> u64 {

@@ -147,4 +147,14 @@ fn a_saturated_run_drains_its_backlog_before_the_checks() {
         assert!(r.checks.no_loss && r.checks.liveness, "reliable={reliable}");
         assert!(r.delivered > cut.delivered, "reliable={reliable}");
     }
+    // Messages to a host that failed for good never settle within the run (their senders give
+    // up after 50 ms): the drain stops once nothing has moved for 1 ms, not at `drain_max`.
+    let stuck = quiet(&SimConfig {
+        reliable: true,
+        failures: vec!["host:5@100us".parse().unwrap()],
+        drain_max: onepipe_wire::Duration::from_secs(1),
+        ..SimConfig::default()
+    });
+    assert!(stuck.busy_processes_at_end > 0);
+    assert!(stuck.virtual_us < 5_000.0, "ran {} us", stuck.virtual_us);
 }
