@@ -117,6 +117,11 @@ struct ModesReport {
     reliable_to_best_effort_throughput: f64,
     /// Reliable over best-effort throughput of each pair of saturated runs, in run order.
     reliable_to_best_effort_throughput_pairs: Vec<f64>,
+    /// The mean of the pairs, and its standard error (`None` for a single pair). On a shared
+    /// machine single pairs spread by +-20%; the error says how far one run's figure can be
+    /// trusted, and more `--pairs` narrow it.
+    reliable_to_best_effort_throughput_mean: f64,
+    reliable_to_best_effort_throughput_stderr: Option<f64>,
     /// At the paced load of the loss table, lowest loss: what reliability adds to the median.
     reliable_minus_best_effort_latency_us: f64,
     /// Saturated reliable throughput at 1% loss on every link over loss-free: the median of
@@ -149,6 +154,22 @@ fn median_index(values: &[f64]) -> usize {
     let mut order: Vec<usize> = (0..values.len()).collect();
     order.sort_by(|&a, &b| values[a].total_cmp(&values[b]));
     order[(order.len() - 1) / 2]
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+/// The standard error of the mean of `values` (sample standard deviation over the square root
+/// of the count); `None` below two values.
+fn standard_error(values: &[f64]) -> Option<f64> {
+    let n = values.len();
+    if n < 2 {
+        return None;
+    }
+    let m = mean(values);
+    let variance = values.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1) as f64;
+    Some((variance / n as f64).sqrt())
 }
 
 fn config(seconds: f64, seed: u64, reliable: bool, loss: f64, rate: f64) -> DemoConfig {
@@ -287,6 +308,8 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
         message_bytes: DemoConfig::default().message_bytes,
         beacon_interval_us: DemoConfig::default().beacon_interval.as_micros_f64(),
         reliable_to_best_effort_throughput: rel.throughput_msgs_per_s() / be.throughput_msgs_per_s().max(1.0),
+        reliable_to_best_effort_throughput_mean: mean(&ratios),
+        reliable_to_best_effort_throughput_stderr: standard_error(&ratios),
         reliable_to_best_effort_throughput_pairs: ratios,
         reliable_minus_best_effort_latency_us: lowest.map_or(f64::NAN, |l| {
             l.reliable_latency_us.p50 - l.best_effort_latency_us.p50
@@ -346,8 +369,15 @@ fn print_report(r: &ModesReport) {
         );
     }
     let list = |v: &[f64]| v.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", ");
+    let spread = match r.reliable_to_best_effort_throughput_stderr {
+        Some(e) => format!(
+            "; mean {:.3} +- {e:.3} standard error",
+            r.reliable_to_best_effort_throughput_mean
+        ),
+        None => String::new(),
+    };
     println!(
-        "  reliable / best effort throughput x{:.2} (median of pairs {})",
+        "  reliable / best effort throughput x{:.2} (median of pairs {}{spread})",
         r.reliable_to_best_effort_throughput,
         list(&r.reliable_to_best_effort_throughput_pairs),
     );
@@ -389,4 +419,17 @@ fn print_report(r: &ModesReport) {
         "  reliable adds {:.1} us to the best-effort median at the lowest loss",
         r.reliable_minus_best_effort_latency_us
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_error_needs_two_pairs() {
+        assert_eq!(standard_error(&[0.7]), None);
+        let e = standard_error(&[0.6, 0.7, 0.8]).expect("three pairs");
+        assert!((e - 0.1 / 3f64.sqrt()).abs() < 1e-12, "{e}");
+        assert_eq!(standard_error(&[0.75, 0.75]), Some(0.0));
+    }
 }

@@ -297,6 +297,11 @@ fn bench_modes_prints_every_row() {
     let pairs = f64s(&v["reliable_to_best_effort_throughput_pairs"]);
     assert_eq!(pairs.len(), 2, "{v}");
     assert_eq!(ratio, pairs[0].min(pairs[1]), "{v}");
+    // Their mean, and its standard error: half their distance for two values.
+    let mean = v["reliable_to_best_effort_throughput_mean"].as_f64().unwrap();
+    assert!((mean - (pairs[0] + pairs[1]) / 2.0).abs() < 1e-12, "{v}");
+    let stderr = v["reliable_to_best_effort_throughput_stderr"].as_f64().unwrap();
+    assert!((stderr - (pairs[0] - pairs[1]).abs() / 2.0).abs() < 1e-12, "{v}");
     let modes = v["modes"].as_array().unwrap();
     let rows = modes[1]["throughput_msgs_per_s"].as_f64().unwrap()
         / modes[0]["throughput_msgs_per_s"].as_f64().unwrap();
