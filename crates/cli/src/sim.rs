@@ -180,7 +180,7 @@ pub struct RunArgs {
     /// After --drain, the run goes on while some process still has messages in flight and they
     /// still move (delivered, acknowledged or failed within 1 ms or four RTO caps), until this
     /// long after traffic stops (saturated traffic leaves a backlog: ~1 ms for all-to-all on the
-    /// testbed, ~40 ms for an incast); at most --drain stops at --drain
+    /// testbed, ~40 ms for an incast); a value no longer than --drain keeps the drain fixed
     #[arg(long, default_value = "1s", value_parser = time)]
     drain_max: Duration,
     /// Messages sent this long after all faults healed must all be delivered
