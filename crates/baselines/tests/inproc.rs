@@ -8,8 +8,8 @@ mod common;
 use common::{assert_sound, deliveries};
 use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, build, collect_logs, totals};
 use onepipe_check::check_all;
-use onepipe_fabric::inproc::{Clock, InprocConfig, Runtime};
 use onepipe_fabric::{Topology, Wiring};
+use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
 use onepipe_wire::{Duration, Instant};
 
 const SEND: Duration = Duration::from_millis(20);

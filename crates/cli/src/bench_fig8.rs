@@ -16,9 +16,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use onepipe::demo::{DemoConfig, run_phase};
 use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, collect_logs, totals};
 use onepipe_check::check_all;
-use onepipe_fabric::inproc::{Clock, InprocConfig, Runtime};
-use onepipe_fabric::udp::local::LocalFabric;
 use onepipe_fabric::{Topology, Wiring};
+use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
+use onepipe_runtime::udp::local::LocalFabric;
 use onepipe_sim::figures::{Plot, Series};
 use onepipe_wire::{Duration, Instant};
 use serde::Serialize;
@@ -340,7 +340,7 @@ fn udp_threads(args: &Fig8Args) -> usize {
     demo::udp_threads(args.udp_threads)
 }
 
-fn udp(args: &Fig8Args) -> Result<onepipe_fabric::udp::UdpConfig, String> {
+fn udp(args: &Fig8Args) -> Result<onepipe_runtime::udp::UdpConfig, String> {
     udp_config(args.datagram_bytes, udp_threads(args), args.udp_window_datagrams)
 }
 

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
 use onepipe_check::{Checks, Report, check_all};
 use onepipe_fabric::Topology;
-use onepipe_fabric::inproc::LinkFaults;
+use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::{Duration, Instant};
 use serde::Serialize;
 use std::io::{BufWriter, Write};
@@ -180,7 +180,7 @@ struct Summary {
     ecn_marked: u64,
     /// Over the udp runtime: datagrams and frames the sockets carried and lost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    udp: Option<onepipe_fabric::udp::local::UdpTotals>,
+    udp: Option<onepipe_runtime::udp::local::UdpTotals>,
     checks: AllChecks,
     /// Runs with --fail: the processes the controller declared failed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -432,7 +432,7 @@ pub fn udp_threads(asked: Option<usize>) -> usize {
 
 /// Checks `--datagram-bytes` for every command that runs the udp runtime.
 pub fn check_datagram_bytes(bytes: usize) -> Result<(), String> {
-    match (64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&bytes) {
+    match (64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&bytes) {
         true => Ok(()),
         false => Err("--datagram-bytes must be between 64 and 65507".into()),
     }
@@ -444,17 +444,17 @@ pub fn udp_config(
     datagram_bytes: usize,
     threads: usize,
     window_datagrams_max: usize,
-) -> Result<onepipe_fabric::udp::UdpConfig, String> {
+) -> Result<onepipe_runtime::udp::UdpConfig, String> {
     check_datagram_bytes(datagram_bytes)?;
     if window_datagrams_max < 2 {
         return Err("--udp-window-datagrams must be at least 2".into());
     }
-    Ok(onepipe_fabric::udp::UdpConfig {
+    Ok(onepipe_runtime::udp::UdpConfig {
         datagram_bytes_max: datagram_bytes,
         threads: (threads > 0).then_some(threads),
         window_datagrams_max,
         // Dozens of node threads share the cores: park soon.
-        idle: onepipe_fabric::udp::IdlePolicy::SpinThenPark { spins: 64 },
+        idle: onepipe_runtime::udp::IdlePolicy::SpinThenPark { spins: 64 },
         ..Default::default()
     })
 }

@@ -115,7 +115,7 @@ pub fn run(
         return Err("--replica must name the replica".into());
     }
     let wiring = onepipe_fabric::Wiring::new(options.topology.clone(), options.processes_per_host)?;
-    let plan = onepipe_fabric::udp::plan::AddressPlan::new(&wiring)?;
+    let plan = onepipe_runtime::udp::plan::AddressPlan::new(&wiring)?;
     let addr = plan.controller.ok_or(UdpSystemError::NoController)?;
     let prefix = prefix(&options.topology);
     let client = client(url)?;

@@ -94,7 +94,7 @@ pub fn measure(duration: Duration, message_bytes: usize, datagram_bytes: usize) 
     // 2-byte length.
     let per_message = onepipe_wire::HEADER_LEN + message_bytes + 2;
     let messages_per_datagram =
-        datagram_bytes.saturating_sub(onepipe_fabric::udp::datagram::HEADER_LEN) / per_message;
+        datagram_bytes.saturating_sub(onepipe_runtime::udp::datagram::HEADER_LEN) / per_message;
     Ok(LimitReport {
         seconds: duration.as_secs_f64(),
         message_bytes,
@@ -124,8 +124,8 @@ pub fn run(args: UdpLimitArgs) -> Result<ExitCode, String> {
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         return Err("--seconds must be positive".into());
     }
-    if !(1..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.message_bytes)
-        || !(64..=onepipe_fabric::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes)
+    if !(1..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&args.message_bytes)
+        || !(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes)
     {
         return Err("datagram sizes must be between 64 (1 for --message-bytes) and 65507".into());
     }

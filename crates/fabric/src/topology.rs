@@ -26,7 +26,7 @@ pub struct SwitchSpec {
     /// 1 for top-of-rack switches, one more per layer above.
     pub layer: u8,
     /// Where the switch listens in the udp runtime; `None` takes the default plan
-    /// (`onepipe_fabric::udp::AddressPlan`).
+    /// (`onepipe_runtime::udp::AddressPlan`).
     pub addr: Option<SocketAddr>,
 }
 
@@ -55,7 +55,7 @@ pub struct LinkSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ControllerSpec {
     /// Where the controller listens; `None` takes the default plan
-    /// (`onepipe_fabric::udp::AddressPlan`).
+    /// (`onepipe_runtime::udp::AddressPlan`).
     pub addr: Option<SocketAddr>,
     /// The etcd endpoint (`http://HOST:PORT`) that keeps the controller's log and elects the
     /// active replica; `None` keeps the log in a file or in memory.

@@ -17,8 +17,8 @@ use crate::controller::{
 use crate::endpoint::Endpoint;
 use crate::host::HostNode;
 use crate::switch::Switch;
-use onepipe_fabric::inproc::Clock;
 use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -17,9 +17,9 @@ use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
 use onepipe_check::{ProcessLog, check_no_loss};
 use onepipe_fabric::Either;
-use onepipe_fabric::inproc::{Clock, InprocConfig, LinkFaults};
-use onepipe_fabric::udp::UdpConfig;
 use onepipe_fabric::{Topology, Wiring, WiringError};
+use onepipe_runtime::inproc::{Clock, InprocConfig, LinkFaults};
+use onepipe_runtime::udp::UdpConfig;
 use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -215,7 +215,7 @@ pub struct PhaseResult {
     pub reliable_retained_packets_peak: usize,
     pub reliable_prepared_bytes_peak: usize,
     /// The sockets' own counts, over the udp runtime.
-    pub udp: Option<onepipe_fabric::udp::local::UdpTotals>,
+    pub udp: Option<onepipe_runtime::udp::local::UdpTotals>,
     /// With planned failures: what the controller did.
     pub failure: Option<FailureOutcome>,
 }
@@ -243,7 +243,7 @@ impl PhaseResult {
 }
 
 enum PhaseRuntime {
-    Inproc(onepipe_fabric::inproc::Runtime<crate::system::Member>),
+    Inproc(onepipe_runtime::inproc::Runtime<crate::system::Member>),
     Udp(LocalFabric),
 }
 

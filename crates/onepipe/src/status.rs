@@ -4,7 +4,7 @@
 //! reports and names the link that holds delivery back.
 
 use crate::switch::{Half, InputState, Switch};
-use onepipe_fabric::udp::{UdpCounters, UdpSnapshot};
+use onepipe_runtime::udp::{UdpCounters, UdpSnapshot};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;

@@ -5,8 +5,8 @@ use crate::control::{ChannelPort, Managed};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 use crate::switch::{Switch, SwitchConfig};
-use onepipe_fabric::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
+use onepipe_runtime::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system: switches on the left, processes on the right, each with its

@@ -27,11 +27,11 @@ use crate::host::{App, HostNode};
 pub use crate::status::{LinkStatus, PROCESS_PEER, Skew, SwitchStatus, skew};
 use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
-use onepipe_fabric::inproc::Clock;
-use onepipe_fabric::udp::local::LocalError;
-use onepipe_fabric::udp::plan::{AddressPlan, PlanError};
-use onepipe_fabric::udp::{Links, PATH_FRAME_BYTES_MAX, UdpConfig, UdpCounters, UdpDriver, UdpError};
 use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing};
+use onepipe_runtime::inproc::Clock;
+use onepipe_runtime::udp::local::LocalError;
+use onepipe_runtime::udp::plan::{AddressPlan, PlanError};
+use onepipe_runtime::udp::{Links, PATH_FRAME_BYTES_MAX, UdpConfig, UdpCounters, UdpDriver, UdpError};
 use onepipe_wire::Duration;
 use onepipe_wire::packet::HEADER_LEN;
 use std::sync::Arc;
@@ -423,8 +423,8 @@ pub fn run_controller<S: Store + Send>(
     }
 }
 
-/// A whole topology over UDP inside this OS process (see [`onepipe_fabric::udp::local`]).
-pub type LocalFabric = onepipe_fabric::udp::local::LocalFabric<Member>;
+/// A whole topology over UDP inside this OS process (see [`onepipe_runtime::udp::local`]).
+pub type LocalFabric = onepipe_runtime::udp::local::LocalFabric<Member>;
 
 /// Starts 1Pipe's switches and endpoints (running `apps`) as a [`LocalFabric`].
 pub fn start_local(

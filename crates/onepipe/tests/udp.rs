@@ -6,7 +6,7 @@
 
 use onepipe::udp::{UdpOptions, join, run_switch, run_switch_reporting};
 use onepipe_fabric::Topology;
-use onepipe_fabric::udp::UdpCounters;
+use onepipe_runtime::udp::UdpCounters;
 use onepipe_wire::Duration;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -146,7 +146,7 @@ fn a_process_whose_switch_stops_reports_the_fabric_lost() {
 
 /// The datagram a neighbour would send: `frames` after a header numbered `seq`.
 fn datagram(seq: u32, frames: &[&[u8]]) -> Vec<u8> {
-    let mut p = onepipe_fabric::udp::datagram::Packer::new(9000);
+    let mut p = onepipe_runtime::udp::datagram::Packer::new(9000);
     for f in frames {
         p.push(f);
     }
@@ -155,7 +155,7 @@ fn datagram(seq: u32, frames: &[&[u8]]) -> Vec<u8> {
 
 /// The control messages in a datagram from the switch (none in a credit).
 fn control_messages(d: &[u8]) -> Vec<onepipe::control_msg::ControlMsg> {
-    use onepipe_fabric::udp::datagram::{HEADER_LEN, frame_at};
+    use onepipe_runtime::udp::datagram::{HEADER_LEN, frame_at};
     let mut out = Vec::new();
     let mut at = HEADER_LEN;
     while let Ok(Some((range, next))) = frame_at(d, at) {

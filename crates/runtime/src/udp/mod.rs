@@ -19,13 +19,13 @@ pub mod link;
 pub mod local;
 pub mod plan;
 
-use crate::hash::mix64;
 use crate::inproc::Clock;
-use crate::node::{FRAME_MAX, Node, PortId, Route};
-use crate::wiring::Wiring;
 use answers::LinkAnswers;
 use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
 use link::{Arrival, Parked, ReceiveWindow, SendWindow};
+use onepipe_fabric::hash::mix64;
+use onepipe_fabric::node::{FRAME_MAX, Node, PortId, Route};
+use onepipe_fabric::wiring::Wiring;
 use onepipe_wire::{Duration, Instant};
 use plan::AddressPlan;
 use std::collections::HashMap;

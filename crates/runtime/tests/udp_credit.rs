@@ -4,10 +4,10 @@
 
 #![allow(clippy::disallowed_methods)] // the slow receiver burns real time
 
-use onepipe_fabric::inproc::Clock;
-use onepipe_fabric::udp::UdpConfig;
-use onepipe_fabric::udp::local::LocalFabric;
 use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_runtime::inproc::Clock;
+use onepipe_runtime::udp::UdpConfig;
+use onepipe_runtime::udp::local::LocalFabric;
 use onepipe_wire::Instant;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

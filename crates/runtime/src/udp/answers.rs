@@ -3,7 +3,7 @@
 //! the ToR has heard the process, it counts the link as gone and drops what is sent to it
 //! (found by the udp integration test: a process missed its neighbour's first broadcast).
 
-use crate::node::PortId;
+use onepipe_fabric::node::PortId;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Shared between a driver, which marks its ports, and whoever waits on them.

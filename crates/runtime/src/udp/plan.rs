@@ -7,7 +7,7 @@
 //! Process `k` of a host with an explicit address listens on the port `k` above it. A
 //! controller named without an address listens at `127.3.0.1:47000`.
 
-use crate::wiring::Wiring;
+use onepipe_fabric::wiring::Wiring;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -119,7 +119,7 @@ impl AddressPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Topology;
+    use onepipe_fabric::Topology;
 
     #[test]
     fn defaults_are_distinct_loopback_addresses_and_files_override_them() {
@@ -185,7 +185,7 @@ mod tests {
                 .contains("`controller` has address `x`")
         );
         let unknown = Topology::from_toml("[[switch]]\nname = \"tor\"\nhosts = 1\n[controller]\nport = 1");
-        assert!(matches!(unknown, Err(crate::TopologyError::Syntax(_))));
+        assert!(matches!(unknown, Err(onepipe_fabric::TopologyError::Syntax(_))));
     }
 
     #[test]

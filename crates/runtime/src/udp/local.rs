@@ -13,8 +13,8 @@ use super::{
     Idle, IdlePolicy, Pass, RecvBufs, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers,
 };
 use crate::inproc::Clock;
-use crate::node::Node;
-use crate::wiring::Wiring;
+use onepipe_fabric::node::Node;
+use onepipe_fabric::wiring::Wiring;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};

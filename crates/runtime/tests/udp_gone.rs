@@ -4,10 +4,10 @@
 
 #![allow(clippy::disallowed_methods)] // the dead receiver waits on real time
 
-use onepipe_fabric::inproc::Clock;
-use onepipe_fabric::udp::UdpConfig;
-use onepipe_fabric::udp::local::LocalFabric;
 use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_runtime::inproc::Clock;
+use onepipe_runtime::udp::UdpConfig;
+use onepipe_runtime::udp::local::LocalFabric;
 use onepipe_wire::Instant;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,7 +69,7 @@ impl Node for TestNode {
 
 /// Runs the sender into a switch whose port 1 leads to a receiver that stopped; returns how
 /// many frames the sender got out within `wait`, and the fabric's totals.
-fn run(gone: bool, wait: std::time::Duration) -> (u64, onepipe_fabric::udp::local::UdpTotals) {
+fn run(gone: bool, wait: std::time::Duration) -> (u64, onepipe_runtime::udp::local::UdpTotals) {
     let wiring = Wiring::new(Topology::single_switch(2).unwrap(), 1).unwrap();
     let dead = Arc::new(AtomicBool::new(true));
     let sent = Arc::new(AtomicU64::new(0));

@@ -12,8 +12,8 @@
 
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
-use crate::hash::SplitMix;
-use crate::node::{FRAME_MAX, Node, PortId, Route};
+use onepipe_fabric::hash::SplitMix;
+use onepipe_fabric::node::{FRAME_MAX, Node, PortId, Route};
 use onepipe_wire::{Duration, Instant};
 use rtrb::{Consumer, Producer, RingBuffer};
 use std::io::Write;
@@ -70,7 +70,7 @@ impl Clock {
     }
 }
 
-pub use crate::wiring::DirectedLink as LinkSpec;
+pub use onepipe_fabric::wiring::DirectedLink as LinkSpec;
 
 #[derive(Clone, Debug)]
 pub struct InprocConfig {

@@ -3,10 +3,10 @@
 
 #![allow(clippy::disallowed_methods)] // parks on real time
 
-use onepipe_fabric::inproc::Clock;
-use onepipe_fabric::udp::local::LocalFabric;
-use onepipe_fabric::udp::{IdlePolicy, UdpConfig};
 use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_runtime::inproc::Clock;
+use onepipe_runtime::udp::local::LocalFabric;
+use onepipe_runtime::udp::{IdlePolicy, UdpConfig};
 use onepipe_wire::{Duration, Instant};
 
 const INTERVAL: Duration = Duration::from_micros(200);
