@@ -7,11 +7,12 @@ use crate::ready;
 use crate::replica::{self, ReplicaArgs};
 use clap::Args;
 use onepipe::control_node::{ControlEvent, ControllerNode};
-use onepipe::controller::store::{FileStore, MemoryStore, Store};
-use onepipe::controller::{ControllerConfig, Member};
+use onepipe::file_store::FileStore;
 use onepipe::udp::{SwitchStatus, UdpOptions, run_controller, run_switch_reporting};
 use onepipe_fabric::Wiring;
 use onepipe_fabric::{Peer, Topology};
+use onepipe_proto::controller::store::{MemoryStore, Store};
+use onepipe_proto::controller::{ControllerConfig, Member};
 use onepipe_runtime::udp::UdpConfig;
 use onepipe_runtime::udp::plan::AddressPlan;
 use onepipe_runtime::udp::{IdlePolicy, UdpCounters};
@@ -478,7 +479,7 @@ pub fn serve<S: Store + Send>(
 }
 
 /// What a controller found in its log, for its first line: nothing if the log was empty.
-fn replayed(c: &onepipe::controller::Controller) -> String {
+fn replayed(c: &onepipe_proto::controller::Controller) -> String {
     let failed: Vec<String> = c.failures().iter().map(|f| f.process.to_string()).collect();
     let mut found = Vec::new();
     if c.counters().reports > 0 {

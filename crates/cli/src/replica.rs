@@ -10,11 +10,11 @@
 
 use crate::fabric::{Res, serve};
 use clap::Args;
-use onepipe::controller::ControllerConfig;
-use onepipe::controller::store::StoreError;
 use onepipe::udp::{UdpOptions, UdpSystemError};
 use onepipe_etcd::{Client, ElectionConfig, EtcdStore, Leadership, Replica, group};
 use onepipe_fabric::Topology;
+use onepipe_proto::controller::ControllerConfig;
+use onepipe_proto::controller::store::StoreError;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -226,10 +226,10 @@ impl RunArgs {
             ecn_threshold_bytes: self.ecn_threshold_bytes,
             mtu_bytes: self.mtu_bytes,
             send_buffer_packets: self.send_buffer_packets.unwrap_or(4096),
-            reliable_config: onepipe::reliable::ReliableConfig {
+            reliable_config: onepipe_proto::reliable::ReliableConfig {
                 send_buffer_packets_max: self
                     .send_buffer_packets
-                    .unwrap_or(onepipe::reliable::ReliableConfig::default().send_buffer_packets_max),
+                    .unwrap_or(onepipe_proto::reliable::ReliableConfig::default().send_buffer_packets_max),
                 rto_max: self.rto_max.unwrap_or(if self.gap == Duration::ZERO {
                     onepipe_sim::config::SATURATED_RTO_MAX
                 } else {

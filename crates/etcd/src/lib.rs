@@ -1,10 +1,10 @@
 //! etcd as the production backend of the controller's log, and leader election among
 //! controller replicas (issue 6, items 2 and 3).
 //!
-//! - [`EtcdStore`]: the controller's log ([`onepipe::controller::store::Store`]) in etcd, one
+//! - [`EtcdStore`]: the controller's log ([`onepipe_proto::controller::store::Store`]) in etcd, one
 //!   key per record. Appends are fenced: etcd takes them only while the leader key still names
 //!   the term that writes them, so a deposed controller cannot log an input, and
-//!   [`onepipe::controller::store::Service`] never acts on an input it could not log.
+//!   [`onepipe_proto::controller::store::Service`] never acts on an input it could not log.
 //! - [`Election`]: when to grant, renew and revoke the lease and when to campaign, sans-IO;
 //!   [`Replica`] runs it against etcd.
 //! - [`group`]: who leads a group, and clearing its log (for `onepipe up`).

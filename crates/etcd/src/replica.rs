@@ -165,7 +165,7 @@ impl Replica {
         ))
     }
 
-    /// The log refused an append ([`onepipe::controller::store::StoreError::NotLeader`]):
+    /// The log refused an append ([`onepipe_proto::controller::store::StoreError::NotLeader`]):
     /// stop leading, and campaign again later as a standby.
     pub fn deposed(&mut self) {
         self.election.on_deposed(self.now());

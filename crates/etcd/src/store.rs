@@ -6,7 +6,7 @@ use crate::election::Leadership;
 use crate::gateway::{
     Compare, Int, KeyValue, PutRequest, RangeRequest, RequestOp, SortOrder, SortTarget, TxnRequest,
 };
-use onepipe::controller::store::{Record, Store, StoreError};
+use onepipe_proto::controller::store::{Record, Store, StoreError};
 
 /// Records per range call when loading.
 const PAGE: i64 = 1000;

@@ -3,8 +3,8 @@
 // These tests measure that a call gives up in time, on the real clock.
 #![allow(clippy::disallowed_methods)]
 
-use onepipe::controller::store::{Event, Record, Store, StoreError};
 use onepipe_etcd::{Client, ElectionConfig, EtcdError, EtcdStore, Leadership, Replica};
+use onepipe_proto::controller::store::{Event, Record, Store, StoreError};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;

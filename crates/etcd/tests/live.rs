@@ -6,13 +6,13 @@
 // These tests measure how long a takeover takes, on the real clock (leases expire in real time).
 #![allow(clippy::disallowed_methods)]
 
-use onepipe::controller::graph::Graph;
-use onepipe::controller::store::{Event, Record, Service, Store, StoreError};
-use onepipe::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
 use onepipe::{Duration, Instant};
 use onepipe_etcd::gateway::{DeleteRangeRequest, RangeRequest};
 use onepipe_etcd::{Client, ElectionConfig, EtcdStore, Keys, Replica};
 use onepipe_fabric::{Topology, Wiring};
+use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::store::{Event, Record, Service, Store, StoreError};
+use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
 use std::hash::{BuildHasher, RandomState};
 
 const NEEDS_ETCD: &str = "set ONEPIPE_ETCD=http://HOST:PORT (see the ignore reason)";
@@ -222,7 +222,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
         Err(e) => assert!(
             matches!(
                 e,
-                onepipe::controller::store::ServiceError::Store(StoreError::NotLeader { .. })
+                onepipe_proto::controller::store::ServiceError::Store(StoreError::NotLeader { .. })
             ),
             "{e}"
         ),

@@ -16,12 +16,12 @@
 
 #![allow(clippy::disallowed_methods)] // application-facing blocking calls wait on real time
 
-use crate::endpoint::{Delivery, EndpointConfig, SendError, SendFailure};
-use crate::hash::SplitMix;
 use crate::host::{App, AppLink, Command};
-use crate::switch::SwitchConfig;
 use crate::system::{self, Member, SystemConfig, SystemError};
 use onepipe_fabric::{Topology, Wiring, WiringError};
+use onepipe_proto::endpoint::{Delivery, EndpointConfig, SendError, SendFailure};
+use onepipe_proto::hash::SplitMix;
+use onepipe_proto::switch::SwitchConfig;
 use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
 use onepipe_wire::packet::HEADER_LEN;
 use onepipe_wire::{Duration, Instant};
@@ -286,7 +286,7 @@ impl Process {
     }
 
     fn submit(&mut self, scatter: &[(u32, &[u8])], reliable: bool) -> Result<u64, SendError> {
-        crate::endpoint::check_destinations(scatter, self.process_count)?;
+        onepipe_proto::endpoint::check_destinations(scatter, self.process_count)?;
         let mut packets = 0;
         for &(_, msg) in scatter {
             if msg.len() > self.message_bytes_max {

@@ -3,9 +3,9 @@
 //! The endpoint does the work (endpoint_forward.rs); this only carries the packets.
 
 use crate::control::ControlPort;
-use crate::controller::forward::FORWARD_PACKET_BYTES_MAX;
-use crate::controller::{Input, Member, PacketBytes};
-use crate::endpoint::Endpoint;
+use onepipe_proto::controller::forward::FORWARD_PACKET_BYTES_MAX;
+use onepipe_proto::controller::{Input, Member, PacketBytes};
+use onepipe_proto::endpoint::Endpoint;
 use onepipe_wire::Instant;
 
 /// Forward requests one exchange hands over at most: the endpoint keeps the rest for the next
@@ -59,10 +59,10 @@ mod tests {
     use crate::control::ControlPort;
     use crate::control::Manage;
     use crate::control_node::{ControllerNode, Mgmt, RouteCache, mgmt_port};
-    use crate::controller::{ControllerConfig, Member};
-    use crate::endpoint::{Endpoint, EndpointConfig};
     use onepipe_fabric::node::FRAME_MAX;
     use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+    use onepipe_proto::controller::{ControllerConfig, Member};
+    use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
     use onepipe_wire::{Duration, Instant};
 
     /// An endpoint as a node, with nothing else (the runtimes wrap it with an application).

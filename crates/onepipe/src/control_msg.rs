@@ -7,7 +7,7 @@
 //! own tables avoiding them.
 
 use crate::control::Command;
-use crate::controller::{Failure, Input, LostRecall, PacketBytes};
+use onepipe_proto::controller::{Failure, Input, LostRecall, PacketBytes};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -240,7 +240,7 @@ impl ControlMsg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::Member;
+    use onepipe_proto::controller::Member;
 
     #[test]
     fn every_message_round_trips() {
@@ -352,7 +352,7 @@ mod tests {
     /// Recalls go in parts of `RECALLS_PER_OUTPUT`, both ways; the largest part fits a frame.
     #[test]
     fn a_full_part_of_lost_recalls_fits_a_frame() {
-        let most = vec![(u32::MAX, u64::MAX, u64::MAX); crate::controller::RECALLS_PER_OUTPUT];
+        let most = vec![(u32::MAX, u64::MAX, u64::MAX); onepipe_proto::controller::RECALLS_PER_OUTPUT];
         let answer = ControlMsg::LostRecalls {
             incarnation: u64::MAX,
             recalls: most.clone(),
@@ -398,7 +398,10 @@ mod tests {
     /// encoding one never fails (the runtimes count on it).
     #[test]
     fn the_largest_forward_fits_a_frame() {
-        let packet = PacketBytes(vec![0xff; crate::controller::forward::FORWARD_PACKET_BYTES_MAX]);
+        let packet = PacketBytes(vec![
+            0xff;
+            onepipe_proto::controller::forward::FORWARD_PACKET_BYTES_MAX
+        ]);
         let msgs = [
             ControlMsg::Input(Input::Forward {
                 from: u32::MAX,

@@ -10,11 +10,11 @@
 
 use crate::control::{Command, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
-use crate::controller::graph::Graph;
-use crate::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
-use crate::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
-use crate::mgmt_outbox::MgmtOutbox;
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
+use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
+use onepipe_proto::mgmt_outbox::MgmtOutbox;
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -259,7 +259,7 @@ struct RerouteRepeat {
 
 /// The controller as a node: port `i` leads to node `i` (switches, then processes,
 /// as [`Wiring::node_of_process`] numbers them). Its log is `S`: memory, or a file that a
-/// restarted controller replays ([`crate::controller::store::FileStore`]).
+/// restarted controller replays ([`crate::file_store::FileStore`]).
 pub struct ControllerNode<S: Store = MemoryStore> {
     service: Service<S>,
     reroute_repeat: Option<RerouteRepeat>,
@@ -560,8 +560,8 @@ pub fn mgmt_port(wiring: &Wiring, node: usize) -> PortId {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::switch::{Switch, SwitchConfig};
     use onepipe_fabric::Topology;
+    use onepipe_proto::switch::{Switch, SwitchConfig};
 
     /// The control messages node `n` sends on its management port now.
     fn said<N: Node + Manage>(n: &mut Mgmt<N>, now: Instant, mgmt: PortId) -> Vec<ControlMsg> {
@@ -588,16 +588,21 @@ mod tests {
         let switch = Switch::new(0, &wiring, routes, config, t(0));
         let mgmt = mgmt_port(&wiring, 0);
         let mut n = Mgmt::managed(switch, Member::Switch(0), mgmt, RouteCache::shared(&wiring));
-        let mut beacon = crate::test_packets::beacon(500);
+        let mut beacon = beacon(500);
         n.handle_frame(t(500), 1, &mut beacon, Route::Consume);
         beacon_port_0(&mut n, 1..=until_us);
         (n, mgmt)
     }
 
+    fn beacon(b: u64) -> Vec<u8> {
+        let b = onepipe_wire::Timestamp48::new(b);
+        onepipe_wire::packet::Repr::beacon(b, b, 0).to_vec()
+    }
+
     fn beacon_port_0(n: &mut Mgmt<Switch>, us: std::ops::RangeInclusive<u64>) {
         for k in us {
             let at = Instant::from_nanos(k * 1_000);
-            let mut b = crate::test_packets::beacon(k * 1_000);
+            let mut b = beacon(k * 1_000);
             n.handle_frame(at, 0, &mut b, Route::Consume);
             n.handle_timeout(at);
         }

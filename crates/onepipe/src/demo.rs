@@ -5,12 +5,8 @@
 #![allow(clippy::disallowed_methods)] // the demo drives real time: it sleeps between progress reports
 
 use crate::control::ControlPlane;
-use crate::controller::ControllerConfig;
 use crate::demo_drain::{Achieved, DrainWatch};
-use crate::endpoint::{EndpointConfig, EndpointCounters};
-use crate::hash::SplitMix;
 use crate::host::App;
-use crate::switch::{SwitchConfig, SwitchCounters};
 use crate::system::{self, SystemConfig, SystemError};
 use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Progress, Schedule};
@@ -18,6 +14,10 @@ use hdrhistogram::Histogram;
 use onepipe_check::{ProcessLog, check_no_loss};
 use onepipe_fabric::Either;
 use onepipe_fabric::{Topology, Wiring, WiringError};
+use onepipe_proto::controller::ControllerConfig;
+use onepipe_proto::endpoint::{EndpointConfig, EndpointCounters};
+use onepipe_proto::hash::SplitMix;
+use onepipe_proto::switch::{SwitchConfig, SwitchCounters};
 use onepipe_runtime::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_runtime::udp::UdpConfig;
 use onepipe_wire::{Duration, Instant};

@@ -2,9 +2,9 @@
 //! in-worker workload (the demo's all-to-all broadcast) or a link to an application thread
 //! holding a [`crate::api::Process`] handle.
 
-use crate::endpoint::{Delivery, Endpoint, SendFailure};
 use crate::workload::Broadcast;
 use onepipe_fabric::{Node, PortId, Route};
+use onepipe_proto::endpoint::{Delivery, Endpoint, SendFailure};
 use onepipe_wire::Instant;
 use rtrb::{Consumer, Producer};
 use std::sync::Arc;

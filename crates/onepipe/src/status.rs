@@ -3,7 +3,7 @@
 //! been silent; the switch's and its socket's counters. [`holding_back`] reads a fabric's
 //! reports and names the link that holds delivery back.
 
-use crate::switch::{Half, InputState, Switch};
+use onepipe_proto::switch::{Half, InputState, Switch};
 use onepipe_runtime::udp::{UdpCounters, UdpSnapshot};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};

@@ -2,10 +2,10 @@
 //! one [`HostNode`] per process, wired as the topology says.
 
 use crate::control::{ChannelPort, Managed};
-use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
-use crate::switch::{Switch, SwitchConfig};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
+use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
+use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_runtime::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_wire::{Duration, Instant};
 

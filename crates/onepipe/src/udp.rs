@@ -20,14 +20,14 @@
 
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
 use crate::control_node::{ControlEvent, ControllerNode, Mgmt, RouteCache, mgmt_port};
-use crate::controller::store::{Store, StoreError};
-use crate::controller::{ControllerConfig, Member as ControlMember};
-use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::host::{App, HostNode};
 pub use crate::status::{LinkStatus, PROCESS_PEER, Skew, SwitchStatus, skew};
-use crate::switch::{Switch, SwitchConfig, SwitchCounters};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing};
+use onepipe_proto::controller::store::{Store, StoreError};
+use onepipe_proto::controller::{ControllerConfig, Member as ControlMember};
+use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
+use onepipe_proto::switch::{Switch, SwitchConfig, SwitchCounters};
 use onepipe_runtime::inproc::Clock;
 use onepipe_runtime::udp::local::LocalError;
 use onepipe_runtime::udp::plan::{AddressPlan, PlanError};

@@ -6,10 +6,10 @@
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
 
-use crate::endpoint::{Endpoint, FailureReason, SendFailure};
-use crate::hash::SplitMix;
 use hdrhistogram::Histogram;
 use onepipe_check::Event;
+use onepipe_proto::endpoint::{Endpoint, FailureReason, SendFailure};
+use onepipe_proto::hash::SplitMix;
 use onepipe_wire::{Duration, Instant};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -361,7 +361,7 @@ impl Broadcast {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::EndpointConfig;
+    use onepipe_proto::endpoint::EndpointConfig;
 
     fn t(ns: u64) -> Instant {
         Instant::from_nanos(ns)

@@ -17,13 +17,15 @@
 mod common;
 
 use common::{End, Net, NetConfig};
-use onepipe::controller::graph::Graph;
-use onepipe::controller::{Controller, ControllerConfig, Input, LostRecall, Member, Output, PacketBytes};
-use onepipe::endpoint::{Recovery, RecoveryReport};
-use onepipe::switch::{Switch, SwitchConfig};
 use onepipe::{FailureReason, SendFailure};
 use onepipe_check::{Event, check_all, check_atomicity};
 use onepipe_fabric::{Peer, Topology, routing};
+use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::{
+    Controller, ControllerConfig, Input, LostRecall, Member, Output, PacketBytes,
+};
+use onepipe_proto::endpoint::{Recovery, RecoveryReport};
+use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_wire::packet::{Opcode, Packet, Repr};
 use onepipe_wire::{Duration, Instant};
 

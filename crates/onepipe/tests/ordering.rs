@@ -24,7 +24,7 @@ fn topology(kind: u8, size: usize) -> Topology {
 /// long after the last scattering was queued, so the quiet period starts once every send
 /// queue is empty (the returned flag says whether they all emptied).
 fn run(kind: u8, size: usize, seed: u64, skew_ns: u64, rounds: usize, base: NetConfig) -> (Net, bool) {
-    let mut rng = onepipe::hash::SplitMix::new(seed);
+    let mut rng = onepipe_proto::hash::SplitMix::new(seed);
     let probe = topology(kind, size);
     let count = probe.hosts.len();
     let cfg = NetConfig {

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{Net, NetConfig};
-use onepipe::reliable::ReliableConfig;
 use onepipe_check::{check_all, check_no_loss};
 use onepipe_fabric::Topology;
+use onepipe_proto::reliable::ReliableConfig;
 use onepipe_wire::Duration;
 use proptest::prelude::*;
 
@@ -41,7 +41,7 @@ struct Faults {
 /// Random reliable scatterings from random senders; then runs until every sender has
 /// everything acknowledged and every receiver has delivered what the commit barrier allows.
 fn run(kind: u8, size: usize, seed: u64, faults: &Faults, rounds: usize, reliable: ReliableConfig) -> Net {
-    let mut rng = onepipe::hash::SplitMix::new(seed);
+    let mut rng = onepipe_proto::hash::SplitMix::new(seed);
     let probe = topology(kind, size);
     let count = probe.hosts.len();
     let cfg = NetConfig {

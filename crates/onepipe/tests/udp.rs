@@ -172,7 +172,7 @@ fn control_messages(d: &[u8]) -> Vec<onepipe::control_msg::ControlMsg> {
 #[test]
 fn control_frames_count_only_from_the_controller() {
     use onepipe::control_msg::ControlMsg;
-    use onepipe::controller::{Input, Member};
+    use onepipe_proto::controller::{Input, Member};
     let net = format!("127.{}.{}", 40 + 3, 1 + std::process::id() % 250);
     let file = format!(
         "[[switch]]\nname = \"tor\"\naddr = \"{net}.1:7000\"\n\

@@ -5,8 +5,8 @@
 use crate::config::{FailTarget, Failure, SimConfig};
 use crate::run::{SimError, SimReport, run};
 use crate::traffic::Pattern;
-use onepipe::hash::SplitMix;
 use onepipe_fabric::Topology;
+use onepipe_proto::hash::SplitMix;
 use onepipe_wire::Duration;
 use serde::Serialize;
 use std::sync::Mutex;

@@ -2,9 +2,9 @@
 //! testbed parameters as defaults (100 Gbps links, 3 us beacons, 0.3 us mean clock skew).
 
 use crate::traffic::Pattern;
-use onepipe::controller::ControllerConfig;
-use onepipe::reliable::ReliableConfig;
 use onepipe_fabric::Topology;
+use onepipe_proto::controller::ControllerConfig;
+use onepipe_proto::reliable::ReliableConfig;
 use onepipe_wire::Duration;
 
 /// A failure named the way a user names it; resolved against the topology when the run starts.
@@ -136,7 +136,7 @@ pub struct SimConfig {
     pub measure_after: Duration,
     pub drain: Duration,
     /// The run goes on after `drain` while some process still has traffic in flight (see
-    /// [`onepipe::endpoint::Endpoint::is_quiescent`]) and it still moves (something delivered,
+    /// [`onepipe_proto::endpoint::Endpoint::is_quiescent`]) and it still moves (something delivered,
     /// acknowledged or failed within 1 ms or four RTO caps), until this long after traffic
     /// stopped. Saturated traffic leaves a backlog, a millisecond or more, tens of them for an
     /// incast, that a fixed drain cut off; its checks then failed for messages still on their

@@ -18,8 +18,8 @@
 //! resumes with the state it had (a hang or partition, not a reboot).
 
 use crate::fault::{Fault, FaultAction};
-use onepipe::hash::{SplitMix, mix64};
 use onepipe_fabric::{DirectedLink, Node, PortId, Route};
+use onepipe_proto::hash::{SplitMix, mix64};
 use onepipe_wire::{Duration, Instant};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

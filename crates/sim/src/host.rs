@@ -9,9 +9,9 @@ use crate::traffic::Generator;
 use hdrhistogram::Histogram;
 use onepipe::FailureReason;
 use onepipe::control::{ControlPort, Manage};
-use onepipe::endpoint::Endpoint;
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, PortId, Route};
+use onepipe_proto::endpoint::Endpoint;
 use onepipe_wire::Instant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -343,7 +343,7 @@ fn fits(ep: &Endpoint, reliable: bool, messages: usize, len: usize) -> bool {
 mod tests {
     use super::*;
     use crate::traffic::{Pattern, Traffic};
-    use onepipe::endpoint::EndpointConfig;
+    use onepipe_proto::endpoint::EndpointConfig;
     use onepipe_wire::Duration;
 
     fn host(drift_ppb: i64) -> SimHost {

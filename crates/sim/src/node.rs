@@ -2,8 +2,8 @@
 
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
-use onepipe::switch::Switch;
 use onepipe_fabric::{Node, PortId, Route};
+use onepipe_proto::switch::Switch;
 use onepipe_wire::Instant;
 
 pub enum SimNode {

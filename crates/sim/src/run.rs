@@ -9,12 +9,12 @@ use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
 use crate::traffic::{Generator, Traffic};
 use onepipe::control_node::{ControllerNode, Mgmt, RouteCache, management_links, mgmt_port};
-use onepipe::controller::Member;
-use onepipe::endpoint::{Endpoint, EndpointConfig};
-use onepipe::hash::SplitMix;
-use onepipe::switch::{Switch, SwitchConfig};
 use onepipe_check::{ProcessLog, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::{Wiring, routing};
+use onepipe_proto::controller::Member;
+use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
+use onepipe_proto::hash::SplitMix;
+use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_wire::Instant;
 use serde::Serialize;
 

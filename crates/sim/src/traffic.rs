@@ -1,7 +1,7 @@
 //! What the simulated processes send: a seeded, open-loop (Poisson) or saturating stream of
 //! scatterings in one of a few patterns, so that a campaign can draw the workload from a seed.
 
-use onepipe::hash::SplitMix;
+use onepipe_proto::hash::SplitMix;
 use onepipe_wire::{Duration, Instant};
 
 /// Who a scattering goes to.

@@ -1,8 +1,8 @@
 //! DCTCP under incast (paper 6.1): with ECN marks the reliable senders keep the bottleneck
 //! queue near the marking threshold; without them the queue fills to what the windows allow.
 
-use onepipe::reliable::ReliableConfig;
 use onepipe_fabric::Topology;
+use onepipe_proto::reliable::ReliableConfig;
 use onepipe_sim::traffic::Pattern;
 use onepipe_sim::{SimConfig, SimReport, run};
 use onepipe_wire::Duration;

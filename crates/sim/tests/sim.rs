@@ -129,7 +129,7 @@ fn a_saturated_run_drains_its_backlog_before_the_checks() {
         gap: onepipe_wire::Duration::ZERO,
         send_for: onepipe_wire::Duration::from_micros(1000),
         reliable,
-        reliable_config: onepipe::reliable::ReliableConfig {
+        reliable_config: onepipe_proto::reliable::ReliableConfig {
             rto_max: onepipe_sim::config::SATURATED_RTO_MAX,
             ..onepipe_sim::config::microsecond_reliable()
         },

@@ -410,6 +410,14 @@ impl Repr {
         HEADER_LEN + self.payload_len as usize
     }
 
+    /// A new frame of [`Repr::buffer_len`] bytes with this header and a zeroed payload: for
+    /// tests and rare frames, not the packet path (which emits into buffers it reuses).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut buf = vec![0u8; self.buffer_len()];
+        self.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        buf
+    }
+
     /// Writes the header. The payload bytes are the caller's (`packet.payload_mut()`).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_version_opcode(VERSION, self.opcode as u8);

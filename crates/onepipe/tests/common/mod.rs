@@ -4,10 +4,10 @@
 
 #![allow(dead_code)]
 
-use onepipe::endpoint::{Endpoint, EndpointConfig};
-use onepipe::switch::{Switch, SwitchConfig};
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, Peer, PortId, Route, Topology, Wiring, routing};
+use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
+use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -47,7 +47,7 @@ pub struct Net {
     pub failures: Vec<Vec<onepipe::SendFailure>>,
     /// Destinations of reliable scatterings not yet released, by message id, per sender.
     pub pending: Vec<std::collections::HashMap<u64, Vec<u32>>>,
-    pub rng: onepipe::hash::SplitMix,
+    pub rng: onepipe_proto::hash::SplitMix,
     /// Steps between visits of each process (see [`NetConfig::visit_intervals`]).
     pub visit_intervals: Vec<u64>,
     pub visit_budget_frames: usize,
@@ -68,7 +68,7 @@ pub struct NetConfig {
     pub dup: f64,
     pub jitter: Duration,
     pub seed: u64,
-    pub reliable: onepipe::reliable::ReliableConfig,
+    pub reliable: onepipe_proto::reliable::ReliableConfig,
     /// Promise mode for every endpoint ([`EndpointConfig::promise_lead`]).
     pub promise_lead: Option<Duration>,
     /// Each process is visited (times out, transmits, delivers) once in this many steps,
@@ -93,7 +93,7 @@ impl Default for NetConfig {
             dup: 0.0,
             jitter: Duration::ZERO,
             seed: 0,
-            reliable: onepipe::reliable::ReliableConfig::default(),
+            reliable: onepipe_proto::reliable::ReliableConfig::default(),
             promise_lead: None,
             visit_intervals: vec![1],
             visit_budget_frames: usize::MAX,
@@ -189,7 +189,7 @@ impl Net {
             logs,
             failures: vec![Vec::new(); count as usize],
             pending: vec![Default::default(); count as usize],
-            rng: onepipe::hash::SplitMix::new(cfg.seed),
+            rng: onepipe_proto::hash::SplitMix::new(cfg.seed),
             visit_intervals: (0..count as usize)
                 .map(|p| cfg.visit_intervals[p % cfg.visit_intervals.len()].max(1))
                 .collect(),
@@ -367,7 +367,7 @@ impl Net {
 
 /// A random scattering for `n` processes: (sender, receivers, payload of up to ~3 fragments at
 /// the 256-byte MTU of the test net).
-pub fn random_scattering(rng: &mut onepipe::hash::SplitMix, n: u32) -> (u32, Vec<u32>, Vec<u8>) {
+pub fn random_scattering(rng: &mut onepipe_proto::hash::SplitMix, n: u32) -> (u32, Vec<u32>, Vec<u8>) {
     let src = (rng.next_u64() % n as u64) as u32;
     let mut dsts: Vec<u32> = (0..n).filter(|_| rng.next_u64() % 2 == 0).collect();
     if dsts.is_empty() {

@@ -972,9 +972,7 @@ impl Node for Switch {
     }
 }
 
-#[path = "switch_recovery.rs"]
 mod recovery;
 
 #[cfg(test)]
-#[path = "switch_tests.rs"]
 mod tests;

@@ -153,7 +153,7 @@ pub enum ProcessFailureError {
 /// Checks that a scattering has messages, to existing and distinct receivers. Paper 2.1: a
 /// scattering's messages go to different receivers; a receiver tells messages apart by
 /// (timestamp, sender), so two to one receiver would collide.
-pub(crate) fn check_destinations(scatter: &[(u32, &[u8])], process_count: u32) -> Result<(), SendError> {
+pub fn check_destinations(scatter: &[(u32, &[u8])], process_count: u32) -> Result<(), SendError> {
     if scatter.is_empty() {
         return Err(SendError::EmptyScattering);
     }
@@ -1263,10 +1263,8 @@ impl Endpoint {
     }
 }
 
-#[path = "endpoint_recovery.rs"]
 mod recovery;
 pub use recovery::{Recovery, RecoveryError, RecoveryReport};
-#[path = "endpoint_forward.rs"]
 mod forward;
 
 /// The header of reliable packet `t` from `config`'s process, carrying `(barrier,
@@ -1301,5 +1299,4 @@ pub(crate) fn prepare_repr(
 }
 
 #[cfg(test)]
-#[path = "endpoint_tests.rs"]
 mod tests;

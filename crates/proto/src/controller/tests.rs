@@ -1,7 +1,7 @@
 //! The failure procedure's Determine, Broadcast and Resume steps, one scenario per case of
 //! paper 5.2 and its appendix that the controller decides.
 
-use super::store::{FileStore, MemoryStore, Service, Store};
+use super::store::{MemoryStore, Service, Store};
 use super::*;
 use crate::controller::test_util::{self, failure, outputs, t};
 use onepipe_fabric::{Peer, Topology, Wiring};
@@ -504,37 +504,4 @@ fn a_controller_taking_over_from_the_log_finishes_the_recovery() {
             ports: vec![tor.tor_port]
         })
     );
-}
-
-#[test]
-fn the_file_log_survives_a_restart_and_a_torn_last_line() {
-    let dir = std::env::temp_dir().join(format!("onepipe-controller-log-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("log.jsonl");
-    let _ = std::fs::remove_file(&path);
-    let w = wiring(1, 2);
-    drop(half_a_recovery(&w, FileStore::open(&path).unwrap()));
-    // A crash in the middle of an append leaves half a line.
-    let mut bytes = std::fs::read(&path).unwrap();
-    bytes.extend_from_slice(br#"{"at_ns":5,"event":{"Inp"#);
-    std::fs::write(&path, &bytes).unwrap();
-
-    let fresh = unregistered(&w);
-    let mut s = Service::open(fresh, FileStore::open(&path).unwrap(), t(30)).unwrap();
-    assert!(s.store().torn_tail);
-    assert_eq!(s.controller().failure_of(0), Some(t(7)));
-    // Appends after the torn line are readable by the next controller.
-    for p in [2, 3] {
-        s.handle(t(31), Input::Completed { process: p, epoch: 0 })
-            .unwrap();
-    }
-    drop(s);
-    let fresh = unregistered(&w);
-    let s = Service::open(fresh, FileStore::open(&path).unwrap(), t(40)).unwrap();
-    assert!(!s.controller().recovering());
-    // Damage anywhere but the last line is refused rather than guessed at.
-    std::fs::write(&path, b"not json\n{}\n").unwrap();
-    let fresh = unregistered(&w);
-    assert!(Service::open(fresh, FileStore::open(&path).unwrap(), t(40)).is_err());
-    std::fs::remove_dir_all(&dir).unwrap();
 }

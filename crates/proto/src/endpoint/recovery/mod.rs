@@ -258,5 +258,4 @@ impl Endpoint {
 }
 
 #[cfg(test)]
-#[path = "endpoint_recovery_tests.rs"]
 mod tests;

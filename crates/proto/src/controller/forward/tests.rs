@@ -1,7 +1,7 @@
 //! Controller forwarding (paper 5.2): relaying, answers, timeouts, and what bad or repeated
 //! input does.
 
-use super::super::store::{FileStore, MemoryStore, Service};
+use super::super::store::{MemoryStore, Record, Service};
 use super::super::*;
 use super::*;
 use crate::controller::test_util::{self, outputs, t};
@@ -230,23 +230,21 @@ fn bad_repeated_and_excess_forwards_are_counted() {
     assert!(c.failures().is_empty());
 }
 
-/// The forwards are in the log: a controller taking over (here from a file, so the packets go
-/// through JSON) knows the undeliverable recalls and sends the forwards in progress again.
+/// The forwards are in the log: a controller taking over (from records that went through
+/// JSON, as the file and etcd logs keep them) knows the undeliverable recalls and sends the
+/// forwards in progress again.
 #[test]
 fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
-    let dir = std::env::temp_dir().join(format!("onepipe-forward-log-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("log.jsonl");
-    let _ = std::fs::remove_file(&path);
     let w = wiring();
     let (lost, waiting) = (recall(0, 2, 4), prepare(1, 3, 2));
-    let mut first = Service::open(controller(&w), FileStore::open(&path).unwrap(), t(0)).unwrap();
+    let mut first = Service::open(controller(&w), MemoryStore::default(), t(0)).unwrap();
     first.handle(t(1), forward(0, 2, &lost)).unwrap();
     first.handle_timeout(t(1) + FORWARD).unwrap();
     first.handle(t(60), forward(1, 3, &waiting)).unwrap();
-    drop(first);
+    let json = serde_json::to_vec(&first.into_store().records).unwrap();
+    let records: Vec<Record> = serde_json::from_slice(&json).unwrap();
 
-    let mut second = Service::open(controller(&w), FileStore::open(&path).unwrap(), t(70)).unwrap();
+    let mut second = Service::open(controller(&w), MemoryStore { records }, t(70)).unwrap();
     let c = second.controller();
     assert_eq!(c.undeliverable_recalls(2).len(), 1);
     assert_eq!(c.undeliverable_recalls(2)[0].packet, lost);
@@ -269,5 +267,4 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
         mem.controller().undeliverable_recalls(2),
         second.controller().undeliverable_recalls(2)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -481,11 +481,8 @@ fn discard_drops_messages_at_and_above_the_failure_timestamp_and_delivers_those_
 /// delivered a message of that host's that every other receiver discarded.
 #[test]
 fn an_unconfirmed_process_delivers_nothing_until_its_confirmation_names_the_failures() {
-    use crate::control::{Command, ControlPort};
-    use crate::controller::{Failure, Member};
     let mut eps = vec![endpoint(0, 2), endpoint(1, 2)];
-    let mut port = ControlPort::new(Member::Process(1));
-    port.exchange_endpoint(t(50), &mut eps[1]); // registers
+    eps[1].await_registration(); // what the management plane does when it registers
     for now in [100, 200, 300] {
         eps[0]
             .send_reliable(t(now), &[(1, format!("m{now}").as_bytes())])
@@ -494,14 +491,10 @@ fn an_unconfirmed_process_delivers_nothing_until_its_confirmation_names_the_fail
     exchange(&mut eps, 300, 1, nothing_lost);
     eps[1].handle_frame(t(400), &commit_beacon(10_000)).unwrap();
     assert!(committed(&mut eps[1]).is_empty(), "not confirmed: held");
-    // Process 0 failed at 200 and its recovery resumed before the controller knew process 1.
-    port.deliver(Command::Registered {
-        failures: vec![Failure {
-            process: 0,
-            ts: t(200),
-        }],
-    });
-    port.exchange_endpoint(t(500), &mut eps[1]);
+    // Process 0 failed at 200 and its recovery resumed before the controller knew process 1:
+    // the confirmation names that failure, and the endpoint takes it before it may deliver.
+    eps[1].on_process_failed(t(500), 0, t(200)).unwrap();
+    eps[1].registration_confirmed();
     assert_eq!(eps[1].counters().discarded, 2, "at 200 and at 300");
     assert_eq!(committed(&mut eps[1]), vec![(0, b"m100".to_vec())]);
 }

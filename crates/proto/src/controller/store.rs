@@ -6,15 +6,14 @@
 //! on the same log, or a standby reading it, decides exactly the same and finishes what was in
 //! progress ([`Controller::take_over`]).
 //!
-//! Backends: [`MemoryStore`] (tests, a single run), [`FileStore`] (the embedded default: one
-//! JSON record per line, appended and synced), and etcd in the `onepipe-etcd` crate, whose
-//! appends are fenced by a leader election ([`StoreError::NotLeader`]).
+//! Backends: [`MemoryStore`] (tests, a single run) here; the file log (`onepipe::file_store`,
+//! the embedded default: one JSON record per line, appended and synced) and etcd (the
+//! `onepipe-etcd` crate, whose appends are fenced by a leader election,
+//! [`StoreError::NotLeader`]) where the runtimes are.
 
 use super::{Controller, ControllerError, Input, Output};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::path::{Path, PathBuf};
 
 /// One entry of the log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,74 +68,6 @@ impl Store for MemoryStore {
     }
 }
 
-/// An append-only file of JSON lines.
-pub struct FileStore {
-    path: PathBuf,
-    file: std::fs::File,
-    /// A last line cut short (the previous controller stopped mid-write) that `load` skipped.
-    pub torn_tail: bool,
-}
-
-impl FileStore {
-    /// Opens `path` for appending, creating it if absent.
-    pub fn open(path: &Path) -> Result<FileStore, StoreError> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| io_error(path, e))?;
-        Ok(FileStore {
-            path: path.to_path_buf(),
-            file,
-            torn_tail: false,
-        })
-    }
-}
-
-fn io_error(path: &Path, e: std::io::Error) -> StoreError {
-    StoreError::Io {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    }
-}
-
-impl Store for FileStore {
-    fn append(&mut self, record: &Record) -> Result<(), StoreError> {
-        let mut line = serde_json::to_vec(record).expect("records always serialize");
-        line.push(b'\n');
-        self.file.write_all(&line).map_err(|e| io_error(&self.path, e))?;
-        self.file.sync_data().map_err(|e| io_error(&self.path, e))
-    }
-
-    fn load(&mut self) -> Result<Vec<Record>, StoreError> {
-        let text = std::fs::read(&self.path).map_err(|e| io_error(&self.path, e))?;
-        // Appends are whole lines, so only the last can be cut short, by a crash in the middle
-        // of a write that was therefore never acted on: it is cut off, so that later appends
-        // start a line of their own.
-        let whole = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        if whole < text.len() {
-            self.torn_tail = true;
-            self.file
-                .set_len(whole as u64)
-                .map_err(|e| io_error(&self.path, e))?;
-        }
-        let mut records = Vec::new();
-        for (i, line) in text[..whole].split(|&b| b == b'\n').enumerate() {
-            if line.is_empty() {
-                continue;
-            }
-            let record = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
-                path: self.path.display().to_string(),
-                line: i + 1,
-                reason: e.to_string(),
-            })?;
-            records.push(record);
-        }
-        Ok(records)
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     #[error(transparent)]
@@ -176,6 +107,11 @@ impl<S: Store> Service<S> {
 
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The log, for a controller that takes over from it ([`Service::open`]).
+    pub fn into_store(self) -> S {
+        self.store
     }
 
     pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ServiceError> {

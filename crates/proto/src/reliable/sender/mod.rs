@@ -1226,7 +1226,5 @@ impl ReliableSender {
     }
 }
 
-#[path = "sender_credits.rs"]
 mod credits;
-#[path = "sender_recovery.rs"]
 mod recovery;

@@ -292,5 +292,4 @@ impl Controller {
 }
 
 #[cfg(test)]
-#[path = "forward_tests.rs"]
 mod tests;

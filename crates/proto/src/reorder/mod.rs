@@ -6,8 +6,10 @@
 //! (later packets on every link carry timestamps at or above the barrier), so it is dropped and
 //! reported.
 
-use crate::reorder_slab::{Meta, Slab};
+mod slab;
+
 use onepipe_wire::Instant;
+use slab::{Meta, Slab};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
@@ -137,7 +139,7 @@ impl ReorderBuffer {
         self.messages_peak = self.messages_peak.max(self.len());
     }
 
-    /// Copies a complete message into a free slot of the slab (see `reorder_slab`).
+    /// Copies a complete message into a free slot of the slab (see `slab`).
     fn store<'a>(
         &mut self,
         msg_id: u64,

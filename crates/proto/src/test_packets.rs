@@ -34,17 +34,14 @@ pub fn packet(
         link_id: 0,
         payload_len: payload.len() as u16,
     };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    let mut p = Packet::new_unchecked(&mut buf[..]);
-    repr.emit(&mut p);
-    p.payload_mut().copy_from_slice(payload);
+    let mut buf = repr.to_vec();
+    Packet::new_unchecked(&mut buf[..])
+        .payload_mut()
+        .copy_from_slice(payload);
     buf
 }
 
 /// A beacon carrying barrier `b`.
 pub fn beacon(b: u64) -> Vec<u8> {
-    let repr = Repr::beacon(Timestamp48::new(b), Timestamp48::new(b), 0);
-    let mut buf = vec![0u8; repr.buffer_len()];
-    repr.emit(&mut Packet::new_unchecked(&mut buf[..]));
-    buf
+    Repr::beacon(Timestamp48::new(b), Timestamp48::new(b), 0).to_vec()
 }

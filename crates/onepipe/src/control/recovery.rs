@@ -9,8 +9,8 @@
 //! ([`Input::RecallLost`]) before it answers an announcement.
 
 use super::{Command, ControlPort};
-use crate::controller::{Input, LostRecall, Member, Output, RECALLS_PER_OUTPUT};
-use crate::endpoint::{Endpoint, Recovery};
+use onepipe_proto::controller::{Input, LostRecall, Member, Output, RECALLS_PER_OUTPUT};
+use onepipe_proto::endpoint::{Endpoint, Recovery};
 use onepipe_wire::Instant;
 use std::collections::BTreeSet;
 

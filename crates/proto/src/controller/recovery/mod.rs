@@ -331,5 +331,4 @@ impl Controller {
 }
 
 #[cfg(test)]
-#[path = "recovery_tests.rs"]
 mod tests;

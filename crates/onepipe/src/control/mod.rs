@@ -9,15 +9,15 @@
 
 #![allow(clippy::disallowed_methods)] // the controller thread waits on real time
 
-use crate::controller::graph::Graph;
-use crate::controller::store::{MemoryStore, Service, Store};
-use crate::controller::{
+use crate::host::HostNode;
+use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::store::{MemoryStore, Service, Store};
+use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output, PacketBytes,
 };
-use crate::endpoint::Endpoint;
-use crate::host::HostNode;
-use crate::switch::Switch;
-use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_proto::endpoint::Endpoint;
+use onepipe_proto::switch::Switch;
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
 use std::collections::VecDeque;
@@ -566,13 +566,12 @@ fn run<S: Store>(
     }
 }
 
-#[path = "control_recovery.rs"]
 pub(crate) mod recovery;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::endpoint::{Endpoint, EndpointConfig};
+    use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
     use onepipe_wire::Duration;
 
     fn registrations(port: &mut ControlPort) -> usize {
@@ -608,5 +607,24 @@ mod tests {
         assert_eq!(registrations(&mut port), 1);
         port.exchange_endpoint(at(20 * REGISTER_REPEAT_BEACONS), &mut endpoint);
         assert_eq!(registrations(&mut port), 1);
+    }
+
+    /// A process the controller confirms late may have missed failures announced before it
+    /// was known: the confirmation names them, and the port hands them to the endpoint before
+    /// it lets reliable delivery go on (the endpoint's side: `an_unconfirmed_process_delivers_
+    /// nothing_until_its_confirmation_names_the_failures` in onepipe-proto).
+    #[test]
+    fn a_confirmation_hands_its_failures_to_the_endpoint() {
+        let start = Instant::from_nanos(1_000_000);
+        let mut endpoint = Endpoint::new(EndpointConfig::new(1, 2, 1), start);
+        let mut port = ControlPort::new(Member::Process(1));
+        port.exchange_endpoint(start, &mut endpoint);
+        assert!(endpoint.failed_processes().is_empty());
+        let ts = Instant::from_nanos(500_000);
+        port.deliver(Command::Registered {
+            failures: vec![Failure { process: 0, ts }],
+        });
+        port.exchange_endpoint(start + Duration::from_micros(1), &mut endpoint);
+        assert_eq!(endpoint.failed_processes(), &[(0, ts)]);
     }
 }
