@@ -14,10 +14,16 @@
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
 pub mod answers;
+mod counters;
 pub mod datagram;
 pub mod link;
 pub mod local;
 pub mod plan;
+mod send;
+
+pub use counters::{UdpCounters, UdpSnapshot};
+pub use send::{PATH_DATAGRAM_BYTES_MIN, PATH_FRAME_BYTES_MAX};
+use send::{enqueue, path_datagram_bytes, port_datagram_bytes, send, try_send};
 
 use crate::inproc::Clock;
 use answers::LinkAnswers;
@@ -31,7 +37,7 @@ use plan::AddressPlan;
 use std::collections::HashMap;
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Frames a node may originate on one port per pass, so inputs are not starved.
 const OUTPUT_BUDGET_FRAMES: usize = 256;
@@ -89,112 +95,6 @@ impl Default for UdpConfig {
             window_datagrams_max: 16,
         }
     }
-}
-
-/// What the runtime saw, for `onepipe inspect` and summaries.
-#[derive(Debug, Default)]
-pub struct UdpCounters {
-    pub datagrams_in: AtomicU64,
-    pub datagrams_out: AtomicU64,
-    pub frames_in: AtomicU64,
-    pub frames_out: AtomicU64,
-    /// From an address that is not a neighbour in the topology.
-    pub unknown_source: AtomicU64,
-    /// Not ours, or damaged.
-    pub malformed: AtomicU64,
-    /// Arrived after a later datagram of their link: dropped to keep the link FIFO.
-    pub reordered: AtomicU64,
-    /// Datagrams missing from a link's sequence (lost in the network or a socket buffer).
-    pub lost: AtomicU64,
-    /// Frames dropped because the socket would not take their datagram.
-    pub send_dropped_frames: AtomicU64,
-    /// Datagrams refused as larger than their path's MTU, after which the link's datagrams
-    /// were cut to the path (links start at the path's size; this counts later shrinking).
-    pub path_mtu_cuts: AtomicU64,
-    /// Datagrams dropped because their link's inbox was full: the peer sent past its credit
-    /// (or restarted while we held its datagrams).
-    pub overrun: AtomicU64,
-    /// Peers seen to restart (their datagram numbering started over).
-    pub resyncs: AtomicU64,
-    /// Times a frame had to wait because its output link had no credit (backpressure).
-    pub blocked_frames: AtomicU64,
-    /// Frames forwarded after waiting in their link's inbox, offered to the node to mark with
-    /// a congestion signal (ECN, for DCTCP).
-    pub ecn_marked: AtomicU64,
-    /// Credit datagrams sent and received (credits riding on data are not counted).
-    pub credits_out: AtomicU64,
-    pub credits_in: AtomicU64,
-    /// Datagrams sent past the limit because no credit came for a while (lost credit).
-    pub probes: AtomicU64,
-    /// Frames a node forwarded or originated on a port with no neighbour, or a cut link.
-    pub no_link_frames: AtomicU64,
-    /// Datagrams that arrived on a link cut by fault injection ([`LinkCuts`]).
-    pub cut_datagrams: AtomicU64,
-    /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
-    /// dropped rather than held for credit that will not come.
-    pub peer_gone_frames: AtomicU64,
-}
-
-impl UdpCounters {
-    fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// The counters' values now, as plain numbers.
-    pub fn snapshot(&self) -> UdpSnapshot {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        UdpSnapshot {
-            datagrams_in: l(&self.datagrams_in),
-            datagrams_out: l(&self.datagrams_out),
-            frames_in: l(&self.frames_in),
-            frames_out: l(&self.frames_out),
-            unknown_source: l(&self.unknown_source),
-            malformed: l(&self.malformed),
-            reordered: l(&self.reordered),
-            lost: l(&self.lost),
-            send_dropped_frames: l(&self.send_dropped_frames),
-            path_mtu_cuts: l(&self.path_mtu_cuts),
-            no_link_frames: l(&self.no_link_frames),
-            peer_gone_frames: l(&self.peer_gone_frames),
-            cut_datagrams: l(&self.cut_datagrams),
-            overrun: l(&self.overrun),
-            resyncs: l(&self.resyncs),
-            blocked_frames: l(&self.blocked_frames),
-            ecn_marked: l(&self.ecn_marked),
-            credits_out: l(&self.credits_out),
-            credits_in: l(&self.credits_in),
-            probes: l(&self.probes),
-        }
-    }
-}
-
-/// [`UdpCounters`] read at one moment (field by field; each is exact, together nearly so).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct UdpSnapshot {
-    pub datagrams_in: u64,
-    pub datagrams_out: u64,
-    pub frames_in: u64,
-    pub frames_out: u64,
-    pub unknown_source: u64,
-    pub malformed: u64,
-    pub reordered: u64,
-    pub lost: u64,
-    pub send_dropped_frames: u64,
-    #[serde(default)]
-    pub path_mtu_cuts: u64,
-    pub no_link_frames: u64,
-    #[serde(default)]
-    pub peer_gone_frames: u64,
-    #[serde(default)]
-    pub cut_datagrams: u64,
-    pub overrun: u64,
-    pub resyncs: u64,
-    pub blocked_frames: u64,
-    #[serde(default)]
-    pub ecn_marked: u64,
-    pub credits_out: u64,
-    pub credits_in: u64,
-    pub probes: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -833,127 +733,6 @@ pub(crate) fn park(sockets: &[&UdpSocket], timeout: Option<Instant>, clock: &Clo
         .map(|s| rustix::event::PollFd::new(*s, rustix::event::PollFlags::IN))
         .collect();
     let _ = rustix::event::poll(&mut fds, Some(&timeout));
-}
-
-/// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit
-/// (the caller checked [`Port::has_room`]).
-fn enqueue(
-    ports: &mut [Port],
-    port: PortId,
-    frame: &[u8],
-    socket: &UdpSocket,
-    state: &quinn_udp::UdpSocketState,
-    now: Instant,
-    counters: &UdpCounters,
-) {
-    let Some(p) = ports.get_mut(port as usize).filter(|p| p.peer.is_some()) else {
-        UdpCounters::add(&counters.no_link_frames, 1);
-        return;
-    };
-    if !p.packer.fits_alone(frame.len()) {
-        UdpCounters::add(&counters.send_dropped_frames, 1);
-        return;
-    }
-    if !p.packer.fits(frame.len()) {
-        send(p, socket, state, now, counters);
-    }
-    if !p.packer.fits(frame.len()) {
-        // The socket would not take the full datagram: this frame cannot wait anywhere.
-        UdpCounters::add(&counters.send_dropped_frames, 1);
-        return;
-    }
-    p.packer.push(frame);
-}
-
-fn try_send(
-    socket: &UdpSocket,
-    state: &quinn_udp::UdpSocketState,
-    destination: SocketAddr,
-    contents: &[u8],
-) -> io::Result<()> {
-    let transmit = quinn_udp::Transmit {
-        destination,
-        ecn: None,
-        contents,
-        segment_size: None,
-        src_ip: None,
-    };
-    state.try_send(socket.into(), &transmit)
-}
-
-/// Sends a port's datagram, if it holds frames, with the link's credit for the other way.
-/// A full socket keeps the datagram for the next pass; any other error drops it (counted).
-fn send(
-    p: &mut Port,
-    socket: &UdpSocket,
-    state: &quinn_udp::UdpSocketState,
-    now: Instant,
-    counters: &UdpCounters,
-) -> bool {
-    let (Some(peer), false) = (p.peer, p.packer.is_empty()) else {
-        return false;
-    };
-    let frames = p.packer.frames() as u64;
-    if !p.send.is_open() {
-        UdpCounters::add(&counters.probes, 1);
-    }
-    let seq = p.send.take_seq(now);
-    let limit = p.recv.report();
-    match try_send(socket, state, peer, p.packer.seal(seq, limit)) {
-        Ok(()) => {
-            UdpCounters::add(&counters.datagrams_out, 1);
-            UdpCounters::add(&counters.frames_out, frames);
-        }
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-            p.send.untake_seq();
-            return false;
-        }
-        Err(e) => {
-            UdpCounters::add(&counters.send_dropped_frames, frames);
-            // The path's MTU shrank under the datagram (a route changed): its frames are gone
-            // (reliable 1Pipe sends them again), the next datagrams are cut to fit.
-            if e.raw_os_error() == Some(rustix::io::Errno::MSGSIZE.raw_os_error()) {
-                let fits = path_datagram_bytes(peer).unwrap_or(PATH_DATAGRAM_BYTES_MIN);
-                let capacity = port_datagram_bytes(p.packer.capacity(), Some(fits));
-                p.packer.clear();
-                p.packer.set_capacity(capacity);
-                UdpCounters::add(&counters.path_mtu_cuts, 1);
-            }
-        }
-    }
-    p.packer.clear();
-    true
-}
-
-/// The smallest datagram a link is cut to: IPv6's minimum MTU (1280) less its IP and UDP
-/// headers, which every IPv6 path and any real IPv4 one carries.
-pub const PATH_DATAGRAM_BYTES_MIN: usize = 1_232;
-/// The largest frame that fits in a datagram on any path: what endpoints over UDP send by
-/// default, so that no path between machines can refuse a frame (datagrams still pack many
-/// frames up to each path's MTU).
-pub const PATH_FRAME_BYTES_MAX: usize = PATH_DATAGRAM_BYTES_MIN - HEADER_LEN - datagram::FRAME_LEN_BYTES;
-
-/// A link's datagram size: the configured one, or less where the path carries less, but never
-/// below [`PATH_DATAGRAM_BYTES_MIN`] (a path that claims less is taken at that).
-fn port_datagram_bytes(configured: usize, path: Option<usize>) -> usize {
-    path.map_or(configured, |b| b.max(PATH_DATAGRAM_BYTES_MIN).min(configured))
-}
-
-/// The largest UDP payload the route to `peer` carries unfragmented, as the kernel knows it:
-/// the MTU of the path (its interface's, or less once ICMP taught it) less the IP and UDP
-/// headers. `None` if the kernel cannot say (no route).
-fn path_datagram_bytes(peer: SocketAddr) -> Option<usize> {
-    let any: SocketAddr = match peer {
-        SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
-        SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
-    };
-    let probe = UdpSocket::bind(any).ok()?;
-    probe.connect(peer).ok()?;
-    let (mtu, headers) = match peer {
-        SocketAddr::V4(_) => (rustix::net::sockopt::ip_mtu(&probe).ok()?, 20 + 8),
-        SocketAddr::V6(_) => (rustix::net::sockopt::ipv6_mtu(&probe).ok()?, 40 + 8),
-    };
-    (mtu as usize).checked_sub(headers)
 }
 
 #[cfg(test)]

@@ -1,0 +1,109 @@
+//! What a udp node counts, shared with the threads that report it (`onepipe inspect`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What the runtime saw, for `onepipe inspect` and summaries.
+#[derive(Debug, Default)]
+pub struct UdpCounters {
+    pub datagrams_in: AtomicU64,
+    pub datagrams_out: AtomicU64,
+    pub frames_in: AtomicU64,
+    pub frames_out: AtomicU64,
+    /// From an address that is not a neighbour in the topology.
+    pub unknown_source: AtomicU64,
+    /// Not ours, or damaged.
+    pub malformed: AtomicU64,
+    /// Arrived after a later datagram of their link: dropped to keep the link FIFO.
+    pub reordered: AtomicU64,
+    /// Datagrams missing from a link's sequence (lost in the network or a socket buffer).
+    pub lost: AtomicU64,
+    /// Frames dropped because the socket would not take their datagram.
+    pub send_dropped_frames: AtomicU64,
+    /// Datagrams refused as larger than their path's MTU, after which the link's datagrams
+    /// were cut to the path (links start at the path's size; this counts later shrinking).
+    pub path_mtu_cuts: AtomicU64,
+    /// Datagrams dropped because their link's inbox was full: the peer sent past its credit
+    /// (or restarted while we held its datagrams).
+    pub overrun: AtomicU64,
+    /// Peers seen to restart (their datagram numbering started over).
+    pub resyncs: AtomicU64,
+    /// Times a frame had to wait because its output link had no credit (backpressure).
+    pub blocked_frames: AtomicU64,
+    /// Frames forwarded after waiting in their link's inbox, offered to the node to mark with
+    /// a congestion signal (ECN, for DCTCP).
+    pub ecn_marked: AtomicU64,
+    /// Credit datagrams sent and received (credits riding on data are not counted).
+    pub credits_out: AtomicU64,
+    pub credits_in: AtomicU64,
+    /// Datagrams sent past the limit because no credit came for a while (lost credit).
+    pub probes: AtomicU64,
+    /// Frames a node forwarded or originated on a port with no neighbour, or a cut link.
+    pub no_link_frames: AtomicU64,
+    /// Datagrams that arrived on a link cut by fault injection ([`LinkCuts`]).
+    pub cut_datagrams: AtomicU64,
+    /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
+    /// dropped rather than held for credit that will not come.
+    pub peer_gone_frames: AtomicU64,
+}
+
+impl UdpCounters {
+    pub(super) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counters' values now, as plain numbers.
+    pub fn snapshot(&self) -> UdpSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        UdpSnapshot {
+            datagrams_in: l(&self.datagrams_in),
+            datagrams_out: l(&self.datagrams_out),
+            frames_in: l(&self.frames_in),
+            frames_out: l(&self.frames_out),
+            unknown_source: l(&self.unknown_source),
+            malformed: l(&self.malformed),
+            reordered: l(&self.reordered),
+            lost: l(&self.lost),
+            send_dropped_frames: l(&self.send_dropped_frames),
+            path_mtu_cuts: l(&self.path_mtu_cuts),
+            no_link_frames: l(&self.no_link_frames),
+            peer_gone_frames: l(&self.peer_gone_frames),
+            cut_datagrams: l(&self.cut_datagrams),
+            overrun: l(&self.overrun),
+            resyncs: l(&self.resyncs),
+            blocked_frames: l(&self.blocked_frames),
+            ecn_marked: l(&self.ecn_marked),
+            credits_out: l(&self.credits_out),
+            credits_in: l(&self.credits_in),
+            probes: l(&self.probes),
+        }
+    }
+}
+
+/// [`UdpCounters`] read at one moment (field by field; each is exact, together nearly so).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UdpSnapshot {
+    pub datagrams_in: u64,
+    pub datagrams_out: u64,
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub unknown_source: u64,
+    pub malformed: u64,
+    pub reordered: u64,
+    pub lost: u64,
+    pub send_dropped_frames: u64,
+    #[serde(default)]
+    pub path_mtu_cuts: u64,
+    pub no_link_frames: u64,
+    #[serde(default)]
+    pub peer_gone_frames: u64,
+    #[serde(default)]
+    pub cut_datagrams: u64,
+    pub overrun: u64,
+    pub resyncs: u64,
+    pub blocked_frames: u64,
+    #[serde(default)]
+    pub ecn_marked: u64,
+    pub credits_out: u64,
+    pub credits_in: u64,
+    pub probes: u64,
+}
