@@ -1,17 +1,20 @@
 //! The software fabric, pure: topologies (presets and TOML files), wiring of processes to
-//! ports, up/down routing with ECMP, and the [`Node`] trait every participant implements. The
+//! ports, up/down routing with ECMP, the [`Node`] trait every participant implements, and the
+//! [`Pipeline`] that makes a switch (or a host) out of several programs, one per protocol. The
 //! runtimes that drive nodes (threads, sockets, the OS clock) are the `onepipe-runtime` crate.
 //!
-//! Nothing here knows about 1Pipe: the switch barrier pipeline and the host endpoint live in the
-//! `onepipe` crate and plug in through [`Node`].
+//! Nothing here knows about 1Pipe: its switch program and host endpoint live in the
+//! `onepipe-proto` crate and plug in through [`Node`].
 
 pub mod hash;
 pub mod node;
+pub mod pipeline;
 pub mod routing;
 pub mod topology;
 pub mod wiring;
 
 pub use node::{Either, Node, PortId, Route};
+pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
 pub use topology::{Topology, TopologyError};
 pub use wiring::{DirectedLink, Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};

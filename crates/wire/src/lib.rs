@@ -7,6 +7,7 @@
 
 pub mod ack;
 pub mod packet;
+pub mod protocol;
 pub mod time;
 
 pub use ack::{ACK_PAYLOAD_LEN, AckPayload, PIGGYBACK_LEN, PIGGYBACK_MAX_LEN, PIGGYBACK_SACK_LEN};
