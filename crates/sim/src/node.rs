@@ -37,6 +37,17 @@ impl SimNode {
             _ => None,
         }
     }
+
+    /// The state machine's `invariants()`, which the engine's every step into a node is
+    /// followed by (in release builds too: a broken invariant is a bug to stop at, with the
+    /// seed that reproduces it).
+    pub fn invariants(&self) {
+        match self {
+            SimNode::Switch(s) => s.node.invariants(),
+            SimNode::Host(h) => h.node.endpoint.invariants(),
+            SimNode::Controller(c) => c.controller().invariants(),
+        }
+    }
 }
 
 /// Static dispatch to the node inside: this is the engine's innermost loop.
@@ -55,16 +66,20 @@ impl Node for SimNode {
         each!(self, n => n.classify(now, port, frame))
     }
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
-        each!(self, n => n.handle_frame(now, port, frame, route))
+        each!(self, n => n.handle_frame(now, port, frame, route));
+        self.invariants();
     }
     fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
-        each!(self, n => n.handle_stalled(now, port, frame))
+        each!(self, n => n.handle_stalled(now, port, frame));
+        self.invariants();
     }
     fn mark_congestion(&self, frame: &mut [u8]) {
         each!(self, n => n.mark_congestion(frame))
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        each!(self, n => n.poll_transmit(now, port, buf))
+        let sent = each!(self, n => n.poll_transmit(now, port, buf));
+        self.invariants();
+        sent
     }
     fn wants_transmit(&self) -> bool {
         each!(self, n => n.wants_transmit())
@@ -76,6 +91,7 @@ impl Node for SimNode {
         each!(self, n => n.poll_timeout())
     }
     fn handle_timeout(&mut self, now: Instant) {
-        each!(self, n => n.handle_timeout(now))
+        each!(self, n => n.handle_timeout(now));
+        self.invariants();
     }
 }

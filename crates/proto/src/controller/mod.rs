@@ -259,6 +259,22 @@ impl Controller {
         }
     }
 
+    /// What every step must keep (TigerBeetle's `invariants()`): one entry per process and per
+    /// link in each table, every undecided link down, every cut a link that exists.
+    pub fn invariants(&self) {
+        let (links, processes) = (self.graph.link_count(), self.graph.process_count());
+        assert_eq!(self.registered.len(), processes);
+        assert_eq!(self.failed.len(), processes);
+        assert_eq!(self.reports.len(), links);
+        assert_eq!(self.down.len(), links);
+        for &link in &self.undecided {
+            assert!(link < links && self.down[link], "undecided link {link} is down");
+        }
+        for &link in self.cuts.keys() {
+            assert!(link < links, "cut of link {link}");
+        }
+    }
+
     pub fn graph(&self) -> &Graph {
         &self.graph
     }

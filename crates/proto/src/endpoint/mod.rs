@@ -399,6 +399,32 @@ impl Endpoint {
         self.unregistered = false;
     }
 
+    /// What every step must keep (TigerBeetle's `invariants()`), cheap enough for the
+    /// simulator to call after each: every queue within its bound, the failed processes
+    /// distinct and other than this one, and the same of the reorder buffers and the reliable
+    /// sender.
+    pub fn invariants(&self) {
+        let c = &self.config;
+        assert!(c.process < c.process_count);
+        assert!(
+            self.queued_packets <= c.send_buffer_packets_max,
+            "send buffer bounded"
+        );
+        assert!(self.released.len() <= RELEASED_UNPOLLED_MAX);
+        assert!(self.naks.len() <= c.nak_queue_max);
+        assert!(self.tombstones.len() <= TOMBSTONES_MAX);
+        for (i, &(p, _)) in self.failed.iter().enumerate() {
+            assert!(p < c.process_count && p != c.process, "failed process {p}");
+            assert!(
+                self.failed[i + 1..].iter().all(|&(q, _)| q != p),
+                "{p} failed once"
+            );
+        }
+        self.reorder.invariants();
+        self.prepared.invariants();
+        self.sender.invariants();
+    }
+
     pub fn config(&self) -> &EndpointConfig {
         &self.config
     }

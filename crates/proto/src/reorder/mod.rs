@@ -129,6 +129,30 @@ impl ReorderBuffer {
     pub fn len(&self) -> usize {
         self.ready.len() + self.staged.len() + self.arrival.len() + self.partial.len()
     }
+
+    /// Checks what every step must keep (TigerBeetle's `invariants()`): the byte budget holds,
+    /// the peaks cover the present, and the staged batch is in delivery order. Cheap enough
+    /// for the simulator to call after every step.
+    pub fn invariants(&self) {
+        assert!(
+            self.bytes <= self.bytes_max,
+            "reorder bytes {} over {}",
+            self.bytes,
+            self.bytes_max
+        );
+        assert!(self.bytes <= self.bytes_peak);
+        assert!(self.recent.len() <= RECENT_DELIVERIES);
+        assert!(self.recent_next < RECENT_DELIVERIES);
+        assert!(
+            self.bytes == 0 || !self.is_empty(),
+            "bytes are charged to messages"
+        );
+        let staged = self.staged.iter().map(|&(ts, src, _)| (ts, src));
+        assert!(
+            staged.clone().zip(staged.skip(1)).all(|(a, b)| a <= b),
+            "staged in order"
+        );
+    }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

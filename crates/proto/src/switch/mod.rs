@@ -718,29 +718,49 @@ impl Switch {
         Ok(out)
     }
 
+    /// The switch checks itself after every step in debug builds; release builds leave the
+    /// per-packet check to the simulator, which calls [`Switch::invariants`] after every step.
     fn check_invariants(&self) {
         if cfg!(debug_assertions) {
-            for p in &self.ports {
-                for lane in LANES {
-                    let regs = &self.lanes[lane as usize];
-                    let half = match p.direction {
-                        PortDirection::Down => &regs.up,
-                        PortDirection::Up => &regs.down,
-                    };
-                    let counted = half.counted[p.slot];
-                    match (lane, p.state, p.commit) {
-                        (Lane::Commit, _, CommitInput::Counted) | (Lane::BestEffort, InputState::Live, _) => {
-                            assert_eq!(counted, p.barrier[lane as usize].as_nanos())
-                        }
-                        (Lane::Commit, _, CommitInput::Removed) | (Lane::BestEffort, InputState::Dead, _) => {
-                            assert_eq!(counted, u64::MAX)
-                        }
-                        (Lane::Commit, _, CommitInput::Joining)
-                        | (Lane::BestEffort, InputState::Joining, _) => assert!(counted < u64::MAX),
+            self.invariants();
+        }
+    }
+
+    /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
+    /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
+    /// each half's minimum is the minimum of its registers and never below what it stamped;
+    /// the count of ports owing a beacon is exact, and the reports stay within their bound.
+    pub fn invariants(&self) {
+        for p in &self.ports {
+            for lane in LANES {
+                let regs = &self.lanes[lane as usize];
+                let half = match p.direction {
+                    PortDirection::Down => &regs.up,
+                    PortDirection::Up => &regs.down,
+                };
+                let counted = half.counted[p.slot];
+                match (lane, p.state, p.commit) {
+                    (Lane::Commit, _, CommitInput::Counted) | (Lane::BestEffort, InputState::Live, _) => {
+                        assert_eq!(counted, p.barrier[lane as usize].as_nanos())
+                    }
+                    (Lane::Commit, _, CommitInput::Removed) | (Lane::BestEffort, InputState::Dead, _) => {
+                        assert_eq!(counted, u64::MAX)
+                    }
+                    (Lane::Commit, _, CommitInput::Joining) | (Lane::BestEffort, InputState::Joining, _) => {
+                        assert!(counted < u64::MAX)
                     }
                 }
             }
         }
+        for regs in &self.lanes {
+            for half in [&regs.up, &regs.down] {
+                let min = half.counted.iter().copied().min().unwrap_or(u64::MAX);
+                assert_eq!(half.min, min, "a half's minimum is its registers' minimum");
+            }
+        }
+        let pending = self.ports.iter().filter(|p| p.beacon_pending).count();
+        assert_eq!(pending, self.beacons_pending, "ports owing a beacon");
+        assert!(self.reports.len() <= REPORTS_MAX_PER_PORT * self.ports.len().max(1));
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody

@@ -753,8 +753,21 @@ impl ReliableSender {
         self.retire_front();
     }
 
+    /// The bounds every step must keep: cheap enough for the simulator to call after each.
+    /// [`ReliableSender::check_invariants`] checks the bookkeeping in full.
+    pub fn invariants(&self) {
+        assert!(
+            self.forwards.len() <= FORWARDS_QUEUED_MAX,
+            "forward queue bounded"
+        );
+        assert!(
+            self.released.len() + self.waiting.len() <= self.slots.len(),
+            "slots hold them"
+        );
+    }
+
     /// Checks the bookkeeping against the buffer it summarizes (TigerBeetle's `invariants()`):
-    /// a scan of everything, for tests and the simulator, not for every packet.
+    /// a scan of everything, for tests and at the end of simulator runs, not for every packet.
     pub fn check_invariants(&self) {
         let mut unacked = 0;
         let mut retained = 0;
