@@ -1,15 +1,15 @@
-//! Every baseline in virtual time (the deterministic driver of `minisim`): 100 Gbit/s links,
-//! 500 ns per hop, infinitely fast hosts; the checker, one delivered sequence, open-loop pacing,
-//! runs cut short, and the shapes of paper Fig. 8 that follow from the protocols alone.
+//! Every baseline in virtual time (the simulator's engine): 100 Gbit/s links, 500 ns per hop,
+//! queues that never fill, infinitely fast hosts and switches; the checker, one delivered
+//! sequence, open-loop pacing, runs cut short, and the shapes of paper Fig. 8 that follow from
+//! the protocols alone.
 
 mod common;
-mod minisim;
 
 use common::{assert_sound, deliveries};
-use minisim::MiniSim;
 use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, build, collect_logs, totals};
 use onepipe_check::check_all;
 use onepipe_fabric::{Topology, Wiring};
+use onepipe_sim::{Budget, Engine, Model, Role};
 use onepipe_wire::{Duration, Instant};
 
 const GBPS_100: u64 = 100_000_000_000;
@@ -42,11 +42,30 @@ fn run(wiring: &Wiring, kind: Kind, drain: Duration, configure: impl FnOnce(&mut
     configure(&mut config);
     let nodes = build(wiring, &config, start).unwrap();
     let links = wiring.directed_links(Duration::from_nanos(500));
-    let mut sim = MiniSim::new(nodes, &links, GBPS_100, start);
-    sim.run_until(config.schedule.send_until + drain);
+    let roles = (0..nodes.len()).map(|n| match n < wiring.switch_count() {
+        true => Role::Switch,
+        false => Role::Host,
+    });
+    let model = Model {
+        link_bits_per_s: GBPS_100,
+        fabric_link_bits_per_s: GBPS_100,
+        // A lossless fabric: no queue fills, none marks.
+        queue_capacity_bytes: usize::MAX,
+        ecn_threshold_bytes: usize::MAX,
+        switch_delay: Duration::ZERO,
+        ..Model::default()
+    };
+    let nodes = nodes.into_iter().zip(roles).collect();
+    let mut sim = Engine::new(nodes, &links, model, 1, start).unwrap();
+    let budget = Budget {
+        events_max: 200_000_000,
+        ..Budget::default()
+    };
+    sim.run_until(config.schedule.send_until + drain, &budget)
+        .unwrap();
     Run {
         config,
-        nodes: sim.nodes,
+        nodes: sim.into_nodes(),
     }
 }
 

@@ -207,6 +207,11 @@ struct Port {
     queued_bytes: usize,
     /// A frame is being serialized.
     busy: bool,
+    /// When the last frame finished serializing, in picoseconds: a frame queued behind it
+    /// starts there, so that the link's rate is exact although events fall on whole
+    /// nanoseconds (rounding each frame's time down made 112-byte frames leave 12% faster
+    /// than 100 Gbit/s).
+    tx_done_ps: u128,
 }
 
 struct Link {
@@ -287,6 +292,7 @@ impl<N: Node> Engine<N> {
                     queue: VecDeque::new(),
                     queued_bytes: 0,
                     busy: false,
+                    tx_done_ps: 0,
                 });
             }
             states.push(NodeState {
@@ -560,8 +566,11 @@ impl<N: Node> Engine<N> {
         p.queued_bytes -= frame.len();
         p.busy = true;
         let link = p.link.expect("only wired ports queue frames");
-        let wire_ns = frame.len() as u64 * self.links[link as usize].ps_per_byte / 1000;
-        let done = self.now + Duration::from_nanos(wire_ns);
+        let start_ps = p.tx_done_ps.max(self.now.as_nanos() as u128 * 1000);
+        p.tx_done_ps = start_ps + frame.len() as u128 * self.links[link as usize].ps_per_byte as u128;
+        // The event falls on the nanosecond the frame's last bit leaves (at or before it); the
+        // next frame starts from the exact time.
+        let done = Instant::from_nanos((p.tx_done_ps / 1000) as u64).max(self.now);
         self.push(done, Event::TxDone { port });
         self.stats.frames_sent += 1;
         let l = &self.links[link as usize];
