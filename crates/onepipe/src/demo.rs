@@ -6,7 +6,6 @@
 
 use crate::control::ControlPlane;
 use crate::demo_drain::{Achieved, DrainWatch};
-use crate::host::App;
 use crate::system::{self, SystemConfig, SystemError};
 use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Progress, Schedule};
@@ -243,8 +242,8 @@ impl PhaseResult {
 }
 
 enum PhaseRuntime {
-    Inproc(onepipe_runtime::inproc::Runtime<crate::system::Member>),
-    Udp(LocalFabric),
+    Inproc(onepipe_runtime::inproc::Runtime<crate::system::Member<Broadcast>>),
+    Udp(LocalFabric<Broadcast>),
 }
 
 /// Largest demo message (the endpoint's default limit).
@@ -396,7 +395,7 @@ pub fn run_phase(
                 progress_counts.clone(),
             );
             w.watch_failure(failure_at_ns.clone());
-            App::Workload(Box::new(w))
+            w
         })
         .collect();
     let (control, ports) = if injections.is_empty() {
@@ -567,20 +566,18 @@ pub fn run_phase(
                 result.reliable_prepared_bytes_peak = result
                     .reliable_prepared_bytes_peak
                     .max(ep.prepared().bytes_peak());
-                if let App::Workload(w) = h.app {
-                    let w = *w;
-                    result.delivered += w.delivered;
-                    result.delivered_in_window += w.delivered_in_window;
-                    result.send_failures += w.send_failures;
-                    result.never_released += w.never_released();
-                    aborted += w.aborted;
-                    past_failure.push((w.process(), w.delivered_past_failure_at));
-                    result.latency_ns.add(&w.latency_ns).expect("same bounds");
-                    result.logs.push(ProcessLog {
-                        process: w.process(),
-                        events: w.events,
-                    });
-                }
+                let w = h.app;
+                result.delivered += w.delivered;
+                result.delivered_in_window += w.delivered_in_window;
+                result.send_failures += w.send_failures;
+                result.never_released += w.never_released();
+                aborted += w.aborted;
+                past_failure.push((w.process(), w.delivered_past_failure_at));
+                result.latency_ns.add(&w.latency_ns).expect("same bounds");
+                result.logs.push(ProcessLog {
+                    process: w.process(),
+                    events: w.events,
+                });
             }
         }
     }
