@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
+use onepipe_bench::demo::{DemoConfig, PhaseResult, run_phase};
 use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::Duration;
 use serde::Serialize;

@@ -4,7 +4,7 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe::demo::{DemoConfig, FailTarget, PlannedFailure, run_phase};
+use onepipe_bench::demo::{DemoConfig, FailTarget, PlannedFailure, run_phase};
 use onepipe_check::{check_all, check_atomicity};
 use onepipe_fabric::Topology;
 use onepipe_sim::recovery::{FailureKind, RecoveryRow, recovery, recovery_topology};

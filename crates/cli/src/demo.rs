@@ -3,7 +3,7 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
+use onepipe_bench::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
 use onepipe_check::{Checks, Report, check_all};
 use onepipe_fabric::Topology;
 use onepipe_runtime::inproc::LinkFaults;

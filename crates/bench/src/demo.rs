@@ -4,12 +4,12 @@
 
 #![allow(clippy::disallowed_methods)] // the demo drives real time: it sleeps between progress reports
 
-use crate::control::ControlPlane;
 use crate::demo_drain::{Achieved, DrainWatch};
-use crate::system::{self, SystemConfig, SystemError};
-use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
+use onepipe::control::ControlPlane;
+use onepipe::system::{self, SystemConfig, SystemError};
+use onepipe::udp::{LocalFabric, start_local};
 use onepipe_check::{ProcessLog, check_no_loss};
 use onepipe_fabric::Either;
 use onepipe_fabric::{Topology, Wiring, WiringError};
@@ -154,7 +154,7 @@ pub enum DemoError {
     #[error(transparent)]
     System(#[from] SystemError),
     #[error(transparent)]
-    Udp(#[from] crate::udp::UdpSystemError),
+    Udp(#[from] onepipe::udp::UdpSystemError),
     #[error("message size must be between 8 and {max} bytes (it carries an 8-byte send time)")]
     MessageSize { max: usize },
     #[error("{0} must be positive")]
@@ -242,7 +242,7 @@ impl PhaseResult {
 }
 
 enum PhaseRuntime {
-    Inproc(onepipe_runtime::inproc::Runtime<crate::system::Member<Broadcast>>),
+    Inproc(onepipe_runtime::inproc::Runtime<onepipe::system::Member<Broadcast>>),
     Udp(LocalFabric<Broadcast>),
 }
 
@@ -337,7 +337,7 @@ pub fn run_phase(
         reliable_buffer_broadcasts(config.udp.is_some()) * endpoint.send_buffer_packets_max;
     endpoint.fit_recv_window_to(config.message_bytes);
     if config.udp.is_some() {
-        endpoint.reliable.rto_min = crate::udp::RTO_MIN;
+        endpoint.reliable.rto_min = onepipe::udp::RTO_MIN;
     }
     let system_config = SystemConfig {
         switch: SwitchConfig {

@@ -6,8 +6,8 @@
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
 
-use crate::host::Application;
 use hdrhistogram::Histogram;
+use onepipe::host::Application;
 use onepipe_check::Event;
 use onepipe_proto::endpoint::{Endpoint, FailureReason, SendFailure};
 use onepipe_proto::hash::SplitMix;
