@@ -6,4 +6,10 @@
 
 pub mod demo;
 mod demo_drain;
+pub mod fig8;
+pub mod modes;
+pub mod plot;
+pub mod recovery;
+pub mod runtimes;
+pub mod udp_limit;
 pub mod workload;

@@ -4,6 +4,7 @@
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
+use onepipe_bench::runtimes::{beacon_interval, promise_lead, udp_config, udp_threads};
 use onepipe_check::{Checks, Report, check_all};
 use onepipe_fabric::Topology;
 use onepipe_runtime::inproc::LinkFaults;
@@ -123,6 +124,15 @@ pub struct DemoArgs {
 pub enum RuntimeKind {
     Inproc,
     Udp,
+}
+
+impl From<RuntimeKind> for onepipe_bench::runtimes::RuntimeKind {
+    fn from(r: RuntimeKind) -> Self {
+        match r {
+            RuntimeKind::Inproc => Self::Inproc,
+            RuntimeKind::Udp => Self::Udp,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -350,8 +360,8 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         topology,
         processes_per_host: args.processes_per_host,
         message_bytes: args.message_bytes,
-        beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime),
-        promise_lead: promise_lead(args.promise_lead_us, args.runtime),
+        beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime.into()),
+        promise_lead: promise_lead(args.promise_lead_us, args.runtime.into()),
         skew: us(args.skew_us),
         seed: args.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
@@ -398,65 +408,6 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
     }
     Ok(c)
-}
-
-/// The beacon interval: as asked, or the runtime's own. Over udp that is `onepipe up`'s 500
-/// us: at the inproc 50 us, dozens of nodes on two cores wake for every tick, and a demo on
-/// the 32-process testbed delivered an eighth as much and declared busy links dead.
-pub fn beacon_interval(asked_us: Option<f64>, runtime: RuntimeKind) -> Duration {
-    match (asked_us, runtime) {
-        (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
-        (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
-        (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
-    }
-}
-
-/// Hosts' promise lead: as asked (0 turns promises off), or the runtime's own: none inproc,
-/// where a worker visits each host every few microseconds, [`onepipe::udp::PROMISE_LEAD`] over
-/// udp.
-pub fn promise_lead(asked_us: Option<f64>, runtime: RuntimeKind) -> Option<Duration> {
-    match (asked_us, runtime) {
-        (Some(us), _) if us > 0.0 => Some(Duration::from_nanos((us * 1e3) as u64)),
-        (Some(_), _) | (None, RuntimeKind::Inproc) => None,
-        (None, RuntimeKind::Udp) => Some(onepipe::udp::PROMISE_LEAD),
-    }
-}
-
-/// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
-/// machine with fewer cores than processes, and then measures how the kernel schedules dozens
-/// of threads more than the systems: a process waiting for a core holds back every barrier,
-/// token or sequence it feeds (docs/udp.md).
-pub fn udp_threads(asked: Option<usize>) -> usize {
-    asked.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-}
-
-/// Checks `--datagram-bytes` for every command that runs the udp runtime.
-pub fn check_datagram_bytes(bytes: usize) -> Result<(), String> {
-    match (64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&bytes) {
-        true => Ok(()),
-        false => Err("--datagram-bytes must be between 64 and 65507".into()),
-    }
-}
-
-/// The udp runtime as the demo and the benchmarks run it: every node in this process, on a
-/// thread of its own (`threads` 0) or on `threads` shared ones. Checks the options given.
-pub fn udp_config(
-    datagram_bytes: usize,
-    threads: usize,
-    window_datagrams_max: usize,
-) -> Result<onepipe_runtime::udp::UdpConfig, String> {
-    check_datagram_bytes(datagram_bytes)?;
-    if window_datagrams_max < 2 {
-        return Err("--udp-window-datagrams must be at least 2".into());
-    }
-    Ok(onepipe_runtime::udp::UdpConfig {
-        datagram_bytes_max: datagram_bytes,
-        threads: (threads > 0).then_some(threads),
-        window_datagrams_max,
-        // Dozens of node threads share the cores: park soon.
-        idle: onepipe_runtime::udp::IdlePolicy::SpinThenPark { spins: 64 },
-        ..Default::default()
-    })
 }
 
 fn progress_bar(quiet: bool, label: &'static str) -> ProgressBar {
@@ -558,7 +509,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             .map(|u| ordered.throughput_msgs_per_s() / u.throughput_msgs_per_s().max(1.0)),
         latency_us: percentiles(&ordered),
         unordered_latency_us: unordered.as_ref().map(percentiles),
-        beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime).as_micros_f64(),
+        beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime.into()).as_micros_f64(),
         promise_lead_us: config.promise_lead.map(|d| d.as_micros_f64()),
         beacons_per_s: beacons as f64 / ordered.run_seconds,
         promises_per_s: ordered.endpoint.promises_sent as f64 / ordered.run_seconds,

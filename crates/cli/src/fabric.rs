@@ -46,7 +46,7 @@ impl FabricArgs {
         if self.processes_per_host == 0 {
             return Err("--processes-per-host must be at least 1".into());
         }
-        crate::demo::check_datagram_bytes(self.datagram_bytes)?;
+        onepipe_bench::runtimes::check_datagram_bytes(self.datagram_bytes)?;
         let mut o = UdpOptions::new(topology);
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);

@@ -7,7 +7,6 @@ mod cut;
 mod demo;
 mod fabric;
 mod inspect;
-mod plot;
 mod ready;
 mod replica;
 mod sim;

@@ -322,7 +322,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     let json_path = args.out.join(format!("{name}.json"));
     std::fs::write(&json_path, &json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     let png_path = args.out.join(format!("{name}.png"));
-    crate::plot::write_png(&fig.plots, &png_path)?;
+    onepipe_bench::plot::write_png(&fig.plots, &png_path)?;
     if args.json {
         println!("{json}");
     } else {
