@@ -619,6 +619,68 @@ enum Fault {
     Link(usize, onepipe_fabric::PortId),
 }
 
+/// `--fail TARGET@TIME` against the topology.
+pub fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, String> {
+    let (what, when) = spec
+        .split_once('@')
+        .ok_or_else(|| format!("--fail `{spec}`: expected TARGET@TIME, like host:5@1s"))?;
+    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    let switch = |name: &str| -> Result<usize, String> {
+        let by_layer = |layer: u8, n: &str| {
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: `{n}` is not a number"))?;
+            let mut of_layer = (0..topology.switches.len()).filter(|&s| topology.switches[s].layer == layer);
+            of_layer
+                .nth(n)
+                .ok_or_else(|| format!("--fail `{spec}`: the topology has no {name}"))
+        };
+        match name.split_once(':') {
+            Some(("tor", n)) => by_layer(1, n),
+            Some(("spine", n)) => by_layer(2, n),
+            Some(("core", n)) => by_layer(3, n),
+            _ => topology
+                .switches
+                .iter()
+                .position(|s| s.name == name)
+                .ok_or_else(|| {
+                    format!(
+                        "--fail `{spec}`: no switch named `{name}` ({})",
+                        topology.switch_names_hint()
+                    )
+                }),
+        }
+    };
+    let target = match what.split_once(':') {
+        Some(("host", h)) => {
+            let h: usize = h
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: host:H takes a host number"))?;
+            if h >= topology.hosts.len() {
+                return Err(format!(
+                    "--fail `{spec}`: the topology has {} hosts",
+                    topology.hosts.len()
+                ));
+            }
+            FailTarget::Host(h)
+        }
+        Some(("switch", name)) => FailTarget::Switch(switch(name)?),
+        Some(("link", ends)) => {
+            let (a, b) = ends
+                .split_once('-')
+                .ok_or_else(|| format!("--fail `{spec}`: a link is named A-B"))?;
+            FailTarget::Link(switch(a)?, switch(b)?)
+        }
+        Some(("tor" | "spine" | "core", _)) => FailTarget::Switch(switch(what)?),
+        _ => {
+            return Err(format!(
+                "--fail `{spec}`: expected host:H, tor:N, spine:N, core:N, switch:NAME or link:A-B"
+            ));
+        }
+    };
+    Ok(PlannedFailure { target, at })
+}
+
 fn fault_targets(wiring: &Wiring, target: &FailTarget) -> Result<Vec<Fault>, DemoError> {
     let missing = || DemoError::NoSuchComponent(format!("{target:?}"));
     match *target {

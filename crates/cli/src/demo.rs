@@ -3,15 +3,14 @@
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe_bench::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
+use onepipe_bench::demo::{DemoConfig, PhaseResult, parse_failure, run_phase};
+use onepipe_bench::demo_summary::{Summary, summarize, write_logs};
 use onepipe_bench::runtimes::{beacon_interval, promise_lead, udp_config, udp_threads};
-use onepipe_check::{Checks, Report, check_all};
+use onepipe_check::Report;
 use onepipe_fabric::Topology;
 use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::{Duration, Instant};
-use serde::Serialize;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -133,175 +132,6 @@ impl From<RuntimeKind> for onepipe_bench::runtimes::RuntimeKind {
             RuntimeKind::Udp => Self::Udp,
         }
     }
-}
-
-#[derive(Serialize)]
-struct Percentiles {
-    p50: f64,
-    p99: f64,
-}
-
-#[derive(Serialize)]
-struct Summary {
-    topology: String,
-    processes: usize,
-    seconds: f64,
-    message_bytes: usize,
-    delivered: u64,
-    messages_sent: u64,
-    throughput_msgs_per_s: f64,
-    throughput_per_process_msgs_per_s: f64,
-    unordered_throughput_msgs_per_s: Option<f64>,
-    ordered_to_unordered_throughput_ratio: Option<f64>,
-    latency_us: Percentiles,
-    unordered_latency_us: Option<Percentiles>,
-    beacon_interval_us: f64,
-    /// How far ahead hosts promised their barriers; absent: no promises.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    promise_lead_us: Option<f64>,
-    /// Beacons sent per second by hosts and switches together (the cost of the barrier), over
-    /// the whole phase: the sending window and the drain after it (see `run_seconds`).
-    beacons_per_s: f64,
-    /// Of those, hosts' promises (`--promise-lead-us`).
-    promises_per_s: f64,
-    /// How long the ordered phase's fabric ran, drain included.
-    run_seconds: f64,
-    /// Beacons among all frames put on links (data frames are counted once per hop), over the
-    /// whole phase.
-    beacon_share_of_frames: f64,
-    skew_us: f64,
-    send_failures: u64,
-    late_drops: u64,
-    incomplete_drops: u64,
-    reorder_full_drops: u64,
-    links_removed: u64,
-    malformed: u64,
-    reorder_bytes_peak: usize,
-    reorder_messages_peak: usize,
-    events_checked: usize,
-    service: &'static str,
-    retransmissions: u64,
-    /// Reliable runs: why packets went again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retransmit_causes: Option<RetransmitCauses>,
-    link_drops: u64,
-    link_duplicates: u64,
-    link_reordered: u64,
-    ecn_marked: u64,
-    /// Over the udp runtime: datagrams and frames the sockets carried and lost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    udp: Option<onepipe_runtime::udp::local::UdpTotals>,
-    checks: AllChecks,
-    /// Runs with --fail: the processes the controller declared failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed_processes: Option<Vec<u32>>,
-    /// Runs with --fail: from the first failure to the first report reaching the controller,
-    /// and to the controller's first and last Resume (a later Resume than the failure's own
-    /// answers a later event, such as a link declared dead on a stalled worker).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    detection_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first_resume_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resume_us: Option<f64>,
-    /// Runs with --fail: the barrier stall correct processes saw, from the failure to their
-    /// first delivery of a message stamped after it (mean over them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    recovery_us: Option<f64>,
-    /// Runs with --fail: reliable scatterings aborted because a receiver failed (Recall).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    aborted: Option<u64>,
-    /// Reliable runs: recorded scatterings accepted but never released from the send buffer
-    /// nor reported failed (lost without a trace in the logs; counted by `checks.no_loss`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    never_released: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct RetransmitCauses {
-    /// Retransmission timeouts, one per connection and expiry (each resends every packet of
-    /// it that was due).
-    timeouts: u64,
-    /// Packets resent because later ones on their connection were acknowledged first.
-    fast_retransmits: u64,
-    /// Timeouts an ACK of the first copy showed were spurious (the packet was late, not lost).
-    spurious_timeouts: u64,
-}
-
-#[derive(Serialize)]
-struct AllChecks {
-    #[serde(flatten)]
-    order: Checks,
-    /// Reliable runs where no process failed: every message sent was delivered exactly once
-    /// by its destination.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_loss: Option<bool>,
-    /// Runs with --fail: every scattering was delivered by all of its correct receivers or by
-    /// none (paper 2.1, restricted failure atomicity).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    atomicity: Option<bool>,
-}
-
-/// `--fail TARGET@TIME` against the topology.
-fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, String> {
-    let (what, when) = spec
-        .split_once('@')
-        .ok_or_else(|| format!("--fail `{spec}`: expected TARGET@TIME, like host:5@1s"))?;
-    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
-    let switch = |name: &str| -> Result<usize, String> {
-        let by_layer = |layer: u8, n: &str| {
-            let n: usize = n
-                .parse()
-                .map_err(|_| format!("--fail `{spec}`: `{n}` is not a number"))?;
-            let mut of_layer = (0..topology.switches.len()).filter(|&s| topology.switches[s].layer == layer);
-            of_layer
-                .nth(n)
-                .ok_or_else(|| format!("--fail `{spec}`: the topology has no {name}"))
-        };
-        match name.split_once(':') {
-            Some(("tor", n)) => by_layer(1, n),
-            Some(("spine", n)) => by_layer(2, n),
-            Some(("core", n)) => by_layer(3, n),
-            _ => topology
-                .switches
-                .iter()
-                .position(|s| s.name == name)
-                .ok_or_else(|| {
-                    format!(
-                        "--fail `{spec}`: no switch named `{name}` ({})",
-                        topology.switch_names_hint()
-                    )
-                }),
-        }
-    };
-    let target = match what.split_once(':') {
-        Some(("host", h)) => {
-            let h: usize = h
-                .parse()
-                .map_err(|_| format!("--fail `{spec}`: host:H takes a host number"))?;
-            if h >= topology.hosts.len() {
-                return Err(format!(
-                    "--fail `{spec}`: the topology has {} hosts",
-                    topology.hosts.len()
-                ));
-            }
-            FailTarget::Host(h)
-        }
-        Some(("switch", name)) => FailTarget::Switch(switch(name)?),
-        Some(("link", ends)) => {
-            let (a, b) = ends
-                .split_once('-')
-                .ok_or_else(|| format!("--fail `{spec}`: a link is named A-B"))?;
-            FailTarget::Link(switch(a)?, switch(b)?)
-        }
-        Some(("tor" | "spine" | "core", _)) => FailTarget::Switch(switch(what)?),
-        _ => {
-            return Err(format!(
-                "--fail `{spec}`: expected host:H, tor:N, spine:N, core:N, switch:NAME or link:A-B"
-            ));
-        }
-    };
-    Ok(PlannedFailure { target, at })
 }
 
 fn us(v: f64) -> Duration {
@@ -435,19 +265,6 @@ fn run_with_bar(config: &DemoConfig, ordering: bool, quiet: bool) -> Result<Phas
     result
 }
 
-fn write_logs(dir: &Path, result: &PhaseResult) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for log in &result.logs {
-        let file = std::fs::File::create(dir.join(format!("{}.log", log.process)))?;
-        let mut w = BufWriter::new(file);
-        for e in &log.events {
-            onepipe_check::write_event(&mut w, e)?;
-        }
-        w.flush()?;
-    }
-    Ok(())
-}
-
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let config = config_from(&args)?;
     let quiet = args.json;
@@ -471,92 +288,16 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     if let Some(dir) = &args.log_dir {
         write_logs(dir, &ordered).map_err(|e| format!("cannot write logs to {}: {e}", dir.display()))?;
     }
-    let report: Report = check_all(&ordered.logs);
-    let failure = ordered.failure.as_ref();
-    let failed: Vec<u32> = failure.map_or(Vec::new(), |f| f.failed_processes.iter().map(|p| p.0).collect());
-    // With failed processes, messages to and from them and aborted scatterings are not
-    // delivered on purpose: atomicity is the check then. With none (a link or a switch with
-    // a way around it), nothing may be lost.
-    let lost = if args.reliable && failed.is_empty() {
-        ordered.lost()
-    } else {
-        Vec::new()
-    };
-    let partial = if failure.is_some() {
-        onepipe_check::check_atomicity(&ordered.logs, &failed)
-    } else {
-        Vec::new()
-    };
-    let events_checked = ordered.logs.iter().map(|l| l.events.len()).sum();
-    let percentiles = |r: &PhaseResult| Percentiles {
-        p50: r.latency_us(0.5),
-        p99: r.latency_us(0.99),
-    };
-    let beacons = ordered.endpoint.beacons_sent + ordered.switch.beacons_sent;
-    let data_frames = ordered.endpoint.packets_sent + ordered.switch.forwarded;
-    let summary = Summary {
-        topology: config.topology.name.clone(),
-        processes: ordered.processes,
-        seconds: ordered.seconds,
-        message_bytes: config.message_bytes,
-        delivered: ordered.delivered,
-        messages_sent: ordered.messages_sent,
-        throughput_msgs_per_s: ordered.throughput_msgs_per_s(),
-        throughput_per_process_msgs_per_s: ordered.throughput_msgs_per_s() / ordered.processes as f64,
-        unordered_throughput_msgs_per_s: unordered.as_ref().map(|u| u.throughput_msgs_per_s()),
-        ordered_to_unordered_throughput_ratio: unordered
-            .as_ref()
-            .map(|u| ordered.throughput_msgs_per_s() / u.throughput_msgs_per_s().max(1.0)),
-        latency_us: percentiles(&ordered),
-        unordered_latency_us: unordered.as_ref().map(percentiles),
-        beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime.into()).as_micros_f64(),
-        promise_lead_us: config.promise_lead.map(|d| d.as_micros_f64()),
-        beacons_per_s: beacons as f64 / ordered.run_seconds,
-        promises_per_s: ordered.endpoint.promises_sent as f64 / ordered.run_seconds,
-        run_seconds: ordered.run_seconds,
-        beacon_share_of_frames: beacons as f64 / (beacons + data_frames).max(1) as f64,
-        skew_us: args.skew_us,
-        send_failures: ordered.send_failures,
-        late_drops: ordered.endpoint.late,
-        incomplete_drops: ordered.endpoint.incomplete,
-        reorder_full_drops: ordered.endpoint.reorder_full,
-        links_removed: ordered.switch.links_removed,
-        malformed: ordered.endpoint.malformed + ordered.switch.malformed,
-        reorder_bytes_peak: ordered.reorder_bytes_peak,
-        reorder_messages_peak: ordered.reorder_messages_peak,
-        events_checked,
-        service: if args.reliable { "reliable" } else { "best-effort" },
-        retransmissions: ordered.retransmissions,
-        retransmit_causes: args.reliable.then_some(RetransmitCauses {
-            timeouts: ordered.timeouts,
-            fast_retransmits: ordered.fast_retransmits,
-            spurious_timeouts: ordered.spurious_timeouts,
-        }),
-        link_drops: ordered.link_drops,
-        link_duplicates: ordered.link_duplicates,
-        link_reordered: ordered.link_reordered,
-        ecn_marked: ordered.ecn_marked,
-        udp: ordered.udp.clone(),
-        checks: AllChecks {
-            order: report.checks(),
-            no_loss: (args.reliable && failed.is_empty()).then_some(lost.is_empty()),
-            atomicity: failure.map(|_| partial.is_empty()),
-        },
-        failed_processes: failure.map(|_| failed.clone()),
-        detection_us: failure.and_then(|f| f.detection_us),
-        first_resume_us: failure.and_then(|f| f.first_resume_us),
-        resume_us: failure.and_then(|f| f.resume_us),
-        recovery_us: failure.and_then(|f| f.recovery_us),
-        aborted: failure.map(|f| f.aborted),
-        never_released: args.reliable.then_some(ordered.never_released),
-    };
+    let outcome = summarize(&config, args.skew_us, &ordered, unordered.as_ref());
+    let (summary, report, lost, partial) =
+        (&outcome.summary, &outcome.report, &outcome.lost, &outcome.partial);
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&summary).expect("summary serializes")
         );
     } else {
-        print_summary(&summary, &report);
+        print_summary(summary, report);
         if let Some(first) = lost.first() {
             println!(
                 "{} losses (messages not delivered exactly once, scatterings never released); first: {first}",
@@ -570,7 +311,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             );
         }
     }
-    Ok(if report.ok() && lost.is_empty() && partial.is_empty() {
+    Ok(if outcome.ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
