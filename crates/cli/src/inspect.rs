@@ -4,9 +4,9 @@
 
 #![allow(clippy::disallowed_methods)] // compares report times with the system clock
 
-use crate::fabric::status_dir;
 use clap::Args;
 use onepipe::status::{Skew, Stall, SwitchStatus, holding_back, skew};
+use onepipe::supervise::status_dir;
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
 use serde::Serialize;

@@ -7,8 +7,6 @@ mod cut;
 mod demo;
 mod fabric;
 mod inspect;
-mod ready;
-mod replica;
 mod sim;
 mod udp_limit;
 

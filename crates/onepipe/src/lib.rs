@@ -15,6 +15,7 @@ pub mod control_node;
 pub mod file_store;
 pub mod host;
 pub mod status;
+pub mod supervise;
 pub mod system;
 pub mod udp;
 
