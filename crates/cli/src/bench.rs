@@ -1,6 +1,7 @@
 //! `onepipe bench`: benchmarks that print numbers, compared as ratios within one run. The
 //! runners are in onepipe-bench; this parses their arguments and prints their reports.
 
+use crate::flags::{JsonFlag, SeedFlag};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::modes::{ModesOptions, ModesReport};
@@ -46,11 +47,10 @@ pub struct ModesArgs {
         default_value = "0.000001,0.00001,0.0001,0.001,0.01,0.1"
     )]
     losses: Vec<f64>,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print one JSON object instead of tables
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
@@ -81,11 +81,11 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
         loss_seconds: args.loss_seconds,
         rate: args.rate,
         losses: args.losses,
-        seed: args.seed,
+        seed: args.rng.seed,
     };
-    let bar = runs_bar(args.json, "[{bar:30}] {pos}/{len} {msg}");
+    let bar = runs_bar(args.out.json, "[{bar:30}] {pos}/{len} {msg}");
     let report = onepipe_bench::modes::modes(&options, &bar)?;
-    if args.json {
+    if args.out.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&report).expect("report serializes")

@@ -1,7 +1,7 @@
 //! `onepipe bench fig8`: paper Fig. 8 on a real runtime ([`onepipe_bench::fig8`]), parsed and
 //! printed.
 
-use crate::demo::RuntimeKind;
+use crate::flags::{BarrierFlags, JsonFlag, RuntimeFlags, SeedFlag};
 use crate::udp_limit;
 use clap::Args;
 use onepipe_bench::fig8::{Fig8Options, Fig8Report, per_process};
@@ -10,10 +10,6 @@ use std::process::ExitCode;
 
 #[derive(Args, Clone, Debug)]
 pub struct Fig8Args {
-    /// inproc: links are rings in memory on a worker pool; udp: every node on a thread and a
-    /// UDP socket of its own, on loopback
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
-    runtime: RuntimeKind,
     #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
     processes: Vec<usize>,
     /// Systems to run (default all): 1pipe-be, 1pipe-r, unordered, host-seq, switch-seq, token,
@@ -27,18 +23,6 @@ pub struct Fig8Args {
     /// closed loop [default: 2048 messages' worth, ceil(2048 / processes) broadcasts]
     #[arg(long)]
     window: Option<usize>,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// udp runtime: largest datagram, header included
-    #[arg(long, default_value_t = 8_972)]
-    datagram_bytes: usize,
-    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
-    /// thread per node [default: one per core]
-    #[arg(long)]
-    udp_threads: Option<usize>,
-    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
-    #[arg(long, default_value_t = 16)]
-    udp_window_datagrams: usize,
     /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
     /// goes first: this machine's speed drifts by tens of percent within a minute, so
     /// ordered over unordered is the median over the table's pair and these (single pairs of
@@ -48,45 +32,41 @@ pub struct Fig8Args {
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0)]
     limit_seconds: f64,
-    /// 1Pipe's beacon interval, and the Lamport baseline's exchange interval [default: each
-    /// runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
-    #[arg(long)]
-    beacon_interval_us: Option<f64>,
-    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
-    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
-    /// runtime's own: off inproc, 5000 udp]
-    #[arg(long)]
-    promise_lead_us: Option<f64>,
-    /// Print one JSON object instead of a table
-    #[arg(long)]
-    json: bool,
     /// Also draw throughput per process and p50 latency against processes into this PNG
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    #[command(flatten)]
+    rt: RuntimeFlags,
+    #[command(flatten)]
+    barrier: BarrierFlags,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     let options = Fig8Options {
-        runtime: args.runtime.into(),
+        runtime: args.rt.runtime.into(),
         processes: args.processes.clone(),
         systems: args.systems.clone(),
         seconds: args.seconds,
         window: args.window,
-        seed: args.seed,
-        datagram_bytes: args.datagram_bytes,
-        udp_threads: args.udp_threads,
-        udp_window_datagrams: args.udp_window_datagrams,
+        seed: args.rng.seed,
+        datagram_bytes: args.rt.datagram_bytes,
+        udp_threads: args.rt.udp_threads,
+        udp_window_datagrams: args.rt.udp_window_datagrams,
         ratio_pairs: args.ratio_pairs,
         limit_seconds: args.limit_seconds,
-        beacon_interval_us: args.beacon_interval_us,
-        promise_lead_us: args.promise_lead_us,
+        beacon_interval_us: args.barrier.beacon_interval_us,
+        promise_lead_us: args.barrier.promise_lead_us,
     };
-    let bar = crate::bench::runs_bar(args.json, "[{bar:30}] {pos}/{len} {elapsed} {msg}");
+    let bar = crate::bench::runs_bar(args.out.json, "[{bar:30}] {pos}/{len} {elapsed} {msg}");
     let report = onepipe_bench::fig8::run(&options, &bar)?;
     if let Some(path) = &args.plot {
         onepipe_bench::plot::write_png(&onepipe_bench::fig8::plots(&report), path)?;
     }
-    if args.json {
+    if args.out.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         print_report(&report);

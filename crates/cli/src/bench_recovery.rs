@@ -1,6 +1,7 @@
 //! `onepipe bench recovery`: paper Fig. 10, failure recovery time
 //! ([`onepipe_bench::recovery`]), parsed and printed.
 
+use crate::flags::JsonFlag;
 use clap::Args;
 use onepipe_bench::recovery::{RecoveryOptions, Report};
 use std::process::ExitCode;
@@ -22,9 +23,8 @@ pub struct RecoveryArgs {
     /// Length of each inproc run; the failure comes at 40% of it
     #[arg(long, default_value_t = 1.2)]
     inproc_seconds: f64,
-    /// Print the JSON instead of tables
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -52,9 +52,9 @@ pub fn run(args: RecoveryArgs) -> Result<ExitCode, String> {
         inproc_hosts: args.inproc_hosts,
         inproc_seconds: args.inproc_seconds,
     };
-    let bar = crate::bench::runs_bar(args.json, "{bar:40} {pos}/{len} {msg}");
+    let bar = crate::bench::runs_bar(args.out.json, "{bar:40} {pos}/{len} {msg}");
     let report = onepipe_bench::recovery::run(&options, &bar)?;
-    if args.json {
+    if args.out.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         print_report(&report);

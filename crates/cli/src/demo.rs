@@ -1,6 +1,7 @@
 //! `onepipe demo`: the paper-testbed fat-tree, all-to-all broadcast, ordered and unordered in
 //! one run, every check on the ordered run's event logs.
 
+use crate::flags::{BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::demo::{DemoConfig, PhaseResult, parse_failure, run_phase};
@@ -13,6 +14,11 @@ use onepipe_wire::{Duration, Instant};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The demo's `--dead-after-intervals`: the paper uses 10 at 3 us with a core per switch;
+/// here switches share two cores with everything else and a worker can be descheduled for
+/// milliseconds, so this allows 25 ms at the default interval.
+const DEAD_AFTER_INTERVALS: u32 = 500;
+
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
@@ -23,25 +29,12 @@ pub struct DemoArgs {
     topology_file: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     processes_per_host: u32,
-    #[arg(long, default_value_t = 64)]
-    message_bytes: usize,
-    /// How often hosts and idle links send beacons [default: each runtime's own: 50 inproc,
-    /// 500 udp (`onepipe up`'s)]
-    #[arg(long)]
-    beacon_interval_us: Option<f64>,
-    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
-    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
-    /// runtime's own: off inproc, 5000 udp]
-    #[arg(long)]
-    promise_lead_us: Option<f64>,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
     skew_us: f64,
     /// Extra one-way delay on every link
     #[arg(long, default_value_t = 0.0)]
     link_delay_us: f64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Broadcasts per second per process (open loop, Poisson arrivals); 0 sends as fast as the fabric takes them
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
@@ -51,11 +44,6 @@ pub struct DemoArgs {
     /// Worker threads (default: one per core)
     #[arg(long)]
     workers: Option<usize>,
-    /// An input link silent for this many beacon intervals is removed. The paper uses 10 at 3 us
-    /// with a core per switch; here switches share two cores with everything else and a worker
-    /// can be descheduled for milliseconds, so the default allows 25 ms at the default interval
-    #[arg(long, default_value_t = 500)]
-    dead_after_beacons: u32,
     /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)
     #[arg(long, default_value_t = 2048)]
     link_capacity_bytes: usize,
@@ -70,9 +58,6 @@ pub struct DemoArgs {
     /// Skip the unordered baseline phase
     #[arg(long)]
     no_baseline: bool,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
     /// Write DIR/<process-id>.log with S and D lines (docs/logs.md)
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
@@ -103,20 +88,18 @@ pub struct DemoArgs {
     link_gbps: f64,
     #[arg(long, default_value_t = 1024)]
     ecn_threshold_bytes: usize,
-    /// inproc: every link a ring in memory; udp: every node on a thread with its own UDP
-    /// socket on loopback (link faults and rates then do not apply)
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
-    runtime: RuntimeKind,
-    /// udp runtime: largest datagram, header included
-    #[arg(long, default_value_t = 8_972)]
-    datagram_bytes: usize,
-    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
-    /// thread per node, as `onepipe up` runs them [default: one per core]
-    #[arg(long)]
-    udp_threads: Option<usize>,
-    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
-    #[arg(long, default_value_t = 16)]
-    udp_window_datagrams: usize,
+    #[command(flatten)]
+    msg: MessageBytesFlag,
+    #[command(flatten)]
+    barrier: BarrierFlags,
+    #[command(flatten)]
+    dead: DeadAfterFlag,
+    #[command(flatten)]
+    rt: RuntimeFlags,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -159,11 +142,11 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         }
     };
     positive("seconds", args.seconds)?;
-    if let Some(b) = args.beacon_interval_us {
+    if let Some(b) = args.barrier.beacon_interval_us {
         positive("beacon-interval-us", b)?;
     }
     non_negative("skew-us", args.skew_us)?;
-    if let Some(lead) = args.promise_lead_us {
+    if let Some(lead) = args.barrier.promise_lead_us {
         non_negative("promise-lead-us", lead)?;
     }
     non_negative("rate", args.rate)?;
@@ -180,8 +163,9 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             "note: best effort does not recover lost frames; losses show as incomplete drops and send failures"
         );
     }
-    if args.dead_after_beacons == 0 {
-        return Err("--dead-after-beacons must be at least 1".into());
+    let dead_after_intervals = args.dead.dead_after_intervals.unwrap_or(DEAD_AFTER_INTERVALS);
+    if dead_after_intervals == 0 {
+        return Err("--dead-after-intervals must be at least 1".into());
     }
     if args.workers == Some(0) {
         return Err("--workers must be at least 1".into());
@@ -189,14 +173,14 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     let mut c = DemoConfig {
         topology,
         processes_per_host: args.processes_per_host,
-        message_bytes: args.message_bytes,
-        beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime.into()),
-        promise_lead: promise_lead(args.promise_lead_us, args.runtime.into()),
+        message_bytes: args.msg.message_bytes,
+        beacon_interval: beacon_interval(args.barrier.beacon_interval_us, args.rt.runtime.into()),
+        promise_lead: promise_lead(args.barrier.promise_lead_us, args.rt.runtime.into()),
         skew: us(args.skew_us),
-        seed: args.seed,
+        seed: args.rng.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         link_delay: us(args.link_delay_us),
-        dead_after_intervals: args.dead_after_beacons,
+        dead_after_intervals,
         link_capacity_bytes: args.link_capacity_bytes,
         edge_visit_interval_passes: args.edge_visit_interval_passes,
         rate_per_process: args.rate,
@@ -206,7 +190,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             duplicate: args.dup,
             jitter: us(args.jitter_us),
             reorder: args.reorder,
-            seed: args.seed,
+            seed: args.rng.seed,
         },
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
@@ -216,7 +200,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         c.workers = w;
     }
     if !args.fail.is_empty() {
-        if !args.reliable || args.runtime == RuntimeKind::Udp {
+        if !args.reliable || args.rt.runtime == RuntimeKind::Udp {
             return Err("--fail needs --reliable on the inproc runtime".into());
         }
         c.failures = args
@@ -225,9 +209,9 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             .map(|f| parse_failure(f, &c.topology))
             .collect::<Result<_, _>>()?;
     }
-    if args.runtime == RuntimeKind::Udp {
-        let threads = udp_threads(args.udp_threads);
-        let udp = udp_config(args.datagram_bytes, threads, args.udp_window_datagrams)?;
+    if args.rt.runtime == RuntimeKind::Udp {
+        let threads = udp_threads(args.rt.udp_threads);
+        let udp = udp_config(args.rt.datagram_bytes, threads, args.rt.udp_window_datagrams)?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
@@ -267,7 +251,7 @@ fn run_with_bar(config: &DemoConfig, ordering: bool, quiet: bool) -> Result<Phas
 
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let config = config_from(&args)?;
-    let quiet = args.json;
+    let quiet = args.out.json;
     if !quiet {
         eprintln!(
             "onepipe demo: {} ({} switches, {} hosts), {} process(es) per host, {}-byte all-to-all broadcast, {} s per phase",
@@ -291,7 +275,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let outcome = summarize(&config, args.skew_us, &ordered, unordered.as_ref());
     let (summary, report, lost, partial) =
         (&outcome.summary, &outcome.report, &outcome.lost, &outcome.partial);
-    if args.json {
+    if args.out.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&summary).expect("summary serializes")

@@ -3,6 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
+use crate::flags::DeadAfterFlag;
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -19,6 +20,9 @@ use std::process::{Child, Command, ExitCode};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The udp fabric's `--dead-after-intervals`: 0.5 s at its 500 us beacons.
+const DEAD_AFTER_INTERVALS: u32 = 1_000;
+
 /// What every participant of a udp fabric must agree on.
 #[derive(Args, Clone, Debug)]
 pub struct FabricArgs {
@@ -27,15 +31,14 @@ pub struct FabricArgs {
     /// Beacon interval; ordering costs about half of it in latency
     #[arg(long, default_value_t = 500)]
     pub beacon_interval_us: u64,
-    /// An input link silent for this many beacon intervals is removed
-    #[arg(long, default_value_t = 1_000)]
-    pub dead_after_beacons: u32,
     /// Largest datagram, header included (loopback takes up to 65507)
     #[arg(long, default_value_t = 8_972)]
     pub datagram_bytes: usize,
     /// Poll without ever blocking (a core per node) instead of parking when idle
     #[arg(long)]
     pub busy_poll: bool,
+    #[command(flatten)]
+    pub dead: DeadAfterFlag,
 }
 
 impl FabricArgs {
@@ -47,7 +50,7 @@ impl FabricArgs {
         let mut o = UdpOptions::new(topology);
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
-        o.dead_after_intervals = self.dead_after_beacons;
+        o.dead_after_intervals = self.dead_after_intervals();
         o.udp = UdpConfig {
             datagram_bytes_max: self.datagram_bytes,
             idle: if self.busy_poll {
@@ -60,11 +63,16 @@ impl FabricArgs {
         Ok(o)
     }
 
+    /// `--dead-after-intervals`, or the udp fabric's default.
+    fn dead_after_intervals(&self) -> u32 {
+        self.dead.dead_after_intervals.unwrap_or(DEAD_AFTER_INTERVALS)
+    }
+
     fn to_cli(&self) -> Vec<String> {
         let mut v = vec![
             format!("--processes-per-host={}", self.processes_per_host),
             format!("--beacon-interval-us={}", self.beacon_interval_us),
-            format!("--dead-after-beacons={}", self.dead_after_beacons),
+            format!("--dead-after-intervals={}", self.dead_after_intervals()),
             format!("--datagram-bytes={}", self.datagram_bytes),
         ];
         if self.busy_poll {

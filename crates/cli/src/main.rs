@@ -6,6 +6,7 @@ mod bench_recovery;
 mod cut;
 mod demo;
 mod fabric;
+mod flags;
 mod inspect;
 mod sim;
 mod udp_limit;

@@ -1,6 +1,7 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_fabric::Topology;
@@ -49,9 +50,8 @@ pub struct FigureArgs {
     /// Directory for NAME.json and NAME.png
     #[arg(long, default_value = "figures")]
     out: PathBuf,
-    /// Print the JSON instead of a table
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -65,10 +65,12 @@ pub struct CampaignArgs {
     /// Worker threads (default: one per core)
     #[arg(long)]
     threads: Option<usize>,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonFlag,
 }
+
+/// The simulator's `--dead-after-intervals`: the paper's 10.
+const DEAD_AFTER_INTERVALS: u32 = 10;
 
 fn time(s: &str) -> Result<Duration, String> {
     parse_time(s)
@@ -77,8 +79,6 @@ fn time(s: &str) -> Result<Duration, String> {
 /// One simulated run; times take a unit (ns, us, ms, s).
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
     #[arg(long, default_value = "testbed")]
     topology: String,
@@ -119,8 +119,6 @@ pub struct RunArgs {
     /// Send buffer of each process, in packets (best effort; reliable too if given)
     #[arg(long)]
     send_buffer_packets: Option<usize>,
-    #[arg(long, default_value_t = 10)]
-    dead_after_beacons: u32,
     /// Probability that a link loses a frame
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -143,8 +141,6 @@ pub struct RunArgs {
     /// Mean gap between a process's scatterings (Poisson); 0ns saturates
     #[arg(long, default_value = "20us", value_parser = time)]
     gap: Duration,
-    #[arg(long, default_value_t = 64)]
-    message_bytes: usize,
     /// Draw message sizes uniformly from --message-bytes up to this
     #[arg(long)]
     message_bytes_max: Option<usize>,
@@ -192,9 +188,14 @@ pub struct RunArgs {
     /// Stop with an error when the process uses more memory than this
     #[arg(long, default_value_t = 16 * 1024)]
     memory_mb_max: u64,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    msg: MessageBytesFlag,
+    #[command(flatten)]
+    dead: DeadAfterFlag,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    output: JsonFlag,
 }
 
 impl RunArgs {
@@ -210,7 +211,7 @@ impl RunArgs {
             }
         }
         Ok(SimConfig {
-            seed: self.seed,
+            seed: self.rng.seed,
             topology,
             processes_per_host: self.processes_per_host,
             beacon_interval: self.beacon_interval,
@@ -237,7 +238,7 @@ impl RunArgs {
                 }),
                 ..onepipe_sim::config::microsecond_reliable()
             },
-            dead_after_intervals: self.dead_after_beacons,
+            dead_after_intervals: self.dead.dead_after_intervals.unwrap_or(DEAD_AFTER_INTERVALS),
             loss: self.loss,
             duplicate: self.dup,
             reorder: self.reorder,
@@ -245,8 +246,8 @@ impl RunArgs {
             failures: self.failures.clone(),
             pattern: self.pattern,
             gap: self.gap,
-            message_bytes_min: self.message_bytes,
-            message_bytes_max: self.message_bytes_max.unwrap_or(self.message_bytes),
+            message_bytes_min: self.msg.message_bytes,
+            message_bytes_max: self.message_bytes_max.unwrap_or(self.msg.message_bytes),
             reliable: self.reliable,
             controller: self.controller,
             control_delay: self.control_delay,
@@ -293,7 +294,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
         return Err("--points must be positive numbers".into());
     }
     let counts = || points.iter().map(|&p| p.round() as u32).collect::<Vec<u32>>();
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     let runs_per_point = match name {
         "fig8" => 6,
         "fig9a" | "fig9b" => 3,
@@ -323,7 +324,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     std::fs::write(&json_path, &json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     let png_path = args.out.join(format!("{name}.png"));
     onepipe_bench::plot::write_png(&fig.plots, &png_path)?;
-    if args.json {
+    if args.output.json {
         println!("{json}");
     } else {
         println!(
@@ -368,7 +369,7 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     bar.set_length(args.seeds);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
@@ -386,7 +387,7 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         bar.inc(1);
     });
     bar.finish_and_clear();
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         for r in &report.runs {
@@ -440,13 +441,13 @@ pub fn progress_bar(hidden: bool) -> ProgressBar {
 
 fn run_one(args: &RunArgs) -> Result<ExitCode, String> {
     let config = args.config()?;
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     let report = onepipe_sim::run(&config, &mut |t, end| {
         bar.set_position(1000 * t.as_nanos().min(end.as_nanos()) / end.as_nanos().max(1));
     })
     .map_err(|e| format!("{e} (seed={})", config.seed))?;
     bar.finish_and_clear();
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         print_summary(&report);

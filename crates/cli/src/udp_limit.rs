@@ -1,6 +1,7 @@
 //! `onepipe bench udp-limit`: the raw loopback UDP rate of this machine
 //! ([`onepipe_bench::udp_limit`]), parsed and printed.
 
+use crate::flags::{JsonFlag, MessageBytesFlag};
 use clap::Args;
 use onepipe_bench::udp_limit::{LimitReport, measure};
 use std::process::ExitCode;
@@ -11,13 +12,13 @@ pub struct UdpLimitArgs {
     /// Length of each of the two measurements
     #[arg(long, default_value_t = 1.0)]
     seconds: f64,
-    #[arg(long, default_value_t = 64)]
-    message_bytes: usize,
     /// Size of a full datagram, as the udp runtime packs them
     #[arg(long, default_value_t = 8_972)]
     datagram_bytes: usize,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    msg: MessageBytesFlag,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 pub fn print(l: &LimitReport) {
@@ -37,18 +38,18 @@ pub fn run(args: UdpLimitArgs) -> Result<ExitCode, String> {
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         return Err("--seconds must be positive".into());
     }
-    if !(1..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&args.message_bytes)
+    if !(1..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&args.msg.message_bytes)
         || !(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&args.datagram_bytes)
     {
         return Err("datagram sizes must be between 64 (1 for --message-bytes) and 65507".into());
     }
     let report = measure(
         Duration::from_secs_f64(args.seconds),
-        args.message_bytes,
+        args.msg.message_bytes,
         args.datagram_bytes,
     )
     .map_err(|e| format!("udp: {e}"))?;
-    if args.json {
+    if args.out.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         print(&report);
