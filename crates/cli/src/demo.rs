@@ -1,14 +1,15 @@
 //! `onepipe demo`: the paper-testbed fat-tree, all-to-all broadcast, ordered and unordered in
 //! one run, every check on the ordered run's event logs.
 
-use crate::flags::{BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag};
+use crate::flags::{
+    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TopologyFlags,
+};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::demo::{DemoConfig, PhaseResult, parse_failure, run_phase};
 use onepipe_bench::demo_summary::{Summary, summarize, write_logs};
 use onepipe_bench::runtimes::{beacon_interval, promise_lead, udp_config, udp_threads};
 use onepipe_check::Report;
-use onepipe_fabric::Topology;
 use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::{Duration, Instant};
 use std::path::PathBuf;
@@ -21,14 +22,8 @@ const DEAD_AFTER_INTERVALS: u32 = 500;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
-    #[arg(long, default_value = "testbed", conflicts_with = "topology_file")]
-    topology: String,
-    /// Topology from a TOML file (docs/topology.md)
-    #[arg(long, value_name = "FILE")]
-    topology_file: Option<PathBuf>,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
+    #[command(flatten)]
+    fabric: TopologyFlags,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
     skew_us: f64,
@@ -122,11 +117,7 @@ fn us(v: f64) -> Duration {
 }
 
 fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
-    let topology = match &args.topology_file {
-        Some(path) => Topology::from_file(path),
-        None => Topology::preset(&args.topology),
-    }
-    .map_err(|e| e.to_string())?;
+    let topology = args.fabric.load()?;
     let positive = |name: &str, v: f64| {
         if v.is_finite() && v > 0.0 {
             Ok(())
@@ -172,7 +163,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     }
     let mut c = DemoConfig {
         topology,
-        processes_per_host: args.processes_per_host,
+        processes_per_host: args.fabric.processes_per_host,
         message_bytes: args.msg.message_bytes,
         beacon_interval: beacon_interval(args.barrier.beacon_interval_us, args.rt.runtime.into()),
         promise_lead: promise_lead(args.barrier.promise_lead_us, args.rt.runtime.into()),

@@ -4,6 +4,8 @@
 
 use crate::demo::RuntimeKind;
 use clap::Args;
+use onepipe_fabric::Topology;
+use std::path::PathBuf;
 
 /// `--json`.
 #[derive(Args, Clone, Copy, Debug)]
@@ -74,4 +76,29 @@ pub struct RuntimeFlags {
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
     #[arg(long, default_value_t = 16)]
     pub udp_window_datagrams: usize,
+}
+
+/// Which fabric a run builds: `--topology`, `--topology-file`, `--processes-per-host`
+/// (`demo`, `sim`).
+#[derive(Args, Clone, Debug)]
+pub struct TopologyFlags {
+    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
+    #[arg(long, default_value = "testbed", conflicts_with = "topology_file")]
+    pub topology: String,
+    /// Topology from a TOML file (docs/topology.md)
+    #[arg(long, value_name = "FILE")]
+    pub topology_file: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub processes_per_host: u32,
+}
+
+impl TopologyFlags {
+    /// The topology asked for: the file if given, else the preset.
+    pub fn load(&self) -> Result<Topology, String> {
+        match &self.topology_file {
+            Some(path) => Topology::from_file(path),
+            None => Topology::preset(&self.topology),
+        }
+        .map_err(|e| e.to_string())
+    }
 }

@@ -1,10 +1,9 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
-use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag};
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TopologyFlags};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe_fabric::Topology;
 use onepipe_sim::config::parse_time;
 use onepipe_sim::traffic::Pattern;
 use onepipe_sim::{Failure, SimConfig, SimReport};
@@ -79,11 +78,8 @@ fn time(s: &str) -> Result<Duration, String> {
 /// One simulated run; times take a unit (ns, us, ms, s).
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
-    #[arg(long, default_value = "testbed")]
-    topology: String,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
+    #[command(flatten)]
+    fabric: TopologyFlags,
     #[arg(long, default_value = "3us", value_parser = time)]
     beacon_interval: Duration,
     /// Mean clock offset magnitude of a host (offsets uniform in ±2x this)
@@ -200,7 +196,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn config(&self) -> Result<SimConfig, String> {
-        let topology = Topology::preset(&self.topology).map_err(|e| e.to_string())?;
+        let topology = self.fabric.load()?;
         for (name, v) in [
             ("drift-ppm", self.drift_ppm),
             ("link-gbps", self.link_gbps),
@@ -213,7 +209,7 @@ impl RunArgs {
         Ok(SimConfig {
             seed: self.rng.seed,
             topology,
-            processes_per_host: self.processes_per_host,
+            processes_per_host: self.fabric.processes_per_host,
             beacon_interval: self.beacon_interval,
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
