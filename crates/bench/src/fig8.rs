@@ -10,7 +10,7 @@
 #![allow(clippy::disallowed_methods)] // the runtimes run in real time: the bench sleeps meanwhile
 
 use crate::demo::{DemoConfig, run_phase};
-use crate::runtimes::{self as demo, RuntimeKind, udp_config};
+use crate::runtimes::{self, RuntimeKind, udp_config};
 use crate::udp_limit::{self, LimitReport};
 use indicatif::ProgressBar;
 use onepipe_baselines::{BaselineConfig, BaselineNode, Kind, Schedule, collect_logs, totals};
@@ -246,7 +246,8 @@ pub fn run(args: &Fig8Options, bar: &ProgressBar) -> Result<Fig8Report, String> 
         topology: "single switch, one port per process",
         message_bytes: MESSAGE_BYTES,
         seconds: args.seconds,
-        promise_lead_us: demo::promise_lead(args.promise_lead_us, args.runtime).map(|d| d.as_micros_f64()),
+        promise_lead_us: runtimes::promise_lead(args.promise_lead_us, args.runtime)
+            .map(|d| d.as_micros_f64()),
         rows,
         flatness,
         udp_limit,
@@ -284,7 +285,7 @@ fn run_row(args: &Fig8Options, system: &'static str, processes: usize) -> Result
 /// udp wakes for every beacon tick, and dozens of them waking every 50 us on two cores spend
 /// the machine on context switches (docs/udp.md).
 fn beacon_interval(args: &Fig8Options) -> Duration {
-    demo::beacon_interval(args.beacon_interval_us, args.runtime)
+    runtimes::beacon_interval(args.beacon_interval_us, args.runtime)
 }
 
 /// Messages of its own a process keeps in flight by default. A fixed number of broadcasts
@@ -300,7 +301,7 @@ fn window(args: &Fig8Options, processes: usize) -> usize {
 }
 
 fn udp_threads(args: &Fig8Options) -> usize {
-    demo::udp_threads(args.udp_threads)
+    runtimes::udp_threads(args.udp_threads)
 }
 
 fn udp(args: &Fig8Options) -> Result<onepipe_runtime::udp::UdpConfig, String> {
@@ -319,7 +320,7 @@ fn onepipe_row(
         seed: args.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         reliable: system == "1pipe-r",
-        promise_lead: demo::promise_lead(args.promise_lead_us, args.runtime),
+        promise_lead: runtimes::promise_lead(args.promise_lead_us, args.runtime),
         record_window: RECORD_WINDOW,
         beacon_interval: beacon_interval(args),
         udp: (args.runtime == RuntimeKind::Udp)
