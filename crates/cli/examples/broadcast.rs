@@ -7,7 +7,7 @@
 //! cargo run --release --example broadcast -- --topology topologies/two-racks.toml --process 0 --count 1000
 //! ```
 //! Every process of the topology should join: one that never does holds best-effort delivery
-//! back until its switch declares it dead (`--dead-after-beacons` intervals). With a controller
+//! back until its switch declares it dead (`--dead-after-intervals` intervals). With a controller
 //! in the topology (docs/udp.md), processes it declares failed are left out of later
 //! broadcasts.
 
@@ -91,7 +91,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // Give the last messages a moment to come back around.
     let sending = start.elapsed();
-    // Longer than a departed process holds its ToR back (the default --dead-after-beacons).
+    // Longer than a departed process holds its ToR back (the default --dead-after-intervals).
     let wait = std::time::Duration::from_secs(2);
     while let Some(_d) = if args.reliable {
         me.recv_reliable_timeout(wait)

@@ -5,8 +5,8 @@
 //! out as they would a broken cable, and the controller (if any) reroutes or declares the
 //! processes cut off failed (docs/udp.md, "Cutting a link").
 
-use crate::fabric::{cut_file, status_dir};
 use clap::Args;
+use onepipe::supervise::{cut_file, status_dir};
 use onepipe::udp::PROCESS_PEER;
 use onepipe_fabric::{Peer, Topology, Wiring};
 use std::io::Write;

@@ -1,47 +1,35 @@
 //! `onepipe demo`: the paper-testbed fat-tree, all-to-all broadcast, ordered and unordered in
 //! one run, every check on the ordered run's event logs.
 
+use crate::flags::{
+    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TopologyFlags,
+};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
-use onepipe_check::{Checks, Report, check_all};
-use onepipe_fabric::Topology;
+use onepipe_bench::demo::{DemoConfig, PhaseResult, parse_failure, run_phase};
+use onepipe_bench::demo_summary::{Summary, summarize, write_logs};
+use onepipe_bench::runtimes::{beacon_interval, promise_lead, udp_config, udp_threads};
+use onepipe_check::Report;
 use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::{Duration, Instant};
-use serde::Serialize;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The demo's `--dead-after-intervals`: the paper uses 10 at 3 us with a core per switch;
+/// here switches share two cores with everything else and a worker can be descheduled for
+/// milliseconds, so this allows 25 ms at the default interval.
+const DEAD_AFTER_INTERVALS: u32 = 500;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
-    #[arg(long, default_value = "testbed", conflicts_with = "topology_file")]
-    topology: String,
-    /// Topology from a TOML file (docs/topology.md)
-    #[arg(long, value_name = "FILE")]
-    topology_file: Option<PathBuf>,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
-    #[arg(long, default_value_t = 64)]
-    message_bytes: usize,
-    /// How often hosts and idle links send beacons [default: each runtime's own: 50 inproc,
-    /// 500 udp (`onepipe up`'s)]
-    #[arg(long)]
-    beacon_interval_us: Option<f64>,
-    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
-    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
-    /// runtime's own: off inproc, 5000 udp]
-    #[arg(long)]
-    promise_lead_us: Option<f64>,
+    #[command(flatten)]
+    fabric: TopologyFlags,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
     #[arg(long, default_value_t = 0.3)]
     skew_us: f64,
     /// Extra one-way delay on every link
     #[arg(long, default_value_t = 0.0)]
     link_delay_us: f64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
     /// Broadcasts per second per process (open loop, Poisson arrivals); 0 sends as fast as the fabric takes them
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
@@ -51,11 +39,6 @@ pub struct DemoArgs {
     /// Worker threads (default: one per core)
     #[arg(long)]
     workers: Option<usize>,
-    /// An input link silent for this many beacon intervals is removed. The paper uses 10 at 3 us
-    /// with a core per switch; here switches share two cores with everything else and a worker
-    /// can be descheduled for milliseconds, so the default allows 25 ms at the default interval
-    #[arg(long, default_value_t = 500)]
-    dead_after_beacons: u32,
     /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)
     #[arg(long, default_value_t = 2048)]
     link_capacity_bytes: usize,
@@ -70,9 +53,6 @@ pub struct DemoArgs {
     /// Skip the unordered baseline phase
     #[arg(long)]
     no_baseline: bool,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
     /// Write DIR/<process-id>.log with S and D lines (docs/logs.md)
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
@@ -103,20 +83,18 @@ pub struct DemoArgs {
     link_gbps: f64,
     #[arg(long, default_value_t = 1024)]
     ecn_threshold_bytes: usize,
-    /// inproc: every link a ring in memory; udp: every node on a thread with its own UDP
-    /// socket on loopback (link faults and rates then do not apply)
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
-    runtime: RuntimeKind,
-    /// udp runtime: largest datagram, header included
-    #[arg(long, default_value_t = 8_972)]
-    datagram_bytes: usize,
-    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
-    /// thread per node, as `onepipe up` runs them [default: one per core]
-    #[arg(long)]
-    udp_threads: Option<usize>,
-    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
-    #[arg(long, default_value_t = 16)]
-    udp_window_datagrams: usize,
+    #[command(flatten)]
+    msg: MessageBytesFlag,
+    #[command(flatten)]
+    barrier: BarrierFlags,
+    #[command(flatten)]
+    dead: DeadAfterFlag,
+    #[command(flatten)]
+    rt: RuntimeFlags,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -125,173 +103,13 @@ pub enum RuntimeKind {
     Udp,
 }
 
-#[derive(Serialize)]
-struct Percentiles {
-    p50: f64,
-    p99: f64,
-}
-
-#[derive(Serialize)]
-struct Summary {
-    topology: String,
-    processes: usize,
-    seconds: f64,
-    message_bytes: usize,
-    delivered: u64,
-    messages_sent: u64,
-    throughput_msgs_per_s: f64,
-    throughput_per_process_msgs_per_s: f64,
-    unordered_throughput_msgs_per_s: Option<f64>,
-    ordered_to_unordered_throughput_ratio: Option<f64>,
-    latency_us: Percentiles,
-    unordered_latency_us: Option<Percentiles>,
-    beacon_interval_us: f64,
-    /// How far ahead hosts promised their barriers; absent: no promises.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    promise_lead_us: Option<f64>,
-    /// Beacons sent per second by hosts and switches together (the cost of the barrier), over
-    /// the whole phase: the sending window and the drain after it (see `run_seconds`).
-    beacons_per_s: f64,
-    /// Of those, hosts' promises (`--promise-lead-us`).
-    promises_per_s: f64,
-    /// How long the ordered phase's fabric ran, drain included.
-    run_seconds: f64,
-    /// Beacons among all frames put on links (data frames are counted once per hop), over the
-    /// whole phase.
-    beacon_share_of_frames: f64,
-    skew_us: f64,
-    send_failures: u64,
-    late_drops: u64,
-    incomplete_drops: u64,
-    reorder_full_drops: u64,
-    links_removed: u64,
-    malformed: u64,
-    reorder_bytes_peak: usize,
-    reorder_messages_peak: usize,
-    events_checked: usize,
-    service: &'static str,
-    retransmissions: u64,
-    /// Reliable runs: why packets went again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    retransmit_causes: Option<RetransmitCauses>,
-    link_drops: u64,
-    link_duplicates: u64,
-    link_reordered: u64,
-    ecn_marked: u64,
-    /// Over the udp runtime: datagrams and frames the sockets carried and lost.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    udp: Option<onepipe_runtime::udp::local::UdpTotals>,
-    checks: AllChecks,
-    /// Runs with --fail: the processes the controller declared failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed_processes: Option<Vec<u32>>,
-    /// Runs with --fail: from the first failure to the first report reaching the controller,
-    /// and to the controller's first and last Resume (a later Resume than the failure's own
-    /// answers a later event, such as a link declared dead on a stalled worker).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    detection_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first_resume_us: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    resume_us: Option<f64>,
-    /// Runs with --fail: the barrier stall correct processes saw, from the failure to their
-    /// first delivery of a message stamped after it (mean over them).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    recovery_us: Option<f64>,
-    /// Runs with --fail: reliable scatterings aborted because a receiver failed (Recall).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    aborted: Option<u64>,
-    /// Reliable runs: recorded scatterings accepted but never released from the send buffer
-    /// nor reported failed (lost without a trace in the logs; counted by `checks.no_loss`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    never_released: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct RetransmitCauses {
-    /// Retransmission timeouts, one per connection and expiry (each resends every packet of
-    /// it that was due).
-    timeouts: u64,
-    /// Packets resent because later ones on their connection were acknowledged first.
-    fast_retransmits: u64,
-    /// Timeouts an ACK of the first copy showed were spurious (the packet was late, not lost).
-    spurious_timeouts: u64,
-}
-
-#[derive(Serialize)]
-struct AllChecks {
-    #[serde(flatten)]
-    order: Checks,
-    /// Reliable runs where no process failed: every message sent was delivered exactly once
-    /// by its destination.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    no_loss: Option<bool>,
-    /// Runs with --fail: every scattering was delivered by all of its correct receivers or by
-    /// none (paper 2.1, restricted failure atomicity).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    atomicity: Option<bool>,
-}
-
-/// `--fail TARGET@TIME` against the topology.
-fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, String> {
-    let (what, when) = spec
-        .split_once('@')
-        .ok_or_else(|| format!("--fail `{spec}`: expected TARGET@TIME, like host:5@1s"))?;
-    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
-    let switch = |name: &str| -> Result<usize, String> {
-        let by_layer = |layer: u8, n: &str| {
-            let n: usize = n
-                .parse()
-                .map_err(|_| format!("--fail `{spec}`: `{n}` is not a number"))?;
-            let mut of_layer = (0..topology.switches.len()).filter(|&s| topology.switches[s].layer == layer);
-            of_layer
-                .nth(n)
-                .ok_or_else(|| format!("--fail `{spec}`: the topology has no {name}"))
-        };
-        match name.split_once(':') {
-            Some(("tor", n)) => by_layer(1, n),
-            Some(("spine", n)) => by_layer(2, n),
-            Some(("core", n)) => by_layer(3, n),
-            _ => topology
-                .switches
-                .iter()
-                .position(|s| s.name == name)
-                .ok_or_else(|| {
-                    format!(
-                        "--fail `{spec}`: no switch named `{name}` ({})",
-                        topology.switch_names_hint()
-                    )
-                }),
+impl From<RuntimeKind> for onepipe_bench::runtimes::RuntimeKind {
+    fn from(r: RuntimeKind) -> Self {
+        match r {
+            RuntimeKind::Inproc => Self::Inproc,
+            RuntimeKind::Udp => Self::Udp,
         }
-    };
-    let target = match what.split_once(':') {
-        Some(("host", h)) => {
-            let h: usize = h
-                .parse()
-                .map_err(|_| format!("--fail `{spec}`: host:H takes a host number"))?;
-            if h >= topology.hosts.len() {
-                return Err(format!(
-                    "--fail `{spec}`: the topology has {} hosts",
-                    topology.hosts.len()
-                ));
-            }
-            FailTarget::Host(h)
-        }
-        Some(("switch", name)) => FailTarget::Switch(switch(name)?),
-        Some(("link", ends)) => {
-            let (a, b) = ends
-                .split_once('-')
-                .ok_or_else(|| format!("--fail `{spec}`: a link is named A-B"))?;
-            FailTarget::Link(switch(a)?, switch(b)?)
-        }
-        Some(("tor" | "spine" | "core", _)) => FailTarget::Switch(switch(what)?),
-        _ => {
-            return Err(format!(
-                "--fail `{spec}`: expected host:H, tor:N, spine:N, core:N, switch:NAME or link:A-B"
-            ));
-        }
-    };
-    Ok(PlannedFailure { target, at })
+    }
 }
 
 fn us(v: f64) -> Duration {
@@ -299,11 +117,7 @@ fn us(v: f64) -> Duration {
 }
 
 fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
-    let topology = match &args.topology_file {
-        Some(path) => Topology::from_file(path),
-        None => Topology::preset(&args.topology),
-    }
-    .map_err(|e| e.to_string())?;
+    let topology = args.fabric.load()?;
     let positive = |name: &str, v: f64| {
         if v.is_finite() && v > 0.0 {
             Ok(())
@@ -319,11 +133,11 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         }
     };
     positive("seconds", args.seconds)?;
-    if let Some(b) = args.beacon_interval_us {
+    if let Some(b) = args.barrier.beacon_interval_us {
         positive("beacon-interval-us", b)?;
     }
     non_negative("skew-us", args.skew_us)?;
-    if let Some(lead) = args.promise_lead_us {
+    if let Some(lead) = args.barrier.promise_lead_us {
         non_negative("promise-lead-us", lead)?;
     }
     non_negative("rate", args.rate)?;
@@ -340,23 +154,24 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             "note: best effort does not recover lost frames; losses show as incomplete drops and send failures"
         );
     }
-    if args.dead_after_beacons == 0 {
-        return Err("--dead-after-beacons must be at least 1".into());
+    let dead_after_intervals = args.dead.dead_after_intervals.unwrap_or(DEAD_AFTER_INTERVALS);
+    if dead_after_intervals == 0 {
+        return Err("--dead-after-intervals must be at least 1".into());
     }
     if args.workers == Some(0) {
         return Err("--workers must be at least 1".into());
     }
     let mut c = DemoConfig {
         topology,
-        processes_per_host: args.processes_per_host,
-        message_bytes: args.message_bytes,
-        beacon_interval: beacon_interval(args.beacon_interval_us, args.runtime),
-        promise_lead: promise_lead(args.promise_lead_us, args.runtime),
+        processes_per_host: args.fabric.processes_per_host,
+        message_bytes: args.msg.message_bytes,
+        beacon_interval: beacon_interval(args.barrier.beacon_interval_us, args.rt.runtime.into()),
+        promise_lead: promise_lead(args.barrier.promise_lead_us, args.rt.runtime.into()),
         skew: us(args.skew_us),
-        seed: args.seed,
+        seed: args.rng.seed,
         duration: Duration::from_nanos((args.seconds * 1e9) as u64),
         link_delay: us(args.link_delay_us),
-        dead_after_intervals: args.dead_after_beacons,
+        dead_after_intervals,
         link_capacity_bytes: args.link_capacity_bytes,
         edge_visit_interval_passes: args.edge_visit_interval_passes,
         rate_per_process: args.rate,
@@ -366,7 +181,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             duplicate: args.dup,
             jitter: us(args.jitter_us),
             reorder: args.reorder,
-            seed: args.seed,
+            seed: args.rng.seed,
         },
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
@@ -376,7 +191,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         c.workers = w;
     }
     if !args.fail.is_empty() {
-        if !args.reliable || args.runtime == RuntimeKind::Udp {
+        if !args.reliable || args.rt.runtime == RuntimeKind::Udp {
             return Err("--fail needs --reliable on the inproc runtime".into());
         }
         c.failures = args
@@ -385,9 +200,9 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
             .map(|f| parse_failure(f, &c.topology))
             .collect::<Result<_, _>>()?;
     }
-    if args.runtime == RuntimeKind::Udp {
-        let threads = udp_threads(args.udp_threads);
-        let udp = udp_config(args.datagram_bytes, threads, args.udp_window_datagrams)?;
+    if args.rt.runtime == RuntimeKind::Udp {
+        let threads = udp_threads(args.rt.udp_threads);
+        let udp = udp_config(args.rt.datagram_bytes, threads, args.rt.udp_window_datagrams)?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());
@@ -398,65 +213,6 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         c.clock_start = Instant::from_nanos((1u64 << 48).saturating_sub(before));
     }
     Ok(c)
-}
-
-/// The beacon interval: as asked, or the runtime's own. Over udp that is `onepipe up`'s 500
-/// us: at the inproc 50 us, dozens of nodes on two cores wake for every tick, and a demo on
-/// the 32-process testbed delivered an eighth as much and declared busy links dead.
-pub fn beacon_interval(asked_us: Option<f64>, runtime: RuntimeKind) -> Duration {
-    match (asked_us, runtime) {
-        (Some(us), _) => Duration::from_nanos((us * 1e3) as u64),
-        (None, RuntimeKind::Inproc) => DemoConfig::default().beacon_interval,
-        (None, RuntimeKind::Udp) => onepipe::udp::BEACON_INTERVAL,
-    }
-}
-
-/// Hosts' promise lead: as asked (0 turns promises off), or the runtime's own: none inproc,
-/// where a worker visits each host every few microseconds, [`onepipe::udp::PROMISE_LEAD`] over
-/// udp.
-pub fn promise_lead(asked_us: Option<f64>, runtime: RuntimeKind) -> Option<Duration> {
-    match (asked_us, runtime) {
-        (Some(us), _) if us > 0.0 => Some(Duration::from_nanos((us * 1e3) as u64)),
-        (Some(_), _) | (None, RuntimeKind::Inproc) => None,
-        (None, RuntimeKind::Udp) => Some(onepipe::udp::PROMISE_LEAD),
-    }
-}
-
-/// Node threads over udp: as asked, or one per core. A thread per node oversubscribes a
-/// machine with fewer cores than processes, and then measures how the kernel schedules dozens
-/// of threads more than the systems: a process waiting for a core holds back every barrier,
-/// token or sequence it feeds (docs/udp.md).
-pub fn udp_threads(asked: Option<usize>) -> usize {
-    asked.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-}
-
-/// Checks `--datagram-bytes` for every command that runs the udp runtime.
-pub fn check_datagram_bytes(bytes: usize) -> Result<(), String> {
-    match (64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT).contains(&bytes) {
-        true => Ok(()),
-        false => Err("--datagram-bytes must be between 64 and 65507".into()),
-    }
-}
-
-/// The udp runtime as the demo and the benchmarks run it: every node in this process, on a
-/// thread of its own (`threads` 0) or on `threads` shared ones. Checks the options given.
-pub fn udp_config(
-    datagram_bytes: usize,
-    threads: usize,
-    window_datagrams_max: usize,
-) -> Result<onepipe_runtime::udp::UdpConfig, String> {
-    check_datagram_bytes(datagram_bytes)?;
-    if window_datagrams_max < 2 {
-        return Err("--udp-window-datagrams must be at least 2".into());
-    }
-    Ok(onepipe_runtime::udp::UdpConfig {
-        datagram_bytes_max: datagram_bytes,
-        threads: (threads > 0).then_some(threads),
-        window_datagrams_max,
-        // Dozens of node threads share the cores: park soon.
-        idle: onepipe_runtime::udp::IdlePolicy::SpinThenPark { spins: 64 },
-        ..Default::default()
-    })
 }
 
 fn progress_bar(quiet: bool, label: &'static str) -> ProgressBar {
@@ -484,22 +240,9 @@ fn run_with_bar(config: &DemoConfig, ordering: bool, quiet: bool) -> Result<Phas
     result
 }
 
-fn write_logs(dir: &Path, result: &PhaseResult) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for log in &result.logs {
-        let file = std::fs::File::create(dir.join(format!("{}.log", log.process)))?;
-        let mut w = BufWriter::new(file);
-        for e in &log.events {
-            onepipe_check::write_event(&mut w, e)?;
-        }
-        w.flush()?;
-    }
-    Ok(())
-}
-
 pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     let config = config_from(&args)?;
-    let quiet = args.json;
+    let quiet = args.out.json;
     if !quiet {
         eprintln!(
             "onepipe demo: {} ({} switches, {} hosts), {} process(es) per host, {}-byte all-to-all broadcast, {} s per phase",
@@ -520,92 +263,16 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
     if let Some(dir) = &args.log_dir {
         write_logs(dir, &ordered).map_err(|e| format!("cannot write logs to {}: {e}", dir.display()))?;
     }
-    let report: Report = check_all(&ordered.logs);
-    let failure = ordered.failure.as_ref();
-    let failed: Vec<u32> = failure.map_or(Vec::new(), |f| f.failed_processes.iter().map(|p| p.0).collect());
-    // With failed processes, messages to and from them and aborted scatterings are not
-    // delivered on purpose: atomicity is the check then. With none (a link or a switch with
-    // a way around it), nothing may be lost.
-    let lost = if args.reliable && failed.is_empty() {
-        ordered.lost()
-    } else {
-        Vec::new()
-    };
-    let partial = if failure.is_some() {
-        onepipe_check::check_atomicity(&ordered.logs, &failed)
-    } else {
-        Vec::new()
-    };
-    let events_checked = ordered.logs.iter().map(|l| l.events.len()).sum();
-    let percentiles = |r: &PhaseResult| Percentiles {
-        p50: r.latency_us(0.5),
-        p99: r.latency_us(0.99),
-    };
-    let beacons = ordered.endpoint.beacons_sent + ordered.switch.beacons_sent;
-    let data_frames = ordered.endpoint.packets_sent + ordered.switch.forwarded;
-    let summary = Summary {
-        topology: config.topology.name.clone(),
-        processes: ordered.processes,
-        seconds: ordered.seconds,
-        message_bytes: config.message_bytes,
-        delivered: ordered.delivered,
-        messages_sent: ordered.messages_sent,
-        throughput_msgs_per_s: ordered.throughput_msgs_per_s(),
-        throughput_per_process_msgs_per_s: ordered.throughput_msgs_per_s() / ordered.processes as f64,
-        unordered_throughput_msgs_per_s: unordered.as_ref().map(|u| u.throughput_msgs_per_s()),
-        ordered_to_unordered_throughput_ratio: unordered
-            .as_ref()
-            .map(|u| ordered.throughput_msgs_per_s() / u.throughput_msgs_per_s().max(1.0)),
-        latency_us: percentiles(&ordered),
-        unordered_latency_us: unordered.as_ref().map(percentiles),
-        beacon_interval_us: beacon_interval(args.beacon_interval_us, args.runtime).as_micros_f64(),
-        promise_lead_us: config.promise_lead.map(|d| d.as_micros_f64()),
-        beacons_per_s: beacons as f64 / ordered.run_seconds,
-        promises_per_s: ordered.endpoint.promises_sent as f64 / ordered.run_seconds,
-        run_seconds: ordered.run_seconds,
-        beacon_share_of_frames: beacons as f64 / (beacons + data_frames).max(1) as f64,
-        skew_us: args.skew_us,
-        send_failures: ordered.send_failures,
-        late_drops: ordered.endpoint.late,
-        incomplete_drops: ordered.endpoint.incomplete,
-        reorder_full_drops: ordered.endpoint.reorder_full,
-        links_removed: ordered.switch.links_removed,
-        malformed: ordered.endpoint.malformed + ordered.switch.malformed,
-        reorder_bytes_peak: ordered.reorder_bytes_peak,
-        reorder_messages_peak: ordered.reorder_messages_peak,
-        events_checked,
-        service: if args.reliable { "reliable" } else { "best-effort" },
-        retransmissions: ordered.retransmissions,
-        retransmit_causes: args.reliable.then_some(RetransmitCauses {
-            timeouts: ordered.timeouts,
-            fast_retransmits: ordered.fast_retransmits,
-            spurious_timeouts: ordered.spurious_timeouts,
-        }),
-        link_drops: ordered.link_drops,
-        link_duplicates: ordered.link_duplicates,
-        link_reordered: ordered.link_reordered,
-        ecn_marked: ordered.ecn_marked,
-        udp: ordered.udp.clone(),
-        checks: AllChecks {
-            order: report.checks(),
-            no_loss: (args.reliable && failed.is_empty()).then_some(lost.is_empty()),
-            atomicity: failure.map(|_| partial.is_empty()),
-        },
-        failed_processes: failure.map(|_| failed.clone()),
-        detection_us: failure.and_then(|f| f.detection_us),
-        first_resume_us: failure.and_then(|f| f.first_resume_us),
-        resume_us: failure.and_then(|f| f.resume_us),
-        recovery_us: failure.and_then(|f| f.recovery_us),
-        aborted: failure.map(|f| f.aborted),
-        never_released: args.reliable.then_some(ordered.never_released),
-    };
-    if args.json {
+    let outcome = summarize(&config, args.skew_us, &ordered, unordered.as_ref());
+    let (summary, report, lost, partial) =
+        (&outcome.summary, &outcome.report, &outcome.lost, &outcome.partial);
+    if args.out.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&summary).expect("summary serializes")
         );
     } else {
-        print_summary(&summary, &report);
+        print_summary(summary, report);
         if let Some(first) = lost.first() {
             println!(
                 "{} losses (messages not delivered exactly once, scatterings never released); first: {first}",
@@ -619,7 +286,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode, String> {
             );
         }
     }
-    Ok(if report.ok() && lost.is_empty() && partial.is_empty() {
+    Ok(if outcome.ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

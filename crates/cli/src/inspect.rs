@@ -4,9 +4,10 @@
 
 #![allow(clippy::disallowed_methods)] // compares report times with the system clock
 
-use crate::fabric::status_dir;
+use crate::flags::JsonFlag;
 use clap::Args;
 use onepipe::status::{Skew, Stall, SwitchStatus, holding_back, skew};
+use onepipe::supervise::status_dir;
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
 use serde::Serialize;
@@ -23,14 +24,13 @@ pub struct InspectArgs {
     /// A barrier lagging its switch's clock by more than this counts as stalled
     #[arg(long, default_value_t = 100.0)]
     stall_ms: f64,
-    /// Print one JSON object instead of tables
-    #[arg(long)]
-    json: bool,
     /// Read `DIR/NAME.json` for each switch instead of what `onepipe up` started: the files
     /// that switches run by hand write with `onepipe switch --status-file` (across machines,
     /// collect them in one directory)
     #[arg(long, value_name = "DIR")]
     status_dir: Option<PathBuf>,
+    #[command(flatten)]
+    out: JsonFlag,
 }
 
 #[derive(Serialize)]
@@ -88,7 +88,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
         switches,
         not_reporting,
     };
-    if args.json {
+    if args.out.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&inspection).expect("serializable")

@@ -6,10 +6,8 @@ mod bench_recovery;
 mod cut;
 mod demo;
 mod fabric;
+mod flags;
 mod inspect;
-mod plot;
-mod ready;
-mod replica;
 mod sim;
 mod udp_limit;
 

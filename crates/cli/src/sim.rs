@@ -1,9 +1,9 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TopologyFlags};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe_fabric::Topology;
 use onepipe_sim::config::parse_time;
 use onepipe_sim::traffic::Pattern;
 use onepipe_sim::{Failure, SimConfig, SimReport};
@@ -49,9 +49,8 @@ pub struct FigureArgs {
     /// Directory for NAME.json and NAME.png
     #[arg(long, default_value = "figures")]
     out: PathBuf,
-    /// Print the JSON instead of a table
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -65,10 +64,12 @@ pub struct CampaignArgs {
     /// Worker threads (default: one per core)
     #[arg(long)]
     threads: Option<usize>,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: JsonFlag,
 }
+
+/// The simulator's `--dead-after-intervals`: the paper's 10.
+const DEAD_AFTER_INTERVALS: u32 = 10;
 
 fn time(s: &str) -> Result<Duration, String> {
     parse_time(s)
@@ -77,13 +78,8 @@ fn time(s: &str) -> Result<Duration, String> {
 /// One simulated run; times take a unit (ns, us, ms, s).
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
-    #[arg(long, default_value = "testbed")]
-    topology: String,
-    #[arg(long, default_value_t = 1)]
-    processes_per_host: u32,
+    #[command(flatten)]
+    fabric: TopologyFlags,
     #[arg(long, default_value = "3us", value_parser = time)]
     beacon_interval: Duration,
     /// Mean clock offset magnitude of a host (offsets uniform in ±2x this)
@@ -119,8 +115,6 @@ pub struct RunArgs {
     /// Send buffer of each process, in packets (best effort; reliable too if given)
     #[arg(long)]
     send_buffer_packets: Option<usize>,
-    #[arg(long, default_value_t = 10)]
-    dead_after_beacons: u32,
     /// Probability that a link loses a frame
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
@@ -143,8 +137,6 @@ pub struct RunArgs {
     /// Mean gap between a process's scatterings (Poisson); 0ns saturates
     #[arg(long, default_value = "20us", value_parser = time)]
     gap: Duration,
-    #[arg(long, default_value_t = 64)]
-    message_bytes: usize,
     /// Draw message sizes uniformly from --message-bytes up to this
     #[arg(long)]
     message_bytes_max: Option<usize>,
@@ -192,14 +184,19 @@ pub struct RunArgs {
     /// Stop with an error when the process uses more memory than this
     #[arg(long, default_value_t = 16 * 1024)]
     memory_mb_max: u64,
-    /// Print one JSON object instead of the summary
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    msg: MessageBytesFlag,
+    #[command(flatten)]
+    dead: DeadAfterFlag,
+    #[command(flatten)]
+    rng: SeedFlag,
+    #[command(flatten)]
+    output: JsonFlag,
 }
 
 impl RunArgs {
     pub fn config(&self) -> Result<SimConfig, String> {
-        let topology = Topology::preset(&self.topology).map_err(|e| e.to_string())?;
+        let topology = self.fabric.load()?;
         for (name, v) in [
             ("drift-ppm", self.drift_ppm),
             ("link-gbps", self.link_gbps),
@@ -210,9 +207,9 @@ impl RunArgs {
             }
         }
         Ok(SimConfig {
-            seed: self.seed,
+            seed: self.rng.seed,
             topology,
-            processes_per_host: self.processes_per_host,
+            processes_per_host: self.fabric.processes_per_host,
             beacon_interval: self.beacon_interval,
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
@@ -237,7 +234,7 @@ impl RunArgs {
                 }),
                 ..onepipe_sim::config::microsecond_reliable()
             },
-            dead_after_intervals: self.dead_after_beacons,
+            dead_after_intervals: self.dead.dead_after_intervals.unwrap_or(DEAD_AFTER_INTERVALS),
             loss: self.loss,
             duplicate: self.dup,
             reorder: self.reorder,
@@ -245,8 +242,8 @@ impl RunArgs {
             failures: self.failures.clone(),
             pattern: self.pattern,
             gap: self.gap,
-            message_bytes_min: self.message_bytes,
-            message_bytes_max: self.message_bytes_max.unwrap_or(self.message_bytes),
+            message_bytes_min: self.msg.message_bytes,
+            message_bytes_max: self.message_bytes_max.unwrap_or(self.msg.message_bytes),
             reliable: self.reliable,
             controller: self.controller,
             control_delay: self.control_delay,
@@ -293,7 +290,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
         return Err("--points must be positive numbers".into());
     }
     let counts = || points.iter().map(|&p| p.round() as u32).collect::<Vec<u32>>();
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     let runs_per_point = match name {
         "fig8" => 6,
         "fig9a" | "fig9b" => 3,
@@ -322,8 +319,8 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     let json_path = args.out.join(format!("{name}.json"));
     std::fs::write(&json_path, &json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     let png_path = args.out.join(format!("{name}.png"));
-    crate::plot::write_png(&fig.plots, &png_path)?;
-    if args.json {
+    onepipe_bench::plot::write_png(&fig.plots, &png_path)?;
+    if args.output.json {
         println!("{json}");
     } else {
         println!(
@@ -368,7 +365,7 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     bar.set_length(args.seeds);
     bar.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
@@ -386,7 +383,7 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         bar.inc(1);
     });
     bar.finish_and_clear();
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         for r in &report.runs {
@@ -440,13 +437,13 @@ pub fn progress_bar(hidden: bool) -> ProgressBar {
 
 fn run_one(args: &RunArgs) -> Result<ExitCode, String> {
     let config = args.config()?;
-    let bar = progress_bar(args.json);
+    let bar = progress_bar(args.output.json);
     let report = onepipe_sim::run(&config, &mut |t, end| {
         bar.set_position(1000 * t.as_nanos().min(end.as_nanos()) / end.as_nanos().max(1));
     })
     .map_err(|e| format!("{e} (seed={})", config.seed))?;
     bar.finish_and_clear();
-    if args.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
     } else {
         print_summary(&report);

@@ -8,6 +8,8 @@
 //! - [`Election`]: when to grant, renew and revoke the lease and when to campaign, sans-IO;
 //!   [`Replica`] runs it against etcd.
 //! - [`group`]: who leads a group, and clearing its log (for `onepipe up`).
+//! - [`replica_loop`]: one controller replica as `onepipe controller` runs it: stands by, then
+//!   serves as the controller while it leads.
 //! - [`Client`]: the few calls of etcd's v3 JSON gateway (`/v3/kv/*`, `/v3/lease/*`) over
 //!   plain HTTP, each with a timeout. The gateway, not gRPC, so that building needs no
 //!   `protoc`.
@@ -22,6 +24,7 @@ pub mod election;
 pub mod gateway;
 pub mod group;
 mod replica;
+pub mod replica_loop;
 mod store;
 
 pub use client::{Client, EtcdError, Lease};

@@ -16,7 +16,7 @@
 
 #![allow(clippy::disallowed_methods)] // application-facing blocking calls wait on real time
 
-use crate::host::{App, AppLink, Command};
+use crate::host::{AppLink, Command};
 use crate::system::{self, Member, SystemConfig, SystemError};
 use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_proto::endpoint::{Delivery, EndpointConfig, SendError, SendFailure};
@@ -87,7 +87,7 @@ pub enum TakeError {
 
 /// A running system: switches and endpoints on the inproc runtime.
 pub struct OnePipe {
-    runtime: Option<Runtime<Member>>,
+    runtime: Option<Runtime<Member<AppLink>>>,
     handles: Vec<Option<Process>>,
 }
 
@@ -189,14 +189,14 @@ pub(crate) fn link(
     limits: &HandleLimits,
     clock: Clock,
     offset_ns: i64,
-) -> (App, Process) {
+) -> (AppLink, Process) {
     let (cmd_tx, cmd_rx) = RingBuffer::new(limits.send_queue_max);
     let (del_tx, del_rx) = RingBuffer::new(limits.recv_queue_max);
     let (rel_tx, rel_rx) = RingBuffer::new(limits.recv_queue_max);
     let delivered_ts = Arc::new(AtomicU64::new(0));
     // Silence counts from now: a fabric that never answers is lost as one that stops.
     let heard_ns = Arc::new(AtomicU64::new(clock.now().as_nanos()));
-    let app = App::Link(Box::new(AppLink {
+    let app = AppLink {
         commands: cmd_rx,
         deliveries: del_tx,
         reliable_deliveries: rel_tx,
@@ -205,7 +205,7 @@ pub(crate) fn link(
         delivered_ts: delivered_ts.clone(),
         heard_ns: heard_ns.clone(),
         refused: 0,
-    }));
+    };
     let process = Process {
         id,
         process_count,

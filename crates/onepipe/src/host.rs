@@ -1,8 +1,8 @@
-//! A process in a runtime: the [`Endpoint`] state machine plus what drives it, either an
-//! in-worker workload (the demo's all-to-all broadcast) or a link to an application thread
-//! holding a [`crate::api::Process`] handle.
+//! A process in a runtime: the [`Endpoint`] state machine plus the [`Application`] that drives
+//! it, either a link to an application thread holding a [`crate::api::Process`] handle
+//! ([`AppLink`]) or a workload running inside the worker (the demo's all-to-all broadcast, in
+//! onepipe-bench).
 
-use crate::workload::Broadcast;
 use onepipe_fabric::{Node, PortId, Route};
 use onepipe_proto::endpoint::{Delivery, Endpoint, SendFailure};
 use onepipe_wire::Instant;
@@ -36,161 +36,152 @@ pub struct AppLink {
     pub refused: u64,
 }
 
-pub enum App {
-    Workload(Box<Broadcast>),
-    Link(Box<AppLink>),
+/// What drives an endpoint inside its worker: the application side of a [`HostNode`].
+///
+/// The runtime calls these on every visit of the node (per frame, per transmit opportunity,
+/// per timer), so [`HostNode`] is generic over it rather than boxing it: static dispatch on
+/// the hot path. [`AppLink`] implements it for an application thread holding a
+/// [`crate::api::Process`]; a workload may implement it to run inside the worker itself.
+pub trait Application: Send + 'static {
+    /// Takes from `endpoint` the deliveries, releases and send failures waiting for the
+    /// application, as far as it has room.
+    fn drain(&mut self, now: Instant, endpoint: &mut Endpoint);
+
+    /// Queues new scatterings on `endpoint` while its send buffer has room.
+    fn refill(&mut self, now: Instant, endpoint: &mut Endpoint);
+
+    /// Paper Table 1's process-failure callback: `process` failed at timestamp `ts`, as the
+    /// controller announced. Called once per failure.
+    fn on_process_failure(&mut self, process: u32, ts: Instant);
+
+    /// The endpoint took a valid frame from its switch at `now`.
+    fn on_heard(&mut self, _now: Instant) {}
+
+    /// The runtime finished a visit of the node at `now` (after [`Endpoint::end_visit`]).
+    fn on_end_visit(&mut self, _now: Instant, _endpoint: &mut Endpoint) {}
 }
 
-pub struct HostNode {
+pub struct HostNode<A> {
     pub endpoint: Endpoint,
-    pub app: App,
+    pub app: A,
 }
 
-impl HostNode {
+impl<A: Application> HostNode<A> {
     /// Hands each process failure the controller announced to the application, once.
     pub fn on_process_failures(&mut self) {
         while let Some((process, ts)) = self.endpoint.poll_process_failure() {
-            match &mut self.app {
-                App::Workload(w) => w.on_process_failure(process),
-                App::Link(link) => {
-                    if let Some(cb) = link.on_process_failure.as_mut() {
-                        cb(process, ts);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Hands deliveries and failures to the application, as far as it has room.
-    fn drain(&mut self, now: Instant) {
-        match &mut self.app {
-            App::Workload(w) => {
-                // Sends logged before the deliveries that follow them in program order.
-                w.on_released(&mut self.endpoint);
-                if w.is_reliable() {
-                    w.on_acked(now, self.endpoint.reliable_sender().counters().packets_acked);
-                    while self
-                        .endpoint
-                        .poll_deliver_reliable_with(|ts, src, id, payload| {
-                            w.on_deliver(now, ts, src, id, payload)
-                        })
-                        .is_some()
-                    {}
-                } else {
-                    while self
-                        .endpoint
-                        .poll_deliver_with(|ts, src, id, payload| w.on_deliver(now, ts, src, id, payload))
-                        .is_some()
-                    {}
-                }
-                while let Some(f) = self.endpoint.poll_failure() {
-                    w.on_failure(f);
-                }
-            }
-            App::Link(link) => {
-                while link.deliveries.slots() > 0 {
-                    let Some(d) = self.endpoint.poll_deliver() else {
-                        break;
-                    };
-                    link.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
-                    // Room was checked; the handle may have gone, which only drops the message.
-                    let _ = link.deliveries.push(d);
-                }
-                while link.reliable_deliveries.slots() > 0 {
-                    let Some(d) = self.endpoint.poll_deliver_reliable() else {
-                        break;
-                    };
-                    link.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
-                    let _ = link.reliable_deliveries.push(d);
-                }
-                // Nothing logs releases for linked applications.
-                while self.endpoint.poll_released().is_some() {}
-                while let Some(f) = self.endpoint.poll_failure() {
-                    if let Some(cb) = link.on_failure.as_mut() {
-                        cb(f);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Lets the application queue new scatterings while the send buffer has room.
-    fn refill(&mut self, now: Instant) {
-        match &mut self.app {
-            App::Workload(w) => w.refill(now, &mut self.endpoint),
-            App::Link(link) => {
-                while let Ok(cmd) = link.commands.peek() {
-                    // The handle refuses scatterings larger than the whole buffer, so these
-                    // waits always end.
-                    let ep = &self.endpoint;
-                    let full = match cmd {
-                        Command::Send(msgs) => {
-                            msgs.iter().map(|(_, m)| ep.packets_for(m.len())).sum::<usize>()
-                                > ep.send_room_packets()
-                        }
-                        Command::SendReliable(msgs) => {
-                            msgs.iter()
-                                .map(|(_, m)| ep.reliable_packets_for(m.len()))
-                                .sum::<usize>()
-                                > ep.reliable_room_packets()
-                        }
-                        Command::OnSendFailure(_) | Command::OnProcessFailure(_) => false,
-                    };
-                    if full {
-                        break;
-                    }
-                    match link.commands.pop() {
-                        Ok(Command::Send(msgs)) => {
-                            let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
-                            if self.endpoint.send_unreliable(now, &scatter).is_err() {
-                                link.refused += 1;
-                            }
-                        }
-                        Ok(Command::SendReliable(msgs)) => {
-                            let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
-                            if self.endpoint.send_reliable(now, &scatter).is_err() {
-                                link.refused += 1;
-                            }
-                        }
-                        Ok(Command::OnSendFailure(cb)) => link.on_failure = Some(cb),
-                        Ok(Command::OnProcessFailure(cb)) => link.on_process_failure = Some(cb),
-                        Err(_) => break,
-                    }
-                }
-            }
+            self.app.on_process_failure(process, ts);
         }
     }
 }
 
-impl Node for HostNode {
+impl Application for AppLink {
+    fn drain(&mut self, _now: Instant, endpoint: &mut Endpoint) {
+        while self.deliveries.slots() > 0 {
+            let Some(d) = endpoint.poll_deliver() else {
+                break;
+            };
+            self.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
+            // Room was checked; the handle may have gone, which only drops the message.
+            let _ = self.deliveries.push(d);
+        }
+        while self.reliable_deliveries.slots() > 0 {
+            let Some(d) = endpoint.poll_deliver_reliable() else {
+                break;
+            };
+            self.delivered_ts.fetch_max(d.ts.as_nanos(), Ordering::Relaxed);
+            let _ = self.reliable_deliveries.push(d);
+        }
+        // Nothing logs releases for linked applications.
+        while endpoint.poll_released().is_some() {}
+        while let Some(f) = endpoint.poll_failure() {
+            if let Some(cb) = self.on_failure.as_mut() {
+                cb(f);
+            }
+        }
+    }
+
+    fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        while let Ok(cmd) = self.commands.peek() {
+            // The handle refuses scatterings larger than the whole buffer, so these
+            // waits always end.
+            let ep = &*endpoint;
+            let full = match cmd {
+                Command::Send(msgs) => {
+                    msgs.iter().map(|(_, m)| ep.packets_for(m.len())).sum::<usize>() > ep.send_room_packets()
+                }
+                Command::SendReliable(msgs) => {
+                    msgs.iter()
+                        .map(|(_, m)| ep.reliable_packets_for(m.len()))
+                        .sum::<usize>()
+                        > ep.reliable_room_packets()
+                }
+                Command::OnSendFailure(_) | Command::OnProcessFailure(_) => false,
+            };
+            if full {
+                break;
+            }
+            match self.commands.pop() {
+                Ok(Command::Send(msgs)) => {
+                    let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
+                    if endpoint.send_unreliable(now, &scatter).is_err() {
+                        self.refused += 1;
+                    }
+                }
+                Ok(Command::SendReliable(msgs)) => {
+                    let scatter: Vec<(u32, &[u8])> = msgs.iter().map(|(d, m)| (*d, &m[..])).collect();
+                    if endpoint.send_reliable(now, &scatter).is_err() {
+                        self.refused += 1;
+                    }
+                }
+                Ok(Command::OnSendFailure(cb)) => self.on_failure = Some(cb),
+                Ok(Command::OnProcessFailure(cb)) => self.on_process_failure = Some(cb),
+                Err(_) => break,
+            }
+        }
+    }
+
+    fn on_process_failure(&mut self, process: u32, ts: Instant) {
+        if let Some(cb) = self.on_process_failure.as_mut() {
+            cb(process, ts);
+        }
+    }
+
+    fn on_heard(&mut self, now: Instant) {
+        self.heard_ns.store(now.as_nanos(), Ordering::Relaxed);
+    }
+
+    fn on_end_visit(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        if endpoint.config().promise_lead.is_some() {
+            let floor = endpoint.timestamp(now).as_nanos();
+            self.delivered_ts
+                .fetch_max(floor.saturating_sub(1), Ordering::Relaxed);
+        }
+    }
+}
+
+impl<A: Application> Node for HostNode<A> {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
 
     fn handle_frame(&mut self, now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
         // Malformed frames are counted by the endpoint and dropped.
-        let valid = self.endpoint.handle_frame(now, frame).is_ok();
-        if let (true, App::Link(link)) = (valid, &self.app) {
-            link.heard_ns.store(now.as_nanos(), Ordering::Relaxed);
+        if self.endpoint.handle_frame(now, frame).is_ok() {
+            self.app.on_heard(now);
         }
-        self.drain(now);
+        self.app.drain(now, &mut self.endpoint);
     }
 
     fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
-        self.drain(now);
-        self.refill(now);
+        self.app.drain(now, &mut self.endpoint);
+        self.app.refill(now, &mut self.endpoint);
         self.endpoint.poll_transmit(now, buf)
     }
 
     fn end_visit(&mut self, now: Instant) -> usize {
         let closing = self.endpoint.end_visit(now);
-        if let App::Link(link) = &self.app
-            && self.endpoint.config().promise_lead.is_some()
-        {
-            let floor = self.endpoint.timestamp(now).as_nanos();
-            link.delivered_ts
-                .fetch_max(floor.saturating_sub(1), Ordering::Relaxed);
-        }
+        self.app.on_end_visit(now, &mut self.endpoint);
         closing
     }
 
@@ -200,6 +191,6 @@ impl Node for HostNode {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
-        self.drain(now);
+        self.app.drain(now, &mut self.endpoint);
     }
 }

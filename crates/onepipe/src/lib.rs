@@ -5,21 +5,19 @@
 //! runs them for an application:
 //! - [`api`]: the paper's Table 1 API over the inproc runtime, and over udp through [`udp::join`].
 //! - [`control`]: the management plane between the controller and every node.
-//! - [`demo`]: the all-to-all broadcast run behind `onepipe demo`.
+//! - [`host`]: a process in a runtime, its endpoint driven by an [`host::Application`].
 
 pub mod api;
 pub mod control;
 mod control_forward;
 pub mod control_msg;
 pub mod control_node;
-pub mod demo;
-mod demo_drain;
 pub mod file_store;
 pub mod host;
 pub mod status;
+pub mod supervise;
 pub mod system;
 pub mod udp;
-pub mod workload;
 
 pub use api::FabricLost;
 pub use onepipe_proto::endpoint::{Delivery, FailureReason, ProcessFailureError, SendError, SendFailure};

@@ -2,7 +2,7 @@
 //! one [`HostNode`] per process, wired as the topology says.
 
 use crate::control::{ChannelPort, Managed};
-use crate::host::{App, HostNode};
+use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
 use onepipe_proto::switch::{Switch, SwitchConfig};
@@ -11,7 +11,7 @@ use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system: switches on the left, processes on the right, each with its
 /// channel to the controller when there is one.
-pub type Member = Managed<Either<Box<Switch>, Box<HostNode>>>;
+pub type Member<A> = Managed<Either<Box<Switch>, Box<HostNode<A>>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -39,26 +39,26 @@ pub fn node_of_process(wiring: &Wiring, p: u32) -> usize {
 
 /// Builds nodes and links and starts the runtime. `apps[p]` drives process `p`;
 /// `clock_offsets_ns[p]` is its skew.
-pub fn start(
+pub fn start<A: Application>(
     wiring: &Wiring,
     config: &SystemConfig,
-    apps: Vec<App>,
+    apps: Vec<A>,
     clock_offsets_ns: &[i64],
     clock: Clock,
-) -> Result<Runtime<Member>, SystemError> {
+) -> Result<Runtime<Member<A>>, SystemError> {
     start_managed(wiring, config, apps, clock_offsets_ns, clock, None)
 }
 
 /// [`start`], with every node connected to a controller when `control` gives their ports
 /// ([`crate::control::ControlPlane::start`]).
-pub fn start_managed(
+pub fn start_managed<A: Application>(
     wiring: &Wiring,
     config: &SystemConfig,
-    apps: Vec<App>,
+    apps: Vec<A>,
     clock_offsets_ns: &[i64],
     clock: Clock,
     control: Option<Vec<ChannelPort>>,
-) -> Result<Runtime<Member>, SystemError> {
+) -> Result<Runtime<Member<A>>, SystemError> {
     let mut nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
     if let Some(ports) = control {
         attach(&mut nodes, ports);
@@ -70,13 +70,13 @@ pub fn start_managed(
 
 /// Every node of the system, switches first (as [`Wiring::node_of_process`] numbers them),
 /// whatever runtime drives them.
-pub fn build(
+pub fn build<A: Application>(
     wiring: &Wiring,
     config: &SystemConfig,
-    apps: Vec<App>,
+    apps: Vec<A>,
     clock_offsets_ns: &[i64],
     now: Instant,
-) -> Result<Vec<Member>, RoutingError> {
+) -> Result<Vec<Member<A>>, RoutingError> {
     assert_eq!(apps.len(), wiring.process_count(), "one app per process");
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
@@ -113,7 +113,7 @@ pub fn build(
 
 /// Connects every node to the controller: `ports` as [`crate::control::ControlPlane::start`]
 /// gives them, in node order.
-pub fn attach(nodes: &mut [Member], ports: Vec<ChannelPort>) {
+pub fn attach<A>(nodes: &mut [Member<A>], ports: Vec<ChannelPort>) {
     for (n, p) in nodes.iter_mut().zip(ports) {
         n.control = Some(p);
     }

@@ -20,7 +20,7 @@
 
 use crate::api::{HandleLimits, Process, StopOnDrop, link};
 use crate::control_node::{ControlEvent, ControllerNode, Mgmt, RouteCache, mgmt_port};
-use crate::host::{App, HostNode};
+use crate::host::{Application, HostNode};
 pub use crate::status::{LinkStatus, PROCESS_PEER, Skew, SwitchStatus, skew};
 use crate::system::{Member, SystemConfig};
 use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing};
@@ -424,17 +424,17 @@ pub fn run_controller<S: Store + Send>(
 }
 
 /// A whole topology over UDP inside this OS process (see [`onepipe_runtime::udp::local`]).
-pub type LocalFabric = onepipe_runtime::udp::local::LocalFabric<Member>;
+pub type LocalFabric<A> = onepipe_runtime::udp::local::LocalFabric<Member<A>>;
 
 /// Starts 1Pipe's switches and endpoints (running `apps`) as a [`LocalFabric`].
-pub fn start_local(
+pub fn start_local<A: Application>(
     wiring: &Wiring,
     config: &SystemConfig,
     udp: &UdpConfig,
-    apps: Vec<App>,
+    apps: Vec<A>,
     clock_offsets_ns: &[i64],
     clock: Clock,
-) -> Result<LocalFabric, UdpSystemError> {
+) -> Result<LocalFabric<A>, UdpSystemError> {
     let nodes = crate::system::build(wiring, config, apps, clock_offsets_ns, clock.now())?;
     LocalFabric::start(wiring, nodes, udp, clock).map_err(|e| match e {
         LocalError::Plan(e) => UdpSystemError::Plan(e),

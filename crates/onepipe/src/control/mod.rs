@@ -9,7 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // the controller thread waits on real time
 
-use crate::host::HostNode;
+use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
@@ -321,7 +321,7 @@ impl Manage for Switch {
     }
 }
 
-impl Manage for HostNode {
+impl<A: Application> Manage for HostNode<A> {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
         port.exchange_endpoint(now, &mut self.endpoint);
         self.on_process_failures();

@@ -2,7 +2,7 @@
 //! the baselines use theirs): a process never has more of its own broadcasts undelivered back
 //! to itself than the window, and the run stays correct.
 
-use onepipe::demo::{DemoConfig, PhaseResult, run_phase};
+use onepipe_bench::demo::{DemoConfig, PhaseResult, run_phase};
 use onepipe_check::{Event, check_all};
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;

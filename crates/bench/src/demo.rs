@@ -4,13 +4,12 @@
 
 #![allow(clippy::disallowed_methods)] // the demo drives real time: it sleeps between progress reports
 
-use crate::control::ControlPlane;
 use crate::demo_drain::{Achieved, DrainWatch};
-use crate::host::App;
-use crate::system::{self, SystemConfig, SystemError};
-use crate::udp::{LocalFabric, start_local};
 use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
+use onepipe::control::ControlPlane;
+use onepipe::system::{self, SystemConfig, SystemError};
+use onepipe::udp::{LocalFabric, start_local};
 use onepipe_check::{ProcessLog, check_no_loss};
 use onepipe_fabric::Either;
 use onepipe_fabric::{Topology, Wiring, WiringError};
@@ -155,7 +154,7 @@ pub enum DemoError {
     #[error(transparent)]
     System(#[from] SystemError),
     #[error(transparent)]
-    Udp(#[from] crate::udp::UdpSystemError),
+    Udp(#[from] onepipe::udp::UdpSystemError),
     #[error("message size must be between 8 and {max} bytes (it carries an 8-byte send time)")]
     MessageSize { max: usize },
     #[error("{0} must be positive")]
@@ -243,8 +242,8 @@ impl PhaseResult {
 }
 
 enum PhaseRuntime {
-    Inproc(onepipe_runtime::inproc::Runtime<crate::system::Member>),
-    Udp(LocalFabric),
+    Inproc(onepipe_runtime::inproc::Runtime<onepipe::system::Member<Broadcast>>),
+    Udp(LocalFabric<Broadcast>),
 }
 
 /// Largest demo message (the endpoint's default limit).
@@ -338,7 +337,7 @@ pub fn run_phase(
         reliable_buffer_broadcasts(config.udp.is_some()) * endpoint.send_buffer_packets_max;
     endpoint.fit_recv_window_to(config.message_bytes);
     if config.udp.is_some() {
-        endpoint.reliable.rto_min = crate::udp::RTO_MIN;
+        endpoint.reliable.rto_min = onepipe::udp::RTO_MIN;
     }
     let system_config = SystemConfig {
         switch: SwitchConfig {
@@ -396,7 +395,7 @@ pub fn run_phase(
                 progress_counts.clone(),
             );
             w.watch_failure(failure_at_ns.clone());
-            App::Workload(Box::new(w))
+            w
         })
         .collect();
     let (control, ports) = if injections.is_empty() {
@@ -567,20 +566,18 @@ pub fn run_phase(
                 result.reliable_prepared_bytes_peak = result
                     .reliable_prepared_bytes_peak
                     .max(ep.prepared().bytes_peak());
-                if let App::Workload(w) = h.app {
-                    let w = *w;
-                    result.delivered += w.delivered;
-                    result.delivered_in_window += w.delivered_in_window;
-                    result.send_failures += w.send_failures;
-                    result.never_released += w.never_released();
-                    aborted += w.aborted;
-                    past_failure.push((w.process(), w.delivered_past_failure_at));
-                    result.latency_ns.add(&w.latency_ns).expect("same bounds");
-                    result.logs.push(ProcessLog {
-                        process: w.process(),
-                        events: w.events,
-                    });
-                }
+                let w = h.app;
+                result.delivered += w.delivered;
+                result.delivered_in_window += w.delivered_in_window;
+                result.send_failures += w.send_failures;
+                result.never_released += w.never_released();
+                aborted += w.aborted;
+                past_failure.push((w.process(), w.delivered_past_failure_at));
+                result.latency_ns.add(&w.latency_ns).expect("same bounds");
+                result.logs.push(ProcessLog {
+                    process: w.process(),
+                    events: w.events,
+                });
             }
         }
     }
@@ -620,6 +617,68 @@ enum Fault {
     Node(usize),
     /// A link's output at (node, port).
     Link(usize, onepipe_fabric::PortId),
+}
+
+/// `--fail TARGET@TIME` against the topology.
+pub fn parse_failure(spec: &str, topology: &Topology) -> Result<PlannedFailure, String> {
+    let (what, when) = spec
+        .split_once('@')
+        .ok_or_else(|| format!("--fail `{spec}`: expected TARGET@TIME, like host:5@1s"))?;
+    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    let switch = |name: &str| -> Result<usize, String> {
+        let by_layer = |layer: u8, n: &str| {
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: `{n}` is not a number"))?;
+            let mut of_layer = (0..topology.switches.len()).filter(|&s| topology.switches[s].layer == layer);
+            of_layer
+                .nth(n)
+                .ok_or_else(|| format!("--fail `{spec}`: the topology has no {name}"))
+        };
+        match name.split_once(':') {
+            Some(("tor", n)) => by_layer(1, n),
+            Some(("spine", n)) => by_layer(2, n),
+            Some(("core", n)) => by_layer(3, n),
+            _ => topology
+                .switches
+                .iter()
+                .position(|s| s.name == name)
+                .ok_or_else(|| {
+                    format!(
+                        "--fail `{spec}`: no switch named `{name}` ({})",
+                        topology.switch_names_hint()
+                    )
+                }),
+        }
+    };
+    let target = match what.split_once(':') {
+        Some(("host", h)) => {
+            let h: usize = h
+                .parse()
+                .map_err(|_| format!("--fail `{spec}`: host:H takes a host number"))?;
+            if h >= topology.hosts.len() {
+                return Err(format!(
+                    "--fail `{spec}`: the topology has {} hosts",
+                    topology.hosts.len()
+                ));
+            }
+            FailTarget::Host(h)
+        }
+        Some(("switch", name)) => FailTarget::Switch(switch(name)?),
+        Some(("link", ends)) => {
+            let (a, b) = ends
+                .split_once('-')
+                .ok_or_else(|| format!("--fail `{spec}`: a link is named A-B"))?;
+            FailTarget::Link(switch(a)?, switch(b)?)
+        }
+        Some(("tor" | "spine" | "core", _)) => FailTarget::Switch(switch(what)?),
+        _ => {
+            return Err(format!(
+                "--fail `{spec}`: expected host:H, tor:N, spine:N, core:N, switch:NAME or link:A-B"
+            ));
+        }
+    };
+    Ok(PlannedFailure { target, at })
 }
 
 fn fault_targets(wiring: &Wiring, target: &FailTarget) -> Result<Vec<Fault>, DemoError> {

@@ -1,5 +1,5 @@
-//! `onepipe controller` on etcd: one of several controller replicas (issue 6, docs/failures.md
-//! "Controller replicas"). A replica stands by, touching nothing but etcd, until it wins the
+//! The controller on etcd (`onepipe controller` with etcd): one of several controller
+//! replicas (issue 6, docs/failures.md "Controller replicas"). A replica stands by, touching nothing but etcd, until it wins the
 //! lease-based election; then it binds the controller's address, replays the log from etcd and
 //! runs the controller exactly as the file-log one does. It stops acting the moment it may no
 //! longer lead, and exits with an error, so that two replicas never act at once.
@@ -8,15 +8,13 @@
 // at etcd.
 #![allow(clippy::disallowed_methods)]
 
-use crate::fabric::{Res, serve};
-use clap::Args;
+use crate::{Client, ElectionConfig, EtcdStore, Leadership, Replica, group};
+use onepipe::supervise::{Note, Res, Say, controller_prefix, serve};
 use onepipe::udp::{UdpOptions, UdpSystemError};
-use onepipe_etcd::{Client, ElectionConfig, EtcdStore, Leadership, Replica, group};
 use onepipe_fabric::Topology;
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::controller::store::StoreError;
 use std::net::{SocketAddr, UdpSocket};
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,29 +27,8 @@ const BIND_FOR: Duration = Duration::from_secs(3);
 /// The longest a standby or the lease keeper sleeps between looks at the stop flag.
 const NAP: Duration = Duration::from_millis(20);
 
-#[derive(Args, Clone, Debug)]
-pub struct ReplicaArgs {
-    /// Keep the log in etcd at URL (http://HOST:PORT) and run as one controller replica: it
-    /// stands by until it wins the election, then acts as the controller. Default: the
-    /// topology's `[controller] etcd`
-    #[arg(long, value_name = "URL", conflicts_with = "log")]
-    pub etcd: Option<String>,
-    /// This replica's name in the election (default: HOSTNAME-PID)
-    #[arg(long, value_name = "NAME")]
-    pub replica: Option<String>,
-    /// Lease TTL: a standby takes over one to one and a third TTLs after the active replica
-    /// stops renewing its lease (etcd raises a TTL under its minimum, 2 s by default)
-    #[arg(long, default_value_t = DEFAULT_LEASE_TTL_SECS)]
-    pub lease_ttl_secs: u64,
-}
-
 pub const DEFAULT_LEASE_TTL_SECS: u64 = 2;
 pub const LEASE_TTL_SECS_MAX: u64 = 3_600;
-
-/// Where in etcd the replicas of `topology`'s controller keep their log and leader key.
-pub fn prefix(topology: &Topology) -> String {
-    format!("/onepipe/{}/controller", topology.name)
-}
 
 /// A client for `url`, with errors that say what it is for.
 pub fn client(url: &str) -> Res<Client> {
@@ -60,9 +37,9 @@ pub fn client(url: &str) -> Res<Client> {
 
 /// Before `onepipe up` starts replicas on a fresh fabric: etcd answers, no replica of an
 /// earlier run still leads, and that run's log is gone (its failures are not this fabric's).
-pub fn prepare_group(url: &str, topology: &Topology) -> Res<()> {
+pub fn prepare_group(url: &str, topology: &Topology, say: Say) -> Res<()> {
     let client = client(url)?;
-    let prefix = prefix(topology);
+    let prefix = controller_prefix(topology);
     let leader = group::leader(&client, &prefix)
         .map_err(|e| format!("cannot use etcd for the controller of `{}`: {e}", topology.name))?;
     if let Some(id) = leader {
@@ -75,16 +52,20 @@ pub fn prepare_group(url: &str, topology: &Topology) -> Res<()> {
     }
     let deleted = group::delete_log(&client, &prefix).map_err(|e| e.to_string())?;
     if deleted > 0 {
-        eprintln!("deleted the controller log of an earlier run ({deleted} records under {prefix})");
+        say(Note::Err(format!(
+            "deleted the controller log of an earlier run ({deleted} records under {prefix})"
+        )));
     }
     Ok(())
 }
 
 /// After `onepipe up` stopped every replica: their log goes with the fabric.
-pub fn forget_group(url: &str, topology: &Topology) {
-    let prefix = prefix(topology);
+pub fn forget_group(url: &str, topology: &Topology, say: Say) {
+    let prefix = controller_prefix(topology);
     if let Err(e) = client(url).and_then(|c| group::delete_log(&c, &prefix).map_err(Into::into)) {
-        eprintln!("could not delete the controller's log under {prefix}: {e}");
+        say(Note::Err(format!(
+            "could not delete the controller's log under {prefix}: {e}"
+        )));
     }
 }
 
@@ -100,43 +81,46 @@ fn default_name() -> String {
 
 /// Runs one replica until `stop`: stands by, leads once elected, and returns an error if it
 /// stopped leading other than by being told to stop.
+/// `name` is the replica's name in the election (default: HOSTNAME-PID).
 pub fn run(
-    args: &ReplicaArgs,
+    name: Option<String>,
+    lease_ttl_secs: u64,
     url: &str,
     options: &UdpOptions,
     config: ControllerConfig,
     stop: &Arc<AtomicBool>,
-) -> Res<ExitCode> {
-    if !(1..=LEASE_TTL_SECS_MAX).contains(&args.lease_ttl_secs) {
+    say: Say,
+) -> Res<()> {
+    if !(1..=LEASE_TTL_SECS_MAX).contains(&lease_ttl_secs) {
         return Err(format!("--lease-ttl-secs must be between 1 and {LEASE_TTL_SECS_MAX}").into());
     }
-    let name = args.replica.clone().unwrap_or_else(default_name);
+    let name = name.unwrap_or_else(default_name);
     if name.trim().is_empty() {
         return Err("--replica must name the replica".into());
     }
     let wiring = onepipe_fabric::Wiring::new(options.topology.clone(), options.processes_per_host)?;
     let plan = onepipe_runtime::udp::plan::AddressPlan::new(&wiring)?;
     let addr = plan.controller.ok_or(UdpSystemError::NoController)?;
-    let prefix = prefix(&options.topology);
+    let prefix = controller_prefix(&options.topology);
     let client = client(url)?;
-    let election = ElectionConfig::with_ttl_secs(args.lease_ttl_secs);
+    let election = ElectionConfig::with_ttl_secs(lease_ttl_secs);
     let mut replica = Replica::new(client, &prefix, &name, election);
     // The first calls fail fast: a wrong URL is an error, not a standby waiting forever.
     replica
         .step()
         .map_err(|e| format!("replica {name}: cannot join the election: {e}"))?;
     let standing_by = Instant::now();
-    if !stand_by(&mut replica, stop) {
+    if !stand_by(&mut replica, stop, say) {
         let _ = replica.resign();
-        println!("replica {name}: stopped while standing by");
-        return Ok(ExitCode::SUCCESS);
+        say(Note::Out(format!("replica {name}: stopped while standing by")));
+        return Ok(());
     }
     let term = replica.leadership().expect("stand_by returns once leading");
-    println!(
+    say(Note::Out(format!(
         "replica {name}: leads (etcd term {}) after standing by {:.2} s; binding {addr}",
         term.revision,
         standing_by.elapsed().as_secs_f64()
-    );
+    )));
     if let Err(e) = bind_when_free(addr, stop) {
         let _ = replica.resign();
         return Err(format!("replica {name}: {e}; resigned so that another replica may lead").into());
@@ -152,13 +136,13 @@ pub fn run(
     let lost = Arc::new(Mutex::new(None));
     let keeper = {
         let (stop, halt, lost) = (stop.clone(), halt.clone(), lost.clone());
-        std::thread::spawn(move || keep_leading(replica, term, &stop, &halt, &lost))
+        std::thread::spawn(move || keep_leading(replica, term, &stop, &halt, &lost, say))
     };
     let log = format!(
         "in etcd at {url} under {prefix} (replica {name}, term {})",
         term.revision
     );
-    let served = serve(options, config, store, &halt, &log);
+    let served = serve(options, config, store, &halt, &log, say);
     halt.store(true, Ordering::Relaxed);
     let mut replica = keeper.join().map_err(|_| "the lease keeper panicked")?;
     let lost = lost.lock().expect("the keeper has ended").take();
@@ -173,15 +157,15 @@ pub fn run(
             .into()),
             _ => Err(format!("replica {name}: {e}").into()),
         },
-        (None, Ok(code)) => {
-            println!("replica {name}: resigned");
-            Ok(code)
+        (None, Ok(())) => {
+            say(Note::Out(format!("replica {name}: resigned")));
+            Ok(())
         }
     }
 }
 
 /// Campaigns until this replica leads (true) or `stop` is set (false), saying who leads.
-fn stand_by(replica: &mut Replica, stop: &AtomicBool) -> bool {
+fn stand_by(replica: &mut Replica, stop: &AtomicBool, say: Say) -> bool {
     let mut said: Option<Option<String>> = None;
     let mut failing = false;
     loop {
@@ -199,14 +183,20 @@ fn stand_by(replica: &mut Replica, stop: &AtomicBool) -> bool {
                 Some(l) if l == replica.id() => format!("an earlier run of {l} leads until its lease lapses"),
                 Some(l) => format!("{l} leads"),
             };
-            println!("replica {}: standing by ({who})", replica.id());
+            say(Note::Out(format!(
+                "replica {}: standing by ({who})",
+                replica.id()
+            )));
             said = Some(leader);
         }
         std::thread::sleep(replica.until_next_step().min(NAP));
         match replica.step() {
             Ok(()) => failing = false,
             Err(e) if !std::mem::replace(&mut failing, true) => {
-                eprintln!("replica {}: etcd call failed, retrying: {e}", replica.id());
+                say(Note::Err(format!(
+                    "replica {}: etcd call failed, retrying: {e}",
+                    replica.id()
+                )));
             }
             Err(_) => {}
         }
@@ -243,6 +233,7 @@ fn keep_leading(
     stop: &AtomicBool,
     halt: &AtomicBool,
     lost: &Mutex<Option<String>>,
+    say: Say,
 ) -> Replica {
     let mut last_error = None;
     while !halt.load(Ordering::Relaxed) {
@@ -254,7 +245,10 @@ fn keep_leading(
             Ok(()) => last_error = None,
             Err(e) => {
                 if last_error.is_none() {
-                    eprintln!("replica {}: cannot renew its lease, retrying: {e}", replica.id());
+                    say(Note::Err(format!(
+                        "replica {}: cannot renew its lease, retrying: {e}",
+                        replica.id()
+                    )));
                 }
                 last_error = Some(e);
             }

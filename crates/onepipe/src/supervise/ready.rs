@@ -4,7 +4,7 @@
 //! test: the first broadcast of each process vanished when processes joined as soon as `up`
 //! printed its banner).
 
-use onepipe::status::{PROCESS_PEER, SwitchStatus};
+use crate::status::{PROCESS_PEER, SwitchStatus};
 use std::path::Path;
 
 /// How long `up` waits for its switches to become ready before it gives up.
@@ -65,7 +65,7 @@ fn deaf_to(s: &SwitchStatus) -> Option<NotReady> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onepipe::status::LinkStatus;
+    use crate::status::LinkStatus;
 
     fn link(peer: &str, heard: bool) -> LinkStatus {
         LinkStatus {

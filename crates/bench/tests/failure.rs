@@ -3,7 +3,7 @@
 //! correct process discards, recalls and answers, and the commit barrier flows again. Every
 //! scattering is delivered by all of its correct receivers or by none, and in one total order.
 
-use onepipe::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
+use onepipe_bench::demo::{DemoConfig, FailTarget, PhaseResult, PlannedFailure, run_phase};
 use onepipe_check::{Event, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;

@@ -7,6 +7,7 @@
 //! on one clock whatever skew the hosts have.
 
 use hdrhistogram::Histogram;
+use onepipe::host::Application;
 use onepipe_check::Event;
 use onepipe_proto::endpoint::{Endpoint, FailureReason, SendFailure};
 use onepipe_proto::hash::SplitMix;
@@ -355,6 +356,37 @@ impl Broadcast {
     /// on (the endpoint refuses sends that name it).
     pub fn on_process_failure(&mut self, process: u32) {
         self.destinations.retain(|&d| d != process);
+    }
+}
+
+/// The broadcast runs inside its endpoint's worker.
+impl Application for Broadcast {
+    fn drain(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        // Sends logged before the deliveries that follow them in program order.
+        self.on_released(endpoint);
+        if self.is_reliable() {
+            self.on_acked(now, endpoint.reliable_sender().counters().packets_acked);
+            while endpoint
+                .poll_deliver_reliable_with(|ts, src, id, payload| self.on_deliver(now, ts, src, id, payload))
+                .is_some()
+            {}
+        } else {
+            while endpoint
+                .poll_deliver_with(|ts, src, id, payload| self.on_deliver(now, ts, src, id, payload))
+                .is_some()
+            {}
+        }
+        while let Some(f) = endpoint.poll_failure() {
+            self.on_failure(f);
+        }
+    }
+
+    fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        Broadcast::refill(self, now, endpoint);
+    }
+
+    fn on_process_failure(&mut self, process: u32, _ts: Instant) {
+        Broadcast::on_process_failure(self, process);
     }
 }
 

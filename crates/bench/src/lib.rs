@@ -1,0 +1,20 @@
+//! onepipe-bench: the demo, its workload and the benchmarks, as a library; the `onepipe`
+//! command parses their arguments and prints their reports.
+//!
+//! - [`demo`]: the all-to-all broadcast run behind `onepipe demo` (the [`workload`] runs
+//!   inside each endpoint's worker as its [`onepipe::host::Application`]), judged and
+//!   summarized by [`demo_summary`].
+//! - [`modes`], [`fig8`], [`recovery`], [`udp_limit`]: the runners of `onepipe bench`, their
+//!   statistics and their reports; [`plot`] draws figures as PNG.
+//! - [`runtimes`]: which runtime a run uses, and each runtime's defaults.
+
+pub mod demo;
+mod demo_drain;
+pub mod demo_summary;
+pub mod fig8;
+pub mod modes;
+pub mod plot;
+pub mod recovery;
+pub mod runtimes;
+pub mod udp_limit;
+pub mod workload;

@@ -1,0 +1,104 @@
+//! Flag groups that several commands share (`#[command(flatten)]`), so that one concept has one
+//! flag, one spelling and one meaning everywhere. Where commands differ only in a default, the
+//! flag is optional and each command says its own default in its help.
+
+use crate::demo::RuntimeKind;
+use clap::Args;
+use onepipe_fabric::Topology;
+use std::path::PathBuf;
+
+/// `--json`.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct JsonFlag {
+    /// Print one JSON object instead of tables or a summary
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--seed`.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct SeedFlag {
+    /// Seed of every random draw of the run (workload, clocks, faults)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `--message-bytes`.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct MessageBytesFlag {
+    /// Payload of each message, in bytes
+    #[arg(long, default_value_t = 64)]
+    pub message_bytes: usize,
+}
+
+/// `--dead-after-intervals` (formerly `--dead-after-beacons`, still accepted): the name of
+/// the configuration field it sets everywhere (`dead_after_intervals`).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct DeadAfterFlag {
+    /// An input link silent for this many beacon intervals is removed. [default: the
+    /// command's own: 500 for `demo` (the paper uses 10 at 3 us with a core per switch; here
+    /// switches share two cores and a worker can be descheduled for milliseconds), 1000 over
+    /// udp (`up`, `switch`, `controller`: 0.5 s), 10 in `sim`]
+    #[arg(long, alias = "dead-after-beacons", value_name = "INTERVALS")]
+    pub dead_after_intervals: Option<u32>,
+}
+
+/// How 1Pipe's hosts keep barriers moving on a real runtime: `--beacon-interval-us` and
+/// `--promise-lead-us` (`demo`, `bench fig8`).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct BarrierFlags {
+    /// How often hosts and idle links send beacons, and the Lamport baseline's exchange
+    /// interval [default: each runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
+    #[arg(long)]
+    pub beacon_interval_us: Option<f64>,
+    /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
+    /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
+    /// runtime's own: off inproc, 5000 udp]
+    #[arg(long)]
+    pub promise_lead_us: Option<f64>,
+}
+
+/// Which runtime runs a demo or a benchmark, and the udp runtime's knobs (`demo`,
+/// `bench fig8`).
+#[derive(Args, Clone, Copy, Debug)]
+pub struct RuntimeFlags {
+    /// inproc: every link a ring in memory on a worker pool; udp: every node on a thread with
+    /// its own UDP socket on loopback (link faults and rates then do not apply)
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
+    pub runtime: RuntimeKind,
+    /// udp runtime: largest datagram, header included
+    #[arg(long, default_value_t = 8_972)]
+    pub datagram_bytes: usize,
+    /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
+    /// thread per node, as `onepipe up` runs them [default: one per core]
+    #[arg(long)]
+    pub udp_threads: Option<usize>,
+    /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
+    #[arg(long, default_value_t = 16)]
+    pub udp_window_datagrams: usize,
+}
+
+/// Which fabric a run builds: `--topology`, `--topology-file`, `--processes-per-host`
+/// (`demo`, `sim`).
+#[derive(Args, Clone, Debug)]
+pub struct TopologyFlags {
+    /// Topology preset (testbed, single:HOSTS, leaf-spine:L,S,H, three-layer:P,T,S,C,H, fat-tree:K)
+    #[arg(long, default_value = "testbed", conflicts_with = "topology_file")]
+    pub topology: String,
+    /// Topology from a TOML file (docs/topology.md)
+    #[arg(long, value_name = "FILE")]
+    pub topology_file: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    pub processes_per_host: u32,
+}
+
+impl TopologyFlags {
+    /// The topology asked for: the file if given, else the preset.
+    pub fn load(&self) -> Result<Topology, String> {
+        match &self.topology_file {
+            Some(path) => Topology::from_file(path),
+            None => Topology::preset(&self.topology),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
