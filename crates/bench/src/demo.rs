@@ -16,7 +16,7 @@ use onepipe_fabric::{Topology, Wiring, WiringError};
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::endpoint::{EndpointConfig, EndpointCounters};
 use onepipe_proto::hash::SplitMix;
-use onepipe_proto::switch::{SwitchConfig, SwitchCounters};
+use onepipe_proto::switch::{OnePipeProgram, SwitchConfig, SwitchCounters};
 use onepipe_runtime::inproc::{Clock, InprocConfig, LinkFaults};
 use onepipe_runtime::udp::UdpConfig;
 use onepipe_wire::{Duration, Instant};
@@ -130,7 +130,7 @@ impl Default for DemoConfig {
             clock_start: Instant::from_nanos(1_000_000_000),
             mtu_bytes: 1500,
             // Small rings keep queueing delay (and so latency) low under saturation; larger
-            // ones amortize more per visit but add milliseconds (docs/performance.md).
+            // ones amortize more per visit but add milliseconds (docs/notes/2026-11-performance-log.md).
             link_capacity_bytes: 2048,
             edge_visit_interval_passes: 0,
             send_buffer_packets_max: 32,
@@ -259,7 +259,7 @@ const DRAIN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// reliable rows at 8 and 32 processes delivered 1.36 and 1.17 M msg/s with 4, 1.52 and 1.45
 /// with 8 (p50 latency then near best effort's), 1.61 and 1.59 with 16 (twice the latency
 /// again). Before the udp RTO floor (`udp::RTO_MIN`) spurious timeouts kept windows small and
-/// more than 4 delivered no more. See docs/performance.md.
+/// more than 4 delivered no more. See docs/notes/2026-11-performance-log.md.
 fn reliable_buffer_broadcasts(udp: bool) -> usize {
     if udp { 8 } else { 2 }
 }
@@ -546,7 +546,7 @@ pub fn run_phase(
     let mut past_failure: Vec<(u32, Option<Instant>)> = Vec::new();
     for node in nodes {
         match node.node {
-            Either::Left(s) => sum_switch(&mut result.switch, s.counters()),
+            Either::Left(s) => sum_switch(&mut result.switch, s.onepipe().counters()),
             Either::Right(h) => {
                 let ep = &h.endpoint;
                 sum_endpoint(&mut result.endpoint, ep.counters());

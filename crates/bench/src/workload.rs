@@ -376,9 +376,10 @@ impl Application for Broadcast {
                 .is_some()
             {}
         }
-        while let Some(f) = endpoint.poll_failure() {
-            self.on_failure(f);
-        }
+    }
+
+    fn on_send_failure(&mut self, failure: SendFailure) {
+        self.on_failure(failure);
     }
 
     fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {

@@ -113,7 +113,7 @@ fn print(i: &Inspection, stall_ms: f64) {
     for s in &i.switches {
         let k = &s.socket;
         println!(
-            "{}: forwarded {}, beacons sent {} received {}, links removed {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}",
+            "{}: forwarded {}, beacons sent {} received {}, links removed {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}, of no protocol here {}",
             s.node,
             s.forwarded,
             s.beacons_sent,
@@ -126,7 +126,8 @@ fn print(i: &Inspection, stall_ms: f64) {
             k.overrun,
             k.blocked_frames,
             k.unknown_source,
-            k.malformed + s.malformed + s.control_malformed
+            k.malformed + s.malformed + s.control_malformed,
+            s.unknown_protocol
         );
         println!(
             "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",

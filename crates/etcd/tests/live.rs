@@ -160,7 +160,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
         Controller::new(Graph::new(&w), config)
     };
     let t = |ms: u64| Instant::from_nanos(1_000_000_000 + ms * 1_000_000);
-    let outputs = |s: &mut Service<EtcdStore>| std::iter::from_fn(|| s.poll_output()).collect::<Vec<_>>();
+    let outputs = |s: &mut Service<EtcdStore>| std::iter::from_fn(|| s.poll_event()).collect::<Vec<_>>();
 
     let mut a = lead(&p, "a");
     let mut b = Replica::new(p.client.clone(), &p.prefix, "b", config());
@@ -171,7 +171,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
     // a registers everyone, hears that process 0's ToR lost it, and announces the failure.
     let mut sa = Service::open(controller(), a.store().unwrap(), t(0)).unwrap();
     for process in 0..w.process_count() as u32 {
-        sa.handle(t(0), Input::Register { process }).unwrap();
+        sa.handle_input(t(0), Input::Register { process }).unwrap();
     }
     let confirmed: Vec<Output> = (0..w.process_count() as u32)
         .map(|to| Output::Registered {
@@ -186,7 +186,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
         port: tor.tor_port,
         last_commit_ns: t(7).as_nanos(),
     };
-    sa.handle(t(10), report).unwrap();
+    sa.handle_input(t(10), report).unwrap();
     sa.handle_timeout(t(15)).unwrap();
     let failures = vec![Failure { process: 0, ts: t(7) }];
     let announce = |to: u32| Output::Announce {
@@ -195,7 +195,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
         failures: failures.clone(),
     };
     assert_eq!(outputs(&mut sa), vec![announce(1), announce(2), announce(3)]);
-    sa.handle(t(20), Input::Completed { process: 1, epoch: 0 })
+    sa.handle_input(t(20), Input::Completed { process: 1, epoch: 0 })
         .unwrap();
     assert!(sa.controller().recovering());
     a.step().unwrap();
@@ -218,7 +218,7 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
 
     // a comes back, unaware, and hears an answer: the log refuses it, so a does not act.
     let logged = log_len(&p);
-    match sa.handle(t(31), Input::Completed { process: 2, epoch: 0 }) {
+    match sa.handle_input(t(31), Input::Completed { process: 2, epoch: 0 }) {
         Err(e) => assert!(
             matches!(
                 e,
@@ -235,7 +235,8 @@ fn a_standby_takes_over_in_the_middle_of_a_recovery_and_finishes_it() {
 
     // b hears the answers and resumes: the switch drops the failed input.
     for process in [2, 3] {
-        sb.handle(t(32), Input::Completed { process, epoch: 0 }).unwrap();
+        sb.handle_input(t(32), Input::Completed { process, epoch: 0 })
+            .unwrap();
     }
     assert_eq!(
         outputs(&mut sb),

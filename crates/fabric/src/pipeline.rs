@@ -94,6 +94,10 @@ impl<P: Node> Pipeline<P> {
         self.protocols.iter().copied().zip(&self.programs)
     }
 
+    pub fn programs_mut(&mut self) -> impl Iterator<Item = (Protocol, &mut P)> + '_ {
+        self.protocols.iter().copied().zip(&mut self.programs)
+    }
+
     /// The program that runs `protocol`.
     pub fn program(&self, protocol: Protocol) -> Option<&P> {
         self.index_of(protocol).map(|i| &self.programs[i])

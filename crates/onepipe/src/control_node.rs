@@ -351,7 +351,7 @@ impl<S: Store> ControllerNode<S> {
             self.event(ControlEvent::Rerouted { at: now, avoid: down });
         }
         let mut announced = 0;
-        while let Some(out) = self.service.poll_output() {
+        while let Some(out) = self.service.poll_event() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {
                     self.timeline.first_announce_at.get_or_insert(now);
@@ -493,7 +493,7 @@ impl<S: Store + Send> Node for ControllerNode<S> {
                 last_commit: Instant::from_nanos(last_commit_ns),
             });
         }
-        match self.service.handle(now, input) {
+        match self.service.handle_input(now, input) {
             Ok(()) => {}
             Err(ServiceError::Store(e)) => {
                 self.timeline.refused += 1;

@@ -4,7 +4,7 @@
 //! onepipe-bench).
 
 use onepipe_fabric::{Node, PortId, Route};
-use onepipe_proto::endpoint::{Delivery, Endpoint, SendFailure};
+use onepipe_proto::endpoint::{Delivery, Endpoint, EndpointEvent, SendFailure};
 use onepipe_wire::Instant;
 use rtrb::{Consumer, Producer};
 use std::sync::Arc;
@@ -43,8 +43,8 @@ pub struct AppLink {
 /// the hot path. [`AppLink`] implements it for an application thread holding a
 /// [`crate::api::Process`]; a workload may implement it to run inside the worker itself.
 pub trait Application: Send + 'static {
-    /// Takes from `endpoint` the deliveries, releases and send failures waiting for the
-    /// application, as far as it has room.
+    /// Takes from `endpoint` the deliveries and releases waiting for the application, as far
+    /// as it has room. (Events come through the two callbacks below.)
     fn drain(&mut self, now: Instant, endpoint: &mut Endpoint);
 
     /// Queues new scatterings on `endpoint` while its send buffer has room.
@@ -53,6 +53,9 @@ pub trait Application: Send + 'static {
     /// Paper Table 1's process-failure callback: `process` failed at timestamp `ts`, as the
     /// controller announced. Called once per failure.
     fn on_process_failure(&mut self, process: u32, ts: Instant);
+
+    /// Paper Table 1's send-failure callback: a message of ours was not delivered.
+    fn on_send_failure(&mut self, failure: SendFailure);
 
     /// The endpoint took a valid frame from its switch at `now`.
     fn on_heard(&mut self, _now: Instant) {}
@@ -67,11 +70,22 @@ pub struct HostNode<A> {
 }
 
 impl<A: Application> HostNode<A> {
-    /// Hands each process failure the controller announced to the application, once.
-    pub fn on_process_failures(&mut self) {
-        while let Some((process, ts)) = self.endpoint.poll_process_failure() {
-            self.app.on_process_failure(process, ts);
+    /// Hands the endpoint's events to the application: each process failure the controller
+    /// announced and each send failure, once.
+    pub fn take_events(&mut self) {
+        while let Some(e) = self.endpoint.poll_event() {
+            match e {
+                EndpointEvent::ProcessFailed { process, ts } => self.app.on_process_failure(process, ts),
+                EndpointEvent::SendFailed(f) => self.app.on_send_failure(f),
+            }
         }
+    }
+
+    /// Hands the application what the endpoint has for it: deliveries and releases, then
+    /// events.
+    fn drain(&mut self, now: Instant) {
+        self.app.drain(now, &mut self.endpoint);
+        self.take_events();
     }
 }
 
@@ -94,10 +108,11 @@ impl Application for AppLink {
         }
         // Nothing logs releases for linked applications.
         while endpoint.poll_released().is_some() {}
-        while let Some(f) = endpoint.poll_failure() {
-            if let Some(cb) = self.on_failure.as_mut() {
-                cb(f);
-            }
+    }
+
+    fn on_send_failure(&mut self, failure: SendFailure) {
+        if let Some(cb) = self.on_failure.as_mut() {
+            cb(failure);
         }
     }
 
@@ -170,11 +185,11 @@ impl<A: Application> Node for HostNode<A> {
         if self.endpoint.handle_frame(now, frame).is_ok() {
             self.app.on_heard(now);
         }
-        self.app.drain(now, &mut self.endpoint);
+        self.drain(now);
     }
 
     fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
-        self.app.drain(now, &mut self.endpoint);
+        self.drain(now);
         self.app.refill(now, &mut self.endpoint);
         self.endpoint.poll_transmit(now, buf)
     }
@@ -191,6 +206,6 @@ impl<A: Application> Node for HostNode<A> {
 
     fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
-        self.app.drain(now, &mut self.endpoint);
+        self.drain(now);
     }
 }

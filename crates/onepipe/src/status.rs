@@ -3,7 +3,7 @@
 //! been silent; the switch's and its socket's counters. [`holding_back`] reads a fabric's
 //! reports and names the link that holds delivery back.
 
-use onepipe_proto::switch::{Half, InputState, Switch};
+use onepipe_proto::switch::{Half, InputState, OnePipeProgram, SwitchNode};
 use onepipe_runtime::udp::{UdpCounters, UdpSnapshot};
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,10 @@ pub struct SwitchStatus {
     pub beacons_sent: u64,
     pub beacons_received: u64,
     pub malformed: u64,
+    /// Frames of a protocol no program of the switch runs (docs/wire.md, "Protocols"), and
+    /// empty ones.
+    #[serde(default)]
+    pub unknown_protocol: u64,
     /// Frames on the management port that were not control messages for this switch.
     #[serde(default)]
     pub control_malformed: u64,
@@ -227,15 +231,18 @@ fn lag_us(now: Instant, barrier: Instant) -> Option<f64> {
 }
 
 impl SwitchStatus {
-    /// The status of `switch` (named `node`, with `peers[port]` behind each port) at `now`.
+    /// The status of the switch `pipeline` (named `node`, with `peers[port]` behind each port) at
+    /// `now`: its 1Pipe program's registers and counters, and what no program took.
     pub fn of(
-        switch: &Switch,
+        pipeline: &SwitchNode,
         node: &str,
         peers: &[String],
         socket: &UdpCounters,
         now: Instant,
     ) -> SwitchStatus {
+        let switch = pipeline.onepipe();
         let c = switch.counters();
+        let dropped = pipeline.counters();
         SwitchStatus {
             node: node.to_string(),
             at_ns: now.as_nanos(),
@@ -243,6 +250,7 @@ impl SwitchStatus {
             beacons_sent: c.beacons_sent,
             beacons_received: c.beacons_received,
             malformed: c.malformed,
+            unknown_protocol: dropped.unknown_protocol + dropped.empty,
             control_malformed: 0,
             links_removed: c.links_removed,
             socket: socket.snapshot(),

@@ -1,17 +1,18 @@
-//! A whole 1Pipe system on the inproc runtime: one [`Switch`] per switch of the topology and
+//! A whole 1Pipe system on the inproc runtime: one switch pipeline running 1Pipe's [`Switch`]
+//! per switch of the topology and
 //! one [`HostNode`] per process, wired as the topology says.
 
 use crate::control::{ChannelPort, Managed};
 use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
-use onepipe_proto::switch::{Switch, SwitchConfig};
+use onepipe_proto::switch::{Switch, SwitchConfig, SwitchNode};
 use onepipe_runtime::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system: switches on the left, processes on the right, each with its
 /// channel to the controller when there is one.
-pub type Member<A> = Managed<Either<Box<Switch>, Box<HostNode<A>>>>;
+pub type Member<A> = Managed<Either<Box<SwitchNode>, Box<HostNode<A>>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -82,13 +83,9 @@ pub fn build<A: Application>(
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
     for (s, routes) in tables.into_iter().enumerate() {
         nodes.push(Managed {
-            node: Either::Left(Box::new(Switch::new(
-                s,
-                wiring,
-                routes,
-                config.switch.clone(),
-                now,
-            ))),
+            node: Either::Left(Box::new(
+                Switch::new(s, wiring, routes, config.switch.clone(), now).into_node(),
+            )),
             control: None,
         });
     }

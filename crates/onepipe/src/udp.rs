@@ -27,7 +27,7 @@ use onepipe_fabric::{Peer, RoutingError, Topology, Wiring, WiringError, routing}
 use onepipe_proto::controller::store::{Store, StoreError};
 use onepipe_proto::controller::{ControllerConfig, Member as ControlMember};
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
-use onepipe_proto::switch::{Switch, SwitchConfig, SwitchCounters};
+use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchConfig, SwitchCounters, SwitchNode};
 use onepipe_runtime::inproc::Clock;
 use onepipe_runtime::udp::local::LocalError;
 use onepipe_runtime::udp::plan::{AddressPlan, PlanError};
@@ -52,7 +52,7 @@ pub const PROMISE_LEAD: Duration = Duration::from_millis(5);
 
 /// The floor of the reliable service's retransmission timeout over udp, far above the inproc
 /// runtime's 100 us. Nodes share threads, and a loaded thread's pass over its nodes takes
-/// milliseconds (docs/performance.md), so round trips swing by milliseconds from one packet to
+/// milliseconds (docs/notes/2026-11-performance-log.md), so round trips swing by milliseconds from one packet to
 /// the next, faster than the RTT estimate follows. At 100 us, saturated all-to-all runs timed
 /// out ~9% of their packets without losing any datagram, and each timeout cut its window to
 /// one packet: 8 processes delivered 1.1-1.6 M msg/s, 1.8-2.0 M at a 2-5 ms floor; at 32
@@ -238,7 +238,7 @@ pub fn run_switch_reporting(
     // A switch told to run its clock off (a test of skew across machines) reads a clock of its
     // own, and says so: `onepipe inspect` then compares it with the others only through links.
     let clock = Clock::from_system_time().shifted(options.switch_clock_offset_ns);
-    let switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now());
+    let switch = Switch::new(index, &wiring, routes, options.switch_config(), clock.now()).into_node();
     let mut switch = manage(&wiring, &plan, switch, ControlMember::Switch(index), index);
     let peers = peer_names(&wiring, index);
     let cuts = driver.link_cuts();
@@ -246,7 +246,7 @@ pub fn run_switch_reporting(
         0 => machine_clock_id(),
         off => format!("{} {off:+} ns", machine_clock_id()),
     };
-    let mut observe = |s: &mut Mgmt<Switch>, now| {
+    let mut observe = |s: &mut Mgmt<SwitchNode>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
         status.control_malformed = s.counters().malformed;
         status.clock_id.clone_from(&clock_id);
@@ -257,7 +257,7 @@ pub fn run_switch_reporting(
         }
     };
     driver.run_observed(&mut switch, &clock, stop, counters, STATUS_PERIOD, &mut observe);
-    Ok(switch.node.counters().clone())
+    Ok(switch.node.onepipe().counters().clone())
 }
 
 /// Which clock this process reads: the system clock of this boot of this machine, named by

@@ -118,7 +118,7 @@ impl Scenario {
         let n = net.endpoints.len();
         for p in 0..n as u32 {
             controller
-                .handle(net.now, Input::Register { process: p })
+                .handle_input(net.now, Input::Register { process: p })
                 .unwrap();
             net.endpoints[p as usize].enable_forwarding();
         }
@@ -163,25 +163,14 @@ impl Scenario {
     fn manage(&mut self) {
         let now = self.net.now;
         for (s, sw) in self.net.switches.iter_mut().enumerate() {
-            while let Some(r) = sw.poll_report() {
-                let input = Input::LinkDown {
-                    member: Member::Switch(s),
-                    port: r.port,
-                    last_commit_ns: r.last_commit.as_nanos(),
-                };
-                self.controller.handle(now, input).unwrap();
-            }
-            while let Some(port) = sw.poll_heard() {
-                let input = Input::Heard {
-                    member: Member::Switch(s),
-                    port,
-                };
-                self.controller.handle(now, input).unwrap();
+            while let Some(e) = sw.poll_event() {
+                let input = onepipe::control::switch_input(Member::Switch(s), e);
+                self.controller.handle_input(now, input).unwrap();
             }
         }
         let mut buf = [0u8; 4096];
         for answer in std::mem::take(&mut self.answers) {
-            self.controller.handle(now, answer).unwrap();
+            self.controller.handle_input(now, answer).unwrap();
         }
         for p in 0..self.net.endpoints.len() {
             while let Some((to, len)) = self.net.endpoints[p].poll_forward(&mut buf) {
@@ -191,7 +180,7 @@ impl Scenario {
                     packet: PacketBytes(buf[..len].to_vec()),
                 };
                 if !self.crashed[p] {
-                    self.controller.handle(now, ask).unwrap();
+                    self.controller.handle_input(now, ask).unwrap();
                 }
             }
         }
@@ -204,7 +193,7 @@ impl Scenario {
                 sw.set_routes(r);
             }
         }
-        while let Some(o) = self.controller.poll_output() {
+        while let Some(o) = self.controller.poll_event() {
             match o {
                 Output::Announce { to, epoch, failures } => {
                     if self.crashed[to as usize] {
@@ -256,7 +245,7 @@ impl Scenario {
                     process: p as u32,
                     lost,
                 };
-                self.controller.handle(now, input).unwrap();
+                self.controller.handle_input(now, input).unwrap();
             }
             let ep = &self.net.endpoints[p];
             let controller = &mut self.controller;
@@ -267,7 +256,7 @@ impl Scenario {
                         process: p as u32,
                         epoch: *epoch,
                     };
-                    controller.handle(now, answer).unwrap();
+                    controller.handle_input(now, answer).unwrap();
                 }
                 !done
             });
@@ -289,7 +278,7 @@ impl Scenario {
                         process: to,
                         incarnation,
                     };
-                    self.controller.handle(now, ask).unwrap();
+                    self.controller.handle_input(now, ask).unwrap();
                 }
             }
             Output::LostRecalls {
@@ -330,7 +319,7 @@ impl Scenario {
                     process: to,
                     incarnation,
                 };
-                self.controller.handle(now, rejoin).unwrap();
+                self.controller.handle_input(now, rejoin).unwrap();
             }
             Output::Rejoined {
                 to,
@@ -453,7 +442,7 @@ impl Scenario {
         self.crashed[p as usize] = false;
         let now = self.net.now;
         self.controller
-            .handle(now, Input::Register { process: p })
+            .handle_input(now, Input::Register { process: p })
             .unwrap();
     }
 

@@ -214,7 +214,7 @@ fn control_frames_count_only_from_the_controller() {
     let malformed = || {
         let s = status.lock().unwrap();
         s.as_ref().map_or((0, 0), |s: &onepipe::udp::SwitchStatus| {
-            (s.malformed, s.control_malformed)
+            (s.unknown_protocol, s.control_malformed)
         })
     };
     while (counters.unknown_source.load(Ordering::Relaxed) == 0 || malformed().0 == 0 || malformed().1 < 2)
@@ -229,10 +229,10 @@ fn control_frames_count_only_from_the_controller() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(counters.unknown_source.load(Ordering::Relaxed) > 0);
-    let (fabric_malformed, control_malformed) = malformed();
+    let (no_protocol, control_malformed) = malformed();
     assert!(
-        fabric_malformed > 0,
-        "the neighbour's order was not a fabric frame"
+        no_protocol > 0,
+        "the neighbour's order was no fabric protocol's frame (docs/wire.md, \"Protocols\")"
     );
     assert!(
         control_malformed >= 2,

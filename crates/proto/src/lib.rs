@@ -22,5 +22,5 @@ pub mod switch;
 #[cfg(test)]
 mod test_packets;
 
-pub use endpoint::{Delivery, FailureReason, ProcessFailureError, SendError, SendFailure};
+pub use endpoint::{Delivery, EndpointEvent, FailureReason, ProcessFailureError, SendError, SendFailure};
 pub use onepipe_wire::{Duration, Instant};

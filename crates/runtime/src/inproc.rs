@@ -96,7 +96,7 @@ pub struct InprocConfig {
     /// application). Where every message crosses several switches, visiting hosts every
     /// other pass gave reliable 1Pipe ~5% more throughput and cut saturated latency by ~30%
     /// in both services (the testbed fat-tree); behind a single switch, where hosts do most
-    /// of the work, it cost every system ~5% (docs/performance.md).
+    /// of the work, it cost every system ~5% (docs/notes/2026-11-performance-log.md).
     pub edge_visit_interval_passes: u32,
 }
 

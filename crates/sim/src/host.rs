@@ -11,7 +11,7 @@ use onepipe::FailureReason;
 use onepipe::control::{ControlPort, Manage};
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::{Node, PortId, Route};
-use onepipe_proto::endpoint::Endpoint;
+use onepipe_proto::endpoint::{Endpoint, EndpointEvent, SendFailure};
 use onepipe_wire::Instant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -112,11 +112,15 @@ impl SimHost {
         }
     }
 
-    /// The paper's process-failure callback: the generator leaves a failed process out from
-    /// now on (the endpoint refuses sends that name it).
-    pub fn on_process_failures(&mut self) {
-        while let Some((process, _)) = self.endpoint.poll_process_failure() {
-            self.traffic.exclude(process);
+    /// The paper's two callbacks: the generator leaves a failed process out from now on (the
+    /// endpoint refuses sends that name it); a failed send is counted, and one aborted in the
+    /// send buffer was never released.
+    pub fn take_events(&mut self) {
+        while let Some(e) = self.endpoint.poll_event() {
+            match e {
+                EndpointEvent::ProcessFailed { process, .. } => self.traffic.exclude(process),
+                EndpointEvent::SendFailed(f) => self.on_send_failure(f),
+            }
         }
     }
 
@@ -261,15 +265,17 @@ impl SimHost {
                 log.push(event);
             }
         }
-        while let Some(f) = self.endpoint.poll_failure() {
-            match f.reason {
-                FailureReason::ReceiverFailed { .. } => self.counters.aborted += 1,
-                _ => self.counters.send_failures += 1,
-            }
-            if f.ts == Instant::ZERO {
-                // Aborted in the send buffer: never released, and reported so.
-                self.unreleased.remove(&f.msg_id);
-            }
+        self.take_events();
+    }
+
+    fn on_send_failure(&mut self, f: SendFailure) {
+        match f.reason {
+            FailureReason::ReceiverFailed { .. } => self.counters.aborted += 1,
+            _ => self.counters.send_failures += 1,
+        }
+        if f.ts == Instant::ZERO {
+            // Aborted in the send buffer: never released, and reported so.
+            self.unreleased.remove(&f.msg_id);
         }
     }
 }
@@ -284,7 +290,7 @@ impl Manage for SimHost {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
         let local = self.local(now);
         port.exchange_endpoint(local, &mut self.endpoint);
-        self.on_process_failures();
+        self.take_events();
     }
 }
 

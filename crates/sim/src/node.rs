@@ -3,11 +3,11 @@
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
 use onepipe_fabric::{Node, PortId, Route};
-use onepipe_proto::switch::Switch;
+use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchNode};
 use onepipe_wire::Instant;
 
 pub enum SimNode {
-    Switch(Box<Mgmt<Switch>>),
+    Switch(Box<Mgmt<SwitchNode>>),
     Host(Box<Mgmt<SimHost>>),
     Controller(Box<ControllerNode>),
 }
@@ -15,7 +15,7 @@ pub enum SimNode {
 impl SimNode {
     pub fn switch(&self) -> Option<&Switch> {
         match self {
-            SimNode::Switch(s) => Some(&s.node),
+            SimNode::Switch(s) => Some(s.node.onepipe()),
             _ => None,
         }
     }
@@ -43,7 +43,10 @@ impl SimNode {
     /// seed that reproduces it).
     pub fn invariants(&self) {
         match self {
-            SimNode::Switch(s) => s.node.invariants(),
+            SimNode::Switch(s) => {
+                s.node.invariants();
+                s.node.onepipe().invariants();
+            }
             SimNode::Host(h) => h.node.endpoint.invariants(),
             SimNode::Controller(c) => c.controller().invariants(),
         }

@@ -310,7 +310,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     let on = config.controller.then_some((&wiring, &routes_avoiding));
     for (s, routes) in tables.into_iter().enumerate() {
-        let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START);
+        let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START).into_node();
         let node = manage(on, sw, Member::Switch(s), s);
         nodes.push((SimNode::Switch(Box::new(node)), Role::Switch));
     }

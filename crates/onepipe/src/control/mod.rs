@@ -10,14 +10,14 @@
 #![allow(clippy::disallowed_methods)] // the controller thread waits on real time
 
 use crate::host::{Application, HostNode};
-use onepipe_fabric::{Either, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_fabric::{Either, Node, Pipeline, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
 use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output, PacketBytes,
 };
 use onepipe_proto::endpoint::Endpoint;
-use onepipe_proto::switch::Switch;
+use onepipe_proto::switch::{Switch, SwitchEvent};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
 use std::collections::VecDeque;
@@ -211,8 +211,8 @@ impl ControlPort {
         }
         // Recalls for failed receivers go before the answers that say Recall is done.
         self.send_lost_recalls(endpoint);
-        // The endpoint reports each completion once; the answer goes per announcement.
-        while endpoint.poll_failure_complete().is_some() {}
+        // The answer goes per announcement, once the endpoint is done with every process it
+        // names.
         let outbox = &mut self.outbox;
         self.unanswered.retain(|(epoch, failed)| {
             let done = failed.iter().all(|&p| p == me || endpoint.failure_complete(p));
@@ -278,18 +278,8 @@ impl Manage for Switch {
     }
 
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
-        while let Some(r) = self.poll_report() {
-            port.send(Input::LinkDown {
-                member: port.member,
-                port: r.port,
-                last_commit_ns: r.last_commit.as_nanos(),
-            });
-        }
-        while let Some(p) = self.poll_heard() {
-            port.send(Input::Heard {
-                member: port.member,
-                port: p,
-            });
+        while let Some(e) = self.poll_event() {
+            port.send(switch_input(port.member, e));
         }
         while let Some(c) = port.try_command() {
             // Ports come from the controller's graph of this same wiring.
@@ -324,7 +314,7 @@ impl Manage for Switch {
 impl<A: Application> Manage for HostNode<A> {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
         port.exchange_endpoint(now, &mut self.endpoint);
-        self.on_process_failures();
+        self.take_events();
     }
 }
 
@@ -339,6 +329,32 @@ impl<A: Manage, B: Manage> Manage for Either<Box<A>, Box<B>> {
         match self {
             Either::Left(a) => a.hello(port),
             Either::Right(b) => b.hello(port),
+        }
+    }
+}
+
+/// What the controller is told of a switch's event.
+pub fn switch_input(member: Member, event: SwitchEvent) -> Input {
+    match event {
+        SwitchEvent::InputDown(r) => Input::LinkDown {
+            member,
+            port: r.port,
+            last_commit_ns: r.last_commit.as_nanos(),
+        },
+        SwitchEvent::InputHeard(port) => Input::Heard { member, port },
+    }
+}
+
+/// Every program of a switch pipeline talks to the controller over the switch's one channel.
+impl<P: Node + Manage> Manage for Pipeline<P> {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        for (_, p) in self.programs_mut() {
+            p.exchange(now, port);
+        }
+    }
+    fn hello(&mut self, port: &mut ControlPort) {
+        for (_, p) in self.programs_mut() {
+            p.hello(port);
         }
     }
 }
@@ -514,7 +530,7 @@ fn run<S: Store>(
             if matches!(input, Input::LinkDown { .. }) {
                 t.first_report_at.get_or_insert(now);
             }
-            if service.handle(now, input).is_err() {
+            if service.handle_input(now, input).is_err() {
                 t.refused += 1;
             }
         }
@@ -532,7 +548,7 @@ fn run<S: Store>(
                 let _ = commands[wiring.node_of_process(p)].send(Command::PathsChanged);
             }
         }
-        while let Some(out) = service.poll_output() {
+        while let Some(out) = service.poll_event() {
             let (node, command) = match out {
                 Output::Announce { to, epoch, failures } => {
                     t.first_announce_at.get_or_insert(now);

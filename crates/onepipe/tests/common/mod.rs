@@ -340,8 +340,10 @@ impl Net {
                     msg_id: d.msg_id,
                 });
             }
-            while let Some(f) = self.endpoints[p].poll_failure() {
-                self.failures[p].push(f);
+            while let Some(e) = self.endpoints[p].poll_event() {
+                if let onepipe_proto::EndpointEvent::SendFailed(f) = e {
+                    self.failures[p].push(f);
+                }
             }
         }
     }

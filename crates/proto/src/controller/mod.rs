@@ -351,7 +351,7 @@ impl Controller {
             .ok_or(ControllerError::UnknownPort { member, port })
     }
 
-    pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ControllerError> {
+    pub fn handle_input(&mut self, now: Instant, input: Input) -> Result<(), ControllerError> {
         if let Err(e) = self.check(&input) {
             self.counters.unknown += 1;
             return Err(e);
@@ -539,7 +539,7 @@ impl Controller {
         self.forward_timeouts(now);
     }
 
-    pub fn poll_output(&mut self) -> Option<Output> {
+    pub fn poll_event(&mut self) -> Option<Output> {
         self.outputs.pop_front()
     }
 

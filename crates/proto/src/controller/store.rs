@@ -92,7 +92,7 @@ impl<S: Store> Service<S> {
                 // Inputs were checked before they were logged; one failing now fails the same
                 // way it did then, harmlessly.
                 Event::Input(input) => {
-                    let _ = controller.handle(at, input);
+                    let _ = controller.handle_input(at, input);
                 }
                 Event::Tick => controller.handle_timeout(at),
             }
@@ -114,14 +114,14 @@ impl<S: Store> Service<S> {
         self.store
     }
 
-    pub fn handle(&mut self, now: Instant, input: Input) -> Result<(), ServiceError> {
+    pub fn handle_input(&mut self, now: Instant, input: Input) -> Result<(), ServiceError> {
         // Bad input is refused before it reaches the log.
         self.controller.check(&input)?;
         self.store.append(&Record {
             at_ns: now.as_nanos(),
             event: Event::Input(input.clone()),
         })?;
-        Ok(self.controller.handle(now, input)?)
+        Ok(self.controller.handle_input(now, input)?)
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -140,8 +140,8 @@ impl<S: Store> Service<S> {
         Ok(())
     }
 
-    pub fn poll_output(&mut self) -> Option<Output> {
-        self.controller.poll_output()
+    pub fn poll_event(&mut self) -> Option<Output> {
+        self.controller.poll_event()
     }
 
     pub fn take_reroute(&mut self) -> Option<Vec<(usize, u16)>> {

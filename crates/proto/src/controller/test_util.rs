@@ -19,7 +19,7 @@ pub(crate) fn unregistered(w: &Wiring, settle: Duration, answer_timeout: Duratio
 pub(crate) fn registered(w: &Wiring, settle: Duration, answer_timeout: Duration) -> Controller {
     let mut c = unregistered(w, settle, answer_timeout);
     for p in 0..w.process_count() as u32 {
-        c.handle(t(0), Input::Register { process: p }).unwrap();
+        c.handle_input(t(0), Input::Register { process: p }).unwrap();
     }
     // Each registration is confirmed; the scenarios start after that.
     let confirmed = outputs(&mut c);
@@ -34,7 +34,7 @@ pub(crate) fn t(ms: u64) -> Instant {
 }
 
 pub(crate) fn outputs(c: &mut Controller) -> Vec<Output> {
-    std::iter::from_fn(|| c.poll_output()).collect()
+    std::iter::from_fn(|| c.poll_event()).collect()
 }
 
 pub(crate) fn failure(process: u32, ts: Instant) -> Failure {

@@ -59,7 +59,7 @@ fn announced(failures: &[(u32, Instant)], to: &[u32], epoch: u64) -> Vec<Output>
 
 fn complete(c: &mut Controller, now: Instant, epoch: u64, processes: &[u32]) {
     for &process in processes {
-        c.handle(now, Input::Completed { process, epoch }).unwrap();
+        c.handle_input(now, Input::Completed { process, epoch }).unwrap();
     }
 }
 
@@ -67,7 +67,7 @@ fn complete(c: &mut Controller, now: Instant, epoch: u64, processes: &[u32]) {
 fn a_failed_host_is_announced_with_its_tors_last_commit_and_resumed_after_every_answer() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
     // Other reports of the same failure may still come: nothing is decided yet.
     c.handle_timeout(t(10));
     assert!(outputs(&mut c).is_empty());
@@ -101,10 +101,10 @@ fn a_failed_host_is_announced_with_its_tors_last_commit_and_resumed_after_every_
 fn a_report_repeated_after_resume_gets_the_resume_again() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[1, 2, 3], 0));
-    c.handle(t(16), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(16), tor_down(&w, 0, t(7))).unwrap();
     assert!(outputs(&mut c).is_empty(), "its Resume is still to come");
     complete(&mut c, t(20), 0, &[1, 2, 3]);
     let tor = w.processes[0];
@@ -113,7 +113,7 @@ fn a_report_repeated_after_resume_gets_the_resume_again() {
         ports: vec![tor.tor_port],
     }];
     assert_eq!(outputs(&mut c), resume);
-    c.handle(t(30), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(30), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(30));
     assert_eq!(outputs(&mut c), resume);
     assert_eq!(c.failure_of(0), Some(t(7)));
@@ -129,13 +129,13 @@ fn a_process_registering_during_a_recovery_is_announced_to_and_waited_for() {
     let w = wiring(2, 2);
     let mut c = unregistered(&w);
     for process in [0, 1, 2] {
-        c.handle(t(0), Input::Register { process }).unwrap();
+        c.handle_input(t(0), Input::Register { process }).unwrap();
     }
     outputs(&mut c);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[1, 2], 0));
-    c.handle(t(16), Input::Register { process: 3 }).unwrap();
+    c.handle_input(t(16), Input::Register { process: 3 }).unwrap();
     let mut late = vec![Output::Registered {
         to: 3,
         failures: vec![failure(0, t(7))],
@@ -148,7 +148,7 @@ fn a_process_registering_during_a_recovery_is_announced_to_and_waited_for() {
     assert!(matches!(outputs(&mut c)[..], [Output::RemoveInputs { .. }]));
     // Registering again changes nothing; after Resume a process is not announced to, but
     // its confirmation names the failure, which it applies before it delivers.
-    c.handle(t(30), Input::Register { process: 3 }).unwrap();
+    c.handle_input(t(30), Input::Register { process: 3 }).unwrap();
     assert_confirmed_with(&mut c, 3, vec![failure(0, t(7))]);
 }
 
@@ -170,15 +170,15 @@ fn a_process_registering_after_resume_is_told_the_failures_in_its_confirmation()
     let w = wiring(2, 2);
     let mut c = unregistered(&w);
     for process in [1, 2] {
-        c.handle(t(0), Input::Register { process }).unwrap();
+        c.handle_input(t(0), Input::Register { process }).unwrap();
     }
     outputs(&mut c);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(0, t(7))], &[1, 2], 0));
     complete(&mut c, t(20), 0, &[1, 2]);
     assert!(matches!(outputs(&mut c)[..], [Output::RemoveInputs { .. }]));
-    c.handle(t(30), Input::Register { process: 3 }).unwrap();
+    c.handle_input(t(30), Input::Register { process: 3 }).unwrap();
     // Told in the confirmation, not announced to.
     assert_confirmed_with(&mut c, 3, vec![failure(0, t(7))]);
 }
@@ -190,7 +190,7 @@ fn a_process_registering_after_resume_is_told_the_failures_in_its_confirmation()
 fn a_rack_left_without_correct_processes_is_no_longer_waited_for() {
     let w = wiring(2, 1);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 1, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 1, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(1, t(7))], &[0], 0));
     complete(&mut c, t(20), 0, &[0]);
@@ -216,7 +216,7 @@ fn a_rack_left_without_correct_processes_is_no_longer_waited_for() {
     );
     // The rack of the correct process keeps being counted.
     let mut c2 = controller(&wiring(2, 2));
-    c2.handle(t(10), tor_down(&wiring(2, 2), 1, t(7))).unwrap();
+    c2.handle_input(t(10), tor_down(&wiring(2, 2), 1, t(7))).unwrap();
     c2.handle_timeout(t(10) + SETTLE);
     outputs(&mut c2);
     complete(&mut c2, t(20), 0, &[0, 2, 3]);
@@ -230,8 +230,8 @@ fn a_rack_left_without_correct_processes_is_no_longer_waited_for() {
 fn when_every_process_goes_the_fabric_side_stays() {
     let w = wiring(2, 1);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
-    c.handle(t(10), tor_down(&w, 1, t(8))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 1, t(8))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(c.failure_of(0), Some(t(7)));
     assert_eq!(c.failure_of(1), Some(t(8)));
@@ -249,10 +249,10 @@ fn a_failed_tor_fails_its_rack_at_the_largest_commit_the_spines_saw() {
     let mut c = controller(&w);
     // Both spines time out the ToR; process 0 times out the ToR too, but it is on the failed
     // side: what it heard does not bound what reached the correct receivers.
-    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
+    c.handle_input(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
         .unwrap();
-    c.handle(t(11), down(Member::Process(0), 0, t(90))).unwrap();
-    c.handle(t(12), down(Member::Switch(3), port_to(&w, 3, 0), t(25)))
+    c.handle_input(t(11), down(Member::Process(0), 0, t(90))).unwrap();
+    c.handle_input(t(12), down(Member::Switch(3), port_to(&w, 3, 0), t(25)))
         .unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(0, t(30)), (1, t(30))], &[2, 3], 0));
@@ -276,7 +276,7 @@ fn a_failed_tor_fails_its_rack_at_the_largest_commit_the_spines_saw() {
 fn a_tor_losing_one_spine_of_two_fails_nobody_and_both_ends_drop_the_link() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
-    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
+    c.handle_input(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(30)))
         .unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(
@@ -296,7 +296,7 @@ fn a_tor_losing_one_spine_of_two_fails_nobody_and_both_ends_drop_the_link() {
     // The other end's own report comes later and decides nothing new; its end is told to
     // remove the input again (as a switch that missed its Resume and reported again would
     // be), which changes nothing there.
-    c.handle(t(20), down(Member::Switch(0), port_to(&w, 0, 2), t(31)))
+    c.handle_input(t(20), down(Member::Switch(0), port_to(&w, 0, 2), t(31)))
         .unwrap();
     c.handle_timeout(t(30));
     assert_eq!(
@@ -316,7 +316,7 @@ fn a_link_only_the_failed_side_reports_is_cut_at_the_switch_before_deciding() {
     let w = wiring(1, 2);
     let mut c = controller(&w);
     // Process 1 stops hearing its ToR; the ToR still hears it.
-    c.handle(t(10), down(Member::Process(1), 0, t(50))).unwrap();
+    c.handle_input(t(10), down(Member::Process(1), 0, t(50))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     let tor = w.processes[1];
     assert_eq!(
@@ -328,7 +328,7 @@ fn a_link_only_the_failed_side_reports_is_cut_at_the_switch_before_deciding() {
     );
     assert!(c.failures().is_empty());
     // The ToR cuts it and reports what it last carried: that is the failure timestamp.
-    c.handle(t(16), tor_down(&w, 1, t(12))).unwrap();
+    c.handle_input(t(16), tor_down(&w, 1, t(12))).unwrap();
     c.handle_timeout(t(16));
     assert_eq!(outputs(&mut c), announced(&[(1, t(12))], &[0, 2, 3], 0));
 }
@@ -337,7 +337,7 @@ fn a_link_only_the_failed_side_reports_is_cut_at_the_switch_before_deciding() {
 fn a_switch_that_does_not_report_a_cut_is_asked_again() {
     let w = wiring(1, 2);
     let mut c = controller(&w);
-    c.handle(t(10), down(Member::Process(1), 0, t(50))).unwrap();
+    c.handle_input(t(10), down(Member::Process(1), 0, t(50))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c).len(), 1);
     assert_eq!(c.poll_timeout(), Some(t(10) + SETTLE + ANSWER));
@@ -356,7 +356,7 @@ fn a_switch_that_does_not_report_a_cut_is_asked_again() {
 fn a_process_that_does_not_answer_is_cut_off_and_fails_in_a_later_epoch() {
     let w = wiring(1, 2);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     outputs(&mut c);
     complete(&mut c, t(20), 0, &[1, 2]);
@@ -390,7 +390,7 @@ fn a_process_that_does_not_answer_is_cut_off_and_fails_in_a_later_epoch() {
         ]
     );
     assert_eq!(c.counters().unanswered, 1);
-    c.handle(deadline, tor_down(&w, 3, t(40))).unwrap();
+    c.handle_input(deadline, tor_down(&w, 3, t(40))).unwrap();
     c.handle_timeout(deadline);
     assert_eq!(outputs(&mut c), announced(&[(3, t(40))], &[1, 2], 1));
     // A late answer to the first epoch is harmless.
@@ -402,12 +402,12 @@ fn a_process_that_does_not_answer_is_cut_off_and_fails_in_a_later_epoch() {
 fn duplicate_late_and_contradictory_reports_do_not_change_a_decision() {
     let w = wiring(1, 2);
     let mut c = controller(&w);
-    c.handle(t(10), tor_down(&w, 0, t(7))).unwrap();
-    c.handle(t(11), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(10), tor_down(&w, 0, t(7))).unwrap();
+    c.handle_input(t(11), tor_down(&w, 0, t(7))).unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c).len(), 3);
-    c.handle(t(30), tor_down(&w, 0, t(9))).unwrap();
-    c.handle(t(31), down(Member::Process(0), 0, t(99))).unwrap();
+    c.handle_input(t(30), tor_down(&w, 0, t(9))).unwrap();
+    c.handle_input(t(31), down(Member::Process(0), 0, t(99))).unwrap();
     c.handle_timeout(t(32));
     assert!(outputs(&mut c).is_empty());
     assert_eq!(c.failure_of(0), Some(t(7)));
@@ -420,9 +420,9 @@ fn a_partition_keeps_the_side_with_more_processes() {
     // tie goes to the side with the top-layer switch, where the controller meets the fabric.
     let w = wiring(1, 2);
     let mut c = controller(&w);
-    c.handle(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
+    c.handle_input(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
         .unwrap();
-    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
+    c.handle_input(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
         .unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(0, t(50)), (1, t(50))], &[2, 3], 0));
@@ -430,14 +430,14 @@ fn a_partition_keeps_the_side_with_more_processes() {
     // With three processes on leaf 1's side removed from the count, leaf 0's side wins.
     let w = wiring(1, 2);
     let mut c = controller(&w);
-    c.handle(t(1), tor_down(&w, 3, t(1))).unwrap();
+    c.handle_input(t(1), tor_down(&w, 3, t(1))).unwrap();
     c.handle_timeout(t(1) + SETTLE);
     outputs(&mut c);
     complete(&mut c, t(2), 0, &[0, 1, 2]);
     outputs(&mut c);
-    c.handle(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
+    c.handle_input(t(10), down(Member::Switch(0), port_to(&w, 0, 2), t(60)))
         .unwrap();
-    c.handle(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
+    c.handle_input(t(10), down(Member::Switch(2), port_to(&w, 2, 0), t(50)))
         .unwrap();
     c.handle_timeout(t(10) + SETTLE);
     assert_eq!(outputs(&mut c), announced(&[(2, t(60))], &[0, 1], 1));
@@ -448,12 +448,12 @@ fn inputs_naming_nothing_are_refused_and_counted() {
     let w = wiring(1, 2);
     let mut c = controller(&w);
     assert_eq!(
-        c.handle(t(1), Input::Register { process: 4 }),
+        c.handle_input(t(1), Input::Register { process: 4 }),
         Err(ControllerError::UnknownProcess(4))
     );
-    assert!(c.handle(t(1), down(Member::Switch(9), 0, t(0))).is_err());
-    assert!(c.handle(t(1), down(Member::Switch(0), 99, t(0))).is_err());
-    assert!(c.handle(t(1), down(Member::Process(0), 1, t(0))).is_err());
+    assert!(c.handle_input(t(1), down(Member::Switch(9), 0, t(0))).is_err());
+    assert!(c.handle_input(t(1), down(Member::Switch(0), 99, t(0))).is_err());
+    assert!(c.handle_input(t(1), down(Member::Process(0), 1, t(0))).is_err());
     assert_eq!(c.counters().unknown, 4);
     assert_eq!(c.poll_timeout(), None);
     // A completion for an epoch that never was.
@@ -466,11 +466,11 @@ fn inputs_naming_nothing_are_refused_and_counted() {
 fn half_a_recovery<S: Store>(w: &Wiring, store: S) -> Service<S> {
     let mut s = Service::open(unregistered(w), store, t(0)).unwrap();
     for p in 0..w.process_count() as u32 {
-        s.handle(t(0), Input::Register { process: p }).unwrap();
+        s.handle_input(t(0), Input::Register { process: p }).unwrap();
     }
-    s.handle(t(10), tor_down(w, 0, t(7))).unwrap();
+    s.handle_input(t(10), tor_down(w, 0, t(7))).unwrap();
     s.handle_timeout(t(10) + SETTLE).unwrap();
-    s.handle(t(20), Input::Completed { process: 1, epoch: 0 })
+    s.handle_input(t(20), Input::Completed { process: 1, epoch: 0 })
         .unwrap();
     s
 }
@@ -482,23 +482,23 @@ fn a_controller_taking_over_from_the_log_finishes_the_recovery() {
     let log = first.store().clone();
     // Bad input never reaches the log.
     let mut first = first;
-    assert!(first.handle(t(21), Input::Register { process: 9 }).is_err());
+    assert!(first.handle_input(t(21), Input::Register { process: 9 }).is_err());
     assert_eq!(first.store().records.len(), log.records.len());
 
     let fresh = unregistered(&w);
     let mut second = Service::open(fresh, log, t(30)).unwrap();
     assert_eq!(second.controller().failure_of(0), Some(t(7)));
     // Process 1 already answered; the others are asked again.
-    let again: Vec<Output> = std::iter::from_fn(|| second.poll_output()).collect();
+    let again: Vec<Output> = std::iter::from_fn(|| second.poll_event()).collect();
     assert_eq!(again, announced(&[(0, t(7))], &[2, 3], 0));
     for p in [2, 3] {
         second
-            .handle(t(31), Input::Completed { process: p, epoch: 0 })
+            .handle_input(t(31), Input::Completed { process: p, epoch: 0 })
             .unwrap();
     }
     let tor = w.processes[0];
     assert_eq!(
-        second.poll_output(),
+        second.poll_event(),
         Some(Output::RemoveInputs {
             switch: tor.tor,
             ports: vec![tor.tor_port]

@@ -14,11 +14,11 @@
 //! Failure (paper 5.2): the controller announces a failed process and its failure timestamp
 //! through [`Endpoint::on_process_failed`]; the endpoint discards what it must from that process,
 //! recalls its own aborted scatterings, queues the application's callback
-//! ([`Endpoint::poll_process_failure`]) and says when its part is done
+//! ([`Endpoint::poll_event`]) and says when its part is done
 //! ([`Endpoint::failure_complete`]). See docs/reliable.md.
 //!
 //! Call order per step: `handle_frame` for arrivals, `handle_timeout` when due, then
-//! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_failure` to drain.
+//! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_event` to drain.
 
 use crate::clock::HostClock;
 use crate::reliable::ReliableConfig;
@@ -177,6 +177,16 @@ pub struct Delivery {
     pub payload: Vec<u8>,
 }
 
+/// What an endpoint tells its application besides deliveries ([`Endpoint::poll_event`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// Paper Table 1's `onepipe_proc_fail_callback`: the controller announced `process`
+    /// failed with failure timestamp `ts` (paper 5.2).
+    ProcessFailed { process: u32, ts: Instant },
+    /// Paper Table 1's `onepipe_send_fail_callback`: a message of ours was not delivered.
+    SendFailed(SendFailure),
+}
+
 /// A message of ours that a receiver could not deliver (paper Table 1's send-failure callback).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendFailure {
@@ -320,8 +330,6 @@ pub struct Endpoint {
     failed: Vec<(u32, Instant)>,
     /// Announcements for the application's process-failure callback.
     process_failures: VecDeque<(u32, Instant)>,
-    /// Failures whose completion [`Endpoint::poll_failure_complete`] has not reported yet.
-    completions_pending: Vec<u32>,
     /// Recalled messages (timestamp, sender) that have not arrived whole, so that a late copy
     /// is dropped; removed once the commit barrier passes them (later copies are then late).
     tombstones: std::collections::BTreeSet<(Instant, u32)>,
@@ -377,7 +385,6 @@ impl Endpoint {
             lost_scratch: Vec::new(),
             failed: Vec::new(),
             process_failures: VecDeque::new(),
-            completions_pending: Vec::new(),
             tombstones: Default::default(),
             recovery: Default::default(),
             unregistered: false,
@@ -514,7 +521,7 @@ impl Endpoint {
     /// Paper Table 1 `onepipe_reliable_send(vec[<dst, msg>])`: the scattering waits in the
     /// reliable send buffer until every message fits its destination's window, then takes one
     /// timestamp (see [`Endpoint::poll_released`]) and is delivered exactly once to each
-    /// destination, in the same total order, or reported through [`Endpoint::poll_failure`].
+    /// destination, in the same total order, or reported through [`Endpoint::poll_event`].
     /// Returns the message id.
     pub fn send_reliable(&mut self, now: Instant, scatter: &[(u32, &[u8])]) -> Result<u64, SendError> {
         self.validate(scatter)?;
@@ -641,9 +648,9 @@ impl Endpoint {
     ///   every barrier here does; one at `failure_ts` may be missing at another receiver, and
     ///   none at or above it can have been delivered anywhere.)
     /// - Recall: scatterings of ours that it did not fully acknowledge are aborted, reported
-    ///   through [`Endpoint::poll_failure`] with [`FailureReason::ReceiverFailed`], and their
+    ///   through [`Endpoint::poll_event`] with [`FailureReason::ReceiverFailed`], and their
     ///   other messages recalled ([`ReliableSender::on_process_failed`]).
-    /// - Callback: ([`Endpoint::poll_process_failure`]) gets (`process`, `failure_ts`).
+    /// - Callback: [`Endpoint::poll_event`] gives [`EndpointEvent::ProcessFailed`].
     ///
     /// Completion, for the controller's Resume: [`Endpoint::failure_complete`]. Sends naming the
     /// process are refused from now on ([`SendError::ProcessFailed`]). A repeated announcement
@@ -681,7 +688,6 @@ impl Endpoint {
         // Credits of aborted scatterings went back: others may go.
         self.release(now);
         self.process_failures.push_back((process, failure_ts));
-        self.completions_pending.push(process);
         Ok(())
     }
 
@@ -693,12 +699,6 @@ impl Endpoint {
     /// Processes announced failed, with their failure timestamps, in announcement order.
     pub fn failed_processes(&self) -> &[(u32, Instant)] {
         &self.failed
-    }
-
-    /// Paper Table 1's process-failure callback: the next (failed process, failure timestamp)
-    /// announced, once each.
-    pub fn poll_process_failure(&mut self) -> Option<(u32, Instant)> {
-        self.process_failures.pop_front()
     }
 
     /// Whether this endpoint's part of handling `process`'s failure is done (paper 5.2: "Then,
@@ -713,13 +713,6 @@ impl Endpoint {
 
     fn handled(&self, process: u32) -> bool {
         self.sender.recall_complete(process) && !self.sender.has_open_to(process)
-    }
-
-    /// The next failed process whose handling here completed (see
-    /// [`Endpoint::failure_complete`]), each reported once, for the completion message.
-    pub fn poll_failure_complete(&mut self) -> Option<u32> {
-        let i = self.completions_pending.iter().position(|&p| self.handled(p))?;
-        Some(self.completions_pending.remove(i))
     }
 
     /// Paper Table 1 `onepipe_reliable_recv`: the next reliable message in (timestamp, sender)
@@ -797,10 +790,18 @@ impl Endpoint {
         Some(r)
     }
 
-    /// The next of our messages that a receiver NAKed (best effort) or that could not be
-    /// delivered within the retry budget (reliable).
-    pub fn poll_failure(&mut self) -> Option<SendFailure> {
-        self.failures.pop_front().or_else(|| self.sender.poll_failure())
+    /// What the application is to hear besides its deliveries (paper Table 1's callbacks):
+    /// each process the controller announced failed, then each message of ours that a receiver
+    /// NAKed (best effort), that could not be delivered within the retry budget (reliable), or
+    /// that a failure aborted (Recall). Each once.
+    pub fn poll_event(&mut self) -> Option<EndpointEvent> {
+        if let Some((process, ts)) = self.process_failures.pop_front() {
+            return Some(EndpointEvent::ProcessFailed { process, ts });
+        }
+        self.failures
+            .pop_front()
+            .or_else(|| self.sender.poll_failure())
+            .map(EndpointEvent::SendFailed)
     }
 
     /// When `handle_timeout` is next due, on the shared clock.

@@ -174,7 +174,7 @@ fn late_packet_is_naked_and_the_sender_hears_of_it() {
         .unwrap();
     sender.handle_frame(t(4), &nak_frame).unwrap();
     assert_eq!(
-        sender.poll_failure(),
+        send_failure(&mut sender),
         Some(SendFailure {
             ts: t(900),
             dst: 0,
@@ -453,14 +453,12 @@ fn discard_drops_messages_at_and_above_the_failure_timestamp_and_delivers_those_
     assert_eq!(eps[1].prepared().len(), 3);
     eps[1].on_process_failed(t(400), 0, t(200)).unwrap();
     assert_eq!(eps[1].counters().discarded, 2, "at 200 and at 300");
-    assert_eq!(eps[1].poll_process_failure(), Some((0, t(200))));
-    assert_eq!(eps[1].poll_process_failure(), None);
+    assert_eq!(process_failure(&mut eps[1]), Some((0, t(200))));
+    assert_eq!(process_failure(&mut eps[1]), None);
     assert!(
         eps[1].failure_complete(0),
         "a receiver only discards: done at once"
     );
-    assert_eq!(eps[1].poll_failure_complete(), Some(0));
-    assert_eq!(eps[1].poll_failure_complete(), None);
     eps[1].handle_frame(t(500), &commit_beacon(10_000)).unwrap();
     assert_eq!(committed(&mut eps[1]), vec![(0, b"m100".to_vec())]);
     // Anything later from P is dropped whole.
@@ -513,7 +511,7 @@ fn recall_of_a_scattering_the_failed_receiver_had_not_acked() {
     for p in [0, 2] {
         eps[p].on_process_failed(t(200), 1, t(50)).unwrap();
     }
-    let f = eps[0].poll_failure().expect("reported");
+    let f = send_failure(&mut eps[0]).expect("reported");
     assert_eq!(
         f,
         SendFailure {
@@ -538,7 +536,6 @@ fn recall_of_a_scattering_the_failed_receiver_had_not_acked() {
     assert!(eps[2].prepared().is_empty());
     assert_eq!(eps[2].reliable_receiver().held_packets(0), Some((0, 0)));
     assert!(eps[0].failure_complete(1) && eps[2].failure_complete(1));
-    assert_eq!(eps[0].poll_failure_complete(), Some(1));
     // The sender's commit barrier is past the aborted scattering now.
     eps[0].handle_timeout(t(2_000));
     let beacon = drain(&mut eps[0], 2_000).pop().expect("a beacon");
@@ -557,7 +554,7 @@ fn scattering_the_failed_receiver_had_acked_is_delivered() {
     for p in [0, 2] {
         eps[p].on_process_failed(t(200), 1, t(50)).unwrap();
     }
-    assert!(eps[0].poll_failure().is_none());
+    assert!(send_failure(&mut eps[0]).is_none());
     // Not done while the scattering is open: were its other receiver to fail, it would be
     // aborted, and 1 would need that recall when it recovers (paper 5.2, Receiver Recovery).
     assert!(!eps[0].failure_complete(1));
@@ -636,10 +633,17 @@ fn repeated_failure_announcement_changes_nothing() {
     assert!(drain(&mut eps[0], 201).is_empty(), "no second recall");
     assert_eq!(eps[0].failed_processes(), &[(1, t(50))]);
     assert_eq!(eps[0].counters().failures_repeated, 1);
-    assert_eq!(eps[0].poll_process_failure(), Some((1, t(50))));
-    assert_eq!(eps[0].poll_process_failure(), None, "one callback");
-    assert!(eps[0].poll_failure().is_some());
-    assert!(eps[0].poll_failure().is_none(), "one report");
+    // One callback, then one report of the aborted scattering.
+    let events: Vec<_> = std::iter::from_fn(|| eps[0].poll_event()).collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(
+        events[0],
+        EndpointEvent::ProcessFailed {
+            process: 1,
+            ts: t(50)
+        }
+    );
+    assert!(matches!(events[1], EndpointEvent::SendFailed(_)));
     assert_eq!(recalls(&first).len(), 1);
     assert_eq!(eps[0].reliable_sender().counters().recalls_sent, 1);
     assert_eq!(
@@ -908,4 +912,22 @@ fn releases_of_both_services_come_in_timestamp_order() {
         "the reliable one left first"
     );
     assert!(first.1 < second.1);
+}
+
+/// The next send failure; process failures before it are passed over.
+fn send_failure(ep: &mut Endpoint) -> Option<SendFailure> {
+    std::iter::from_fn(|| ep.poll_event()).find_map(|e| match e {
+        EndpointEvent::SendFailed(f) => Some(f),
+        EndpointEvent::ProcessFailed { .. } => None,
+    })
+}
+
+/// The next process failure, (process, failure timestamp), which comes before any send
+/// failure it caused.
+fn process_failure(ep: &mut Endpoint) -> Option<(u32, Instant)> {
+    match ep.poll_event() {
+        Some(EndpointEvent::ProcessFailed { process, ts }) => Some((process, ts)),
+        None => None,
+        Some(other) => panic!("expected a process failure, got {other:?}"),
+    }
 }

@@ -97,7 +97,7 @@ pub(crate) struct Connections<C> {
 
 /// Systems up to this many processes index connections by a table of one `u32` per process
 /// (4 KiB); larger ones hash. Several lookups per message go through it, and the table has no
-/// hashing and no probing (measured at 32 processes: see docs/performance.md).
+/// hashing and no probing (measured at 32 processes: see docs/notes/2026-11-performance-log.md).
 const DENSE_INDEX_PROCESSES_MAX: u32 = 1024;
 
 /// Where `items` keeps each peer's connection.

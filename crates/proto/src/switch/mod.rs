@@ -13,9 +13,30 @@
 
 use crate::hash::mix64;
 use onepipe_fabric::routing::{NextHops, NoRoute};
-use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, Routes, Wiring};
+use onepipe_fabric::{Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
+use onepipe_wire::protocol::ONEPIPE;
 use onepipe_wire::{Duration, Instant};
+
+/// A software switch whose pipeline runs 1Pipe ([`Pipeline`], docs/architecture.md): what
+/// every runtime builds for a switch of a 1Pipe fabric. Other programs join 1Pipe's in the
+/// pipeline without changing it (`crates/sim/tests/programs.rs`).
+pub type SwitchNode = Pipeline<Switch>;
+
+/// The 1Pipe program of a switch pipeline, for the management plane and the reports.
+pub trait OnePipeProgram {
+    fn onepipe(&self) -> &Switch;
+    fn onepipe_mut(&mut self) -> &mut Switch;
+}
+
+impl OnePipeProgram for SwitchNode {
+    fn onepipe(&self) -> &Switch {
+        self.program(ONEPIPE).expect("a switch node runs 1Pipe")
+    }
+    fn onepipe_mut(&mut self) -> &mut Switch {
+        self.program_mut(ONEPIPE).expect("a switch node runs 1Pipe")
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {
@@ -60,7 +81,7 @@ pub enum InputState {
     /// commit barrier keeps counting it: taking a component out of reliable delivery needs
     /// the controller's failure procedure (paper 5.2: Discard and Recall before Resume), or
     /// prepared messages it still carries would arrive below the commit barrier. The switch
-    /// reports the link ([`Switch::poll_report`]); reliable delivery stalls until the
+    /// reports the link ([`Switch::poll_event`]); reliable delivery stalls until the
     /// controller removes it ([`Switch::remove_input`]) or it heals (found by the simulator:
     /// crates/sim/tests/faults.rs).
     Dead,
@@ -85,6 +106,17 @@ pub enum CommitInput {
 pub struct InputReport {
     pub port: PortId,
     pub last_commit: Instant,
+}
+
+/// What a switch tells the management plane ([`Switch::poll_event`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchEvent {
+    /// Detect (paper 5.2): an input timed out or was cut, with the last commit barrier it
+    /// carried. Made again while the controller has not acted on it.
+    InputDown(InputReport),
+    /// A quarantined input was heard again: the process behind it is back (Receiver Recovery,
+    /// switch/recovery.rs).
+    InputHeard(PortId),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -427,6 +459,11 @@ impl Switch {
         self.id
     }
 
+    /// This switch as the program of a switch pipeline of its own.
+    pub fn into_node(self) -> SwitchNode {
+        Pipeline::single(ONEPIPE, self).expect("one program, of a protocol number")
+    }
+
     pub fn counters(&self) -> &SwitchCounters {
         &self.counters
     }
@@ -551,8 +588,13 @@ impl Switch {
     }
 
     /// The next link-down report for the controller (paper 5.2, Detect).
-    pub fn poll_report(&mut self) -> Option<InputReport> {
-        self.reports.pop_front()
+    /// What the switch has to tell the management plane, oldest first: inputs that went down
+    /// (Detect), then quarantined inputs heard again.
+    pub fn poll_event(&mut self) -> Option<SwitchEvent> {
+        if let Some(r) = self.reports.pop_front() {
+            return Some(SwitchEvent::InputDown(r));
+        }
+        self.heard_again.pop().map(SwitchEvent::InputHeard)
     }
 
     /// Every input reported down and not heard from since, with its last commit barrier: what

@@ -6,7 +6,7 @@
 //! its old commit barrier back into the commit lane; sending it ours would let it deliver its
 //! receive buffer up to a barrier that promises nothing about it, before it knows which of
 //! those messages the correct receivers discarded. The first frame heard on a quarantined
-//! input is reported ([`Switch::poll_heard`]): the process is back, and the controller tells
+//! input is reported ([`Switch::poll_event`]): the process is back, and the controller tells
 //! it of its failure. When it has recovered, the controller readmits the input
 //! ([`Switch::readmit_input`]) and it joins like a new link (paper 4.2): its registers hold the
 //! output barriers until its own pass them, so no barrier goes back.
@@ -41,11 +41,6 @@ impl Switch {
             .enumerate()
             .filter(|(_, p)| p.cut && p.to_process && !p.quarantined)
             .map(|(i, _)| i as PortId)
-    }
-
-    /// The next quarantined input heard again since the last call, for the controller.
-    pub fn poll_heard(&mut self) -> Option<PortId> {
-        self.heard_again.pop()
     }
 
     /// The controller takes input `port` back: a recovered process rejoins, or a switch has a

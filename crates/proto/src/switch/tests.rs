@@ -438,15 +438,15 @@ fn switch_with_port_2_dead_at_500() -> Switch {
 fn a_dead_input_is_reported_once_with_its_last_commit_barrier() {
     let mut s = switch_with_port_2_dead_at_500();
     assert_eq!(
-        s.poll_report(),
+        reported(&mut s),
         Some(InputReport {
             port: 2,
             last_commit: t(500)
         })
     );
-    assert_eq!(s.poll_report(), None);
+    assert_eq!(reported(&mut s), None);
     s.handle_timeout(t(13_000));
-    assert_eq!(s.poll_report(), None);
+    assert_eq!(reported(&mut s), None);
 }
 
 /// Paper 5.2, Resume: once the controller removes the failed input, the commit barrier flows.
@@ -471,12 +471,12 @@ fn a_removed_input_releases_the_commit_barrier() {
 fn a_removed_process_input_is_quarantined_until_readmitted_then_rejoins_without_pulling_back() {
     let mut s = switch_with_port_2_dead_at_500();
     s.remove_input(2).unwrap();
-    assert_eq!(s.poll_heard(), None);
+    assert_eq!(heard(&mut s), None);
     let (route, _) = pass(&mut s, 12_100, 2, beacon(5_000));
     assert_eq!(route, Route::Drop);
     pass(&mut s, 12_150, 2, beacon(5_100));
-    assert_eq!(s.poll_heard(), Some(2), "heard again, once");
-    assert_eq!(s.poll_heard(), None);
+    assert_eq!(heard(&mut s), Some(2), "heard again, once");
+    assert_eq!(heard(&mut s), None);
     let (route, _) = pass(&mut s, 12_160, 0, frame(Opcode::Data, 0, 2, 12_160, 12_160));
     assert_eq!(route, Route::Drop, "nothing is forwarded to it");
     s.handle_timeout(t(13_000));
@@ -496,7 +496,7 @@ fn a_removed_process_input_is_quarantined_until_readmitted_then_rejoins_without_
         12_500,
         "counted again once past the frozen output"
     );
-    assert_eq!(s.poll_heard(), None);
+    assert_eq!(heard(&mut s), None);
     let (route, _) = pass(&mut s, 13_300, 0, frame(Opcode::Data, 0, 2, 13_300, 13_300));
     assert_eq!(route, Route::Forward(2));
 }
@@ -506,7 +506,7 @@ fn a_removed_process_input_is_quarantined_until_readmitted_then_rejoins_without_
 #[test]
 fn a_readmitted_input_that_stays_silent_is_reported_again() {
     let mut s = switch_with_port_2_dead_at_500();
-    assert!(s.poll_report().is_some());
+    assert!(reported(&mut s).is_some());
     s.remove_input(2).unwrap();
     s.readmit_input(t(12_000), 2).unwrap();
     s.readmit_input(t(12_000), 2).unwrap();
@@ -515,7 +515,7 @@ fn a_readmitted_input_that_stays_silent_is_reported_again() {
         pass(&mut s, k * 1_000, 1, beacon(k * 1_000));
         s.handle_timeout(t(k * 1_000));
     }
-    assert_eq!(s.poll_report().map(|r| r.port), Some(2));
+    assert_eq!(reported(&mut s).map(|r| r.port), Some(2));
     assert_eq!(s.readmit_input(t(0), 9), Err(NoSuchPort(9)));
 }
 
@@ -551,7 +551,7 @@ fn a_cut_input_is_ignored_and_reported_and_holds_commit_until_removed() {
     }
     s.cut_input(1).unwrap();
     assert_eq!(
-        s.poll_report(),
+        reported(&mut s),
         Some(InputReport {
             port: 1,
             last_commit: t(1_000)
@@ -630,4 +630,20 @@ fn reported_down_lists_dead_inputs_until_they_are_heard_again() {
     );
     pass(&mut s, 12_100, 2, beacon(12_100));
     assert_eq!(s.reported_down().count(), 0);
+}
+
+/// The next input reported down; events of the other kind before it are passed over.
+fn reported(s: &mut Switch) -> Option<InputReport> {
+    std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
+        SwitchEvent::InputDown(r) => Some(r),
+        SwitchEvent::InputHeard(_) => None,
+    })
+}
+
+/// The next quarantined input heard again; reports before it are passed over.
+fn heard(s: &mut Switch) -> Option<PortId> {
+    std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
+        SwitchEvent::InputHeard(port) => Some(port),
+        SwitchEvent::InputDown(_) => None,
+    })
 }

@@ -193,7 +193,8 @@ const HOSTS_BETWEEN_SWITCH_VISITS: usize = 8;
 /// went round the nodes from its own starting point, taking whatever the other was not
 /// running, a host was often visited twice between two visits of another: at 32 processes a
 /// third of what a host received still waited for the barrier at the end of its visit, and
-/// was read again from memory a pass later (docs/performance.md, "One cycle of visits").
+/// was read again from memory a pass later (docs/notes/2026-11-udp-log.md, "One cycle of
+/// visits").
 fn shared_schedule(switches: usize, nodes: usize) -> Vec<usize> {
     let hosts: Vec<usize> = (switches..nodes).collect();
     if hosts.is_empty() {

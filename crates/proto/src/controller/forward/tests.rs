@@ -94,7 +94,7 @@ fn a_forward_reaches_the_receiver_and_its_ack_comes_back() {
     let w = wiring();
     let mut c = controller(&w);
     let m = prepare(0, 2, 5);
-    c.handle(t(1), forward(0, 2, &m)).unwrap();
+    c.handle_input(t(1), forward(0, 2, &m)).unwrap();
     let there = Output::Forward {
         to: 2,
         id: 0,
@@ -103,7 +103,7 @@ fn a_forward_reaches_the_receiver_and_its_ack_comes_back() {
     assert_eq!(outputs(&mut c), vec![there]);
     assert_eq!(c.poll_timeout(), Some(t(1) + FORWARD));
     let a = ack(2, 0);
-    c.handle(t(2), answer(2, 0, Some(&a))).unwrap();
+    c.handle_input(t(2), answer(2, 0, Some(&a))).unwrap();
     let back = Output::Forward {
         to: 0,
         id: 1,
@@ -115,7 +115,7 @@ fn a_forward_reaches_the_receiver_and_its_ack_comes_back() {
         Some(t(2) + FORWARD),
         "the sender must answer too"
     );
-    c.handle(t(3), answer(0, 1, None)).unwrap();
+    c.handle_input(t(3), answer(0, 1, None)).unwrap();
     assert_eq!((c.forwards_pending(), c.poll_timeout()), (0, None));
     c.handle_timeout(t(100));
     assert_eq!(outputs(&mut c), vec![]);
@@ -132,8 +132,8 @@ fn a_receiver_that_does_not_answer_is_cut_off_and_its_recall_recorded() {
     let mut c = controller(&w);
     let r = recall(0, 2, 9);
     let m = prepare(0, 3, 1);
-    c.handle(t(1), forward(0, 2, &r)).unwrap();
-    c.handle(t(2), forward(0, 3, &m)).unwrap();
+    c.handle_input(t(1), forward(0, 2, &r)).unwrap();
+    c.handle_input(t(2), forward(0, 3, &m)).unwrap();
     assert_eq!(outputs(&mut c).len(), 2);
     c.handle_timeout((t(1) + FORWARD).saturating_sub(Duration::from_nanos(1)));
     assert_eq!(outputs(&mut c), vec![], "not yet");
@@ -159,11 +159,11 @@ fn a_receiver_that_does_not_answer_is_cut_off_and_its_recall_recorded() {
         port: spec.tor_port,
         last_commit_ns: t(1).as_nanos(),
     };
-    c.handle(t(60), report).unwrap();
+    c.handle_input(t(60), report).unwrap();
     c.handle_timeout(t(70));
     assert_eq!(c.failure_of(2), Some(t(1)));
     // A later forward to it is settled by its failure, not sent.
-    c.handle(t(80), forward(0, 2, &recall(0, 2, 10))).unwrap();
+    c.handle_input(t(80), forward(0, 2, &recall(0, 2, 10))).unwrap();
     assert!(
         !outputs(&mut c)
             .iter()
@@ -178,8 +178,8 @@ fn a_receiver_that_does_not_answer_is_cut_off_and_its_recall_recorded() {
 fn a_sender_that_does_not_take_its_ack_is_cut_off() {
     let w = wiring();
     let mut c = controller(&w);
-    c.handle(t(1), forward(0, 2, &recall(0, 2, 3))).unwrap();
-    c.handle(t(2), answer(2, 0, Some(&ack(2, 0)))).unwrap();
+    c.handle_input(t(1), forward(0, 2, &recall(0, 2, 3))).unwrap();
+    c.handle_input(t(2), answer(2, 0, Some(&ack(2, 0)))).unwrap();
     outputs(&mut c);
     c.handle_timeout(t(2) + FORWARD);
     assert_eq!(outputs(&mut c), vec![cut(&w, 0)]);
@@ -205,17 +205,17 @@ fn bad_repeated_and_excess_forwards_are_counted() {
         answer(2, 0, Some(&ack(3, 0))),
     ];
     for input in refused {
-        assert!(c.handle(t(1), input.clone()).is_err(), "{input:?}");
+        assert!(c.handle_input(t(1), input.clone()).is_err(), "{input:?}");
     }
     assert_eq!(c.counters().unknown, 8);
-    c.handle(t(1), forward(0, 2, &m)).unwrap();
-    c.handle(t(1), forward(0, 2, &m)).unwrap();
+    c.handle_input(t(1), forward(0, 2, &m)).unwrap();
+    c.handle_input(t(1), forward(0, 2, &m)).unwrap();
     assert_eq!(outputs(&mut c).len(), 1, "the same packet waits already");
     for stale in [answer(3, 0, None), answer(2, 7, None)] {
-        c.handle(t(2), stale).unwrap();
+        c.handle_input(t(2), stale).unwrap();
     }
-    c.handle(t(2), answer(2, 0, Some(&ack(2, 1)))).unwrap();
-    c.handle(t(2), answer(2, 0, None)).unwrap();
+    c.handle_input(t(2), answer(2, 0, Some(&ack(2, 1)))).unwrap();
+    c.handle_input(t(2), answer(2, 0, None)).unwrap();
     assert_eq!(outputs(&mut c), vec![], "an ACK for someone else is not carried");
     let f = c.counters().forwards.clone();
     assert_eq!(
@@ -223,7 +223,7 @@ fn bad_repeated_and_excess_forwards_are_counted() {
         (1, 1, 1, 4)
     );
     for psn in 0..FORWARDS_MAX as u32 + 1 {
-        c.handle(t(3), forward(1, 3, &prepare(1, 3, psn))).unwrap();
+        c.handle_input(t(3), forward(1, 3, &prepare(1, 3, psn))).unwrap();
     }
     assert_eq!(c.forwards_pending(), FORWARDS_MAX);
     assert_eq!(c.counters().forwards.dropped, 1);
@@ -238,9 +238,9 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
     let w = wiring();
     let (lost, waiting) = (recall(0, 2, 4), prepare(1, 3, 2));
     let mut first = Service::open(controller(&w), MemoryStore::default(), t(0)).unwrap();
-    first.handle(t(1), forward(0, 2, &lost)).unwrap();
+    first.handle_input(t(1), forward(0, 2, &lost)).unwrap();
     first.handle_timeout(t(1) + FORWARD).unwrap();
-    first.handle(t(60), forward(1, 3, &waiting)).unwrap();
+    first.handle_input(t(60), forward(1, 3, &waiting)).unwrap();
     let json = serde_json::to_vec(&first.into_store().records).unwrap();
     let records: Vec<Record> = serde_json::from_slice(&json).unwrap();
 
@@ -248,7 +248,7 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
     let c = second.controller();
     assert_eq!(c.undeliverable_recalls(2).len(), 1);
     assert_eq!(c.undeliverable_recalls(2)[0].packet, lost);
-    let again: Vec<Output> = std::iter::from_fn(|| second.poll_output()).collect();
+    let again: Vec<Output> = std::iter::from_fn(|| second.poll_event()).collect();
     let resent = Output::Forward {
         to: 3,
         id: 1,
@@ -256,12 +256,12 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
     };
     assert!(again.contains(&resent), "{again:?}");
     assert_eq!(second.poll_timeout(), Some(t(70) + FORWARD), "a fresh deadline");
-    second.handle(t(71), answer(3, 1, None)).unwrap();
+    second.handle_input(t(71), answer(3, 1, None)).unwrap();
     assert_eq!(second.controller().forwards_pending(), 0);
 
     // The same history in memory gives the same state (the log is the state).
     let mut mem = Service::open(controller(&w), MemoryStore::default(), t(0)).unwrap();
-    mem.handle(t(1), forward(0, 2, &lost)).unwrap();
+    mem.handle_input(t(1), forward(0, 2, &lost)).unwrap();
     mem.handle_timeout(t(1) + FORWARD).unwrap();
     assert_eq!(
         mem.controller().undeliverable_recalls(2),

@@ -32,14 +32,15 @@ fn fail(w: &Wiring, c: &mut Controller, p: u32, at: Instant, last_commit: Instan
         port: spec.tor_port,
         last_commit_ns: last_commit.as_nanos(),
     };
-    c.handle(at, input).unwrap();
+    c.handle_input(at, input).unwrap();
     c.handle_timeout(at + SETTLE);
     outputs(c)
 }
 
 fn complete(c: &mut Controller, epoch: u64, processes: &[u32]) -> Vec<Output> {
     for &process in processes {
-        c.handle(t(50), Input::Completed { process, epoch }).unwrap();
+        c.handle_input(t(50), Input::Completed { process, epoch })
+            .unwrap();
     }
     outputs(c)
 }
@@ -70,10 +71,10 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
     fail(&w, &mut c, 2, t(10), t(7));
     // Senders report the recalls 2 cannot take before they answer; repeats and reports about
     // a process that is not failed are not recorded.
-    c.handle(t(11), lost(0, 2, t(8), 5)).unwrap();
-    c.handle(t(11), lost(1, 2, t(9), 6)).unwrap();
-    c.handle(t(12), lost(0, 2, t(8), 5)).unwrap();
-    c.handle(t(12), lost(0, 3, t(8), 5)).unwrap();
+    c.handle_input(t(11), lost(0, 2, t(8), 5)).unwrap();
+    c.handle_input(t(11), lost(1, 2, t(9), 6)).unwrap();
+    c.handle_input(t(12), lost(0, 2, t(8), 5)).unwrap();
+    c.handle_input(t(12), lost(0, 3, t(8), 5)).unwrap();
     let recalls = vec![
         LostRecall {
             sender: 0,
@@ -90,14 +91,14 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
     assert_eq!(c.recovery_counters().stale, 2);
     // Heard again before Resume: told at once, answered only once every correct process is
     // done with its failure (no recall for it can come later).
-    c.handle(t(20), heard(&w, 2)).unwrap();
+    c.handle_input(t(20), heard(&w, 2)).unwrap();
     let own = Output::OwnFailure {
         to: 2,
         ts: t(7),
         incarnation: 0,
     };
     assert_eq!(outputs(&mut c), vec![own.clone()]);
-    c.handle(
+    c.handle_input(
         t(21),
         Input::Recover {
             process: 2,
@@ -133,7 +134,7 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
         ]
     );
     // Another incarnation's request is stale; so is a rejoin before the answer was asked for.
-    c.handle(
+    c.handle_input(
         t(22),
         Input::Recover {
             process: 2,
@@ -146,7 +147,7 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
         process: 2,
         incarnation: 0,
     };
-    c.handle(t(23), rejoin.clone()).unwrap();
+    c.handle_input(t(23), rejoin.clone()).unwrap();
     let mut expected = vec![Output::Readmit {
         switch: tor.tor,
         ports: vec![tor.tor_port],
@@ -160,9 +161,9 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
     assert_eq!((c.failure_of(2), c.incarnation(2)), (None, 1));
     assert!(c.lost_recalls(2).is_empty(), "forgotten with the old incarnation");
     // Repeats and late arrivals change nothing.
-    c.handle(t(24), rejoin).unwrap();
-    c.handle(t(24), heard(&w, 2)).unwrap();
-    c.handle(t(24), lost(1, 2, t(9), 6)).unwrap();
+    c.handle_input(t(24), rejoin).unwrap();
+    c.handle_input(t(24), heard(&w, 2)).unwrap();
+    c.handle_input(t(24), lost(1, 2, t(9), 6)).unwrap();
     assert!(outputs(&mut c).is_empty());
     assert!(c.lost_recalls(2).is_empty());
     assert_eq!(c.recovery_counters().stale, 6);
@@ -179,7 +180,7 @@ fn a_failed_process_heard_again_recovers_with_its_record_and_rejoins_as_a_new_on
             })
             .to_vec()
     );
-    c.handle(t(40), Input::Register { process: 2 }).unwrap();
+    c.handle_input(t(40), Input::Register { process: 2 }).unwrap();
     assert_eq!(
         outputs(&mut c),
         vec![
@@ -209,8 +210,8 @@ fn the_answer_names_the_failures_since_and_who_is_failed_now() {
     complete(&mut c, 1, &[1, 3]);
     fail(&w, &mut c, 3, t(30), t(25));
     complete(&mut c, 2, &[1]);
-    c.handle(t(40), Input::Register { process: 2 }).unwrap();
-    c.handle(
+    c.handle_input(t(40), Input::Register { process: 2 }).unwrap();
+    c.handle_input(
         t(40),
         Input::Recover {
             process: 2,
@@ -250,12 +251,12 @@ fn a_process_behind_a_failed_switch_is_not_taken_back() {
             port,
             last_commit_ns: t(7).as_nanos(),
         };
-        c.handle(t(10), input).unwrap();
+        c.handle_input(t(10), input).unwrap();
     }
     c.handle_timeout(t(10) + SETTLE);
     complete(&mut c, 0, &[0, 1]);
-    c.handle(t(20), Input::Register { process: 2 }).unwrap();
-    c.handle(
+    c.handle_input(t(20), Input::Register { process: 2 }).unwrap();
+    c.handle_input(
         t(20),
         Input::Recover {
             process: 2,
@@ -289,14 +290,14 @@ fn many_recalls_go_in_parts_and_an_overflowing_record_says_so() {
     let mut c = controller(&w);
     fail(&w, &mut c, 2, t(10), t(7));
     for id in 0..300 {
-        c.handle(t(11), lost(0, 2, t(8), id)).unwrap();
+        c.handle_input(t(11), lost(0, 2, t(8), id)).unwrap();
     }
     complete(&mut c, 0, &[0, 1, 3]);
     let ask = Input::Recover {
         process: 2,
         incarnation: 0,
     };
-    c.handle(t(20), ask.clone()).unwrap();
+    c.handle_input(t(20), ask.clone()).unwrap();
     let out = outputs(&mut c);
     let parts: Vec<usize> = out
         .iter()
@@ -315,10 +316,10 @@ fn many_recalls_go_in_parts_and_an_overflowing_record_says_so() {
         })
     ));
     for id in 300..=LOST_RECALLS_MAX as u64 {
-        c.handle(t(21), lost(1, 2, t(9), id)).unwrap();
+        c.handle_input(t(21), lost(1, 2, t(9), id)).unwrap();
     }
     assert_eq!(c.recovery_counters().recalls_dropped, 1);
-    c.handle(t(22), ask).unwrap();
+    c.handle_input(t(22), ask).unwrap();
     assert!(matches!(
         outputs(&mut c).last(),
         Some(Output::Recovery {
@@ -336,7 +337,7 @@ fn a_restart_from_the_log_loses_no_recall_and_no_rejoin() {
     let w = wiring();
     let mut s = Service::open(unregistered(&w), MemoryStore::default(), t(0)).unwrap();
     for p in 0..4 {
-        s.handle(t(0), Input::Register { process: p }).unwrap();
+        s.handle_input(t(0), Input::Register { process: p }).unwrap();
     }
     let spec = w.processes[2];
     let down = Input::LinkDown {
@@ -344,20 +345,20 @@ fn a_restart_from_the_log_loses_no_recall_and_no_rejoin() {
         port: spec.tor_port,
         last_commit_ns: t(7).as_nanos(),
     };
-    s.handle(t(10), down).unwrap();
+    s.handle_input(t(10), down).unwrap();
     s.handle_timeout(t(10) + SETTLE).unwrap();
-    s.handle(t(11), lost(0, 2, t(8), 5)).unwrap();
+    s.handle_input(t(11), lost(0, 2, t(8), 5)).unwrap();
     for p in [0, 1, 3] {
-        s.handle(t(12), Input::Completed { process: p, epoch: 0 })
+        s.handle_input(t(12), Input::Completed { process: p, epoch: 0 })
             .unwrap();
     }
-    s.handle(t(13), heard(&w, 2)).unwrap();
+    s.handle_input(t(13), heard(&w, 2)).unwrap();
     let ask = Input::Recover {
         process: 2,
         incarnation: 0,
     };
-    s.handle(t(14), ask).unwrap();
-    let first: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+    s.handle_input(t(14), ask).unwrap();
+    let first: Vec<Output> = std::iter::from_fn(|| s.poll_event()).collect();
     let answer: Vec<Output> = first
         .iter()
         .filter(|o| matches!(o, Output::LostRecalls { .. } | Output::Recovery { .. }))
@@ -367,12 +368,12 @@ fn a_restart_from_the_log_loses_no_recall_and_no_rejoin() {
 
     let mut second = Service::open(unregistered(&w), s.store().clone(), t(20)).unwrap();
     assert_eq!(second.controller().lost_recalls(2).len(), 1);
-    let again: Vec<Output> = std::iter::from_fn(|| second.poll_output())
+    let again: Vec<Output> = std::iter::from_fn(|| second.poll_event())
         .filter(|o| matches!(o, Output::LostRecalls { .. } | Output::Recovery { .. }))
         .collect();
     assert_eq!(again, answer, "answered again, whole");
     second
-        .handle(
+        .handle_input(
             t(21),
             Input::Rejoin {
                 process: 2,
@@ -380,12 +381,12 @@ fn a_restart_from_the_log_loses_no_recall_and_no_rejoin() {
             },
         )
         .unwrap();
-    let rejoined: Vec<Output> = std::iter::from_fn(|| second.poll_output()).collect();
+    let rejoined: Vec<Output> = std::iter::from_fn(|| second.poll_event()).collect();
 
     let mut third = Service::open(unregistered(&w), second.store().clone(), t(30)).unwrap();
     assert_eq!(third.controller().failure_of(2), None);
     assert_eq!(third.controller().incarnation(2), 1);
-    let resent: Vec<Output> = std::iter::from_fn(|| third.poll_output())
+    let resent: Vec<Output> = std::iter::from_fn(|| third.poll_event())
         .filter(|o| matches!(o, Output::Readmit { .. } | Output::Rejoined { .. }))
         .collect();
     assert_eq!(resent, rejoined);
@@ -403,18 +404,18 @@ fn lost_recalls_come_in_parts_and_a_bad_part_is_refused_whole() {
         process: 0,
         lost: vec![(2, t(6).as_nanos(), 1), (3, t(7).as_nanos(), 1)],
     };
-    c.handle(t(20), part).unwrap();
+    c.handle_input(t(20), part).unwrap();
     assert_eq!(c.recovery_counters().recalls_recorded, 2);
     let too_big = Input::RecallLost {
         process: 0,
         lost: vec![(2, t(6).as_nanos(), 9); RECALLS_PER_OUTPUT + 1],
     };
-    assert!(c.handle(t(21), too_big).is_err());
+    assert!(c.handle_input(t(21), too_big).is_err());
     let stranger = Input::RecallLost {
         process: 0,
         lost: vec![(2, t(6).as_nanos(), 10), (99, t(6).as_nanos(), 11)],
     };
-    assert!(c.handle(t(22), stranger).is_err());
+    assert!(c.handle_input(t(22), stranger).is_err());
     assert_eq!(
         c.recovery_counters().recalls_recorded,
         2,

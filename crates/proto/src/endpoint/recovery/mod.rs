@@ -203,7 +203,6 @@ impl Endpoint {
             self.config.process_count,
         );
         self.tombstones.clear();
-        self.completions_pending.clear();
         // The application hears of failures it had not (its callback), once each.
         for f in &r.failures {
             if f.process != self.config.process && !self.is_process_failed(f.process) {
@@ -244,7 +243,6 @@ impl Endpoint {
         self.recovery.peers.insert(process, incarnation);
         self.recovery.counters.peers_rejoined += 1;
         self.failed.retain(|f| f.0 != process);
-        self.completions_pending.retain(|&p| p != process);
         self.receiver.reset(process);
         self.sender.reset_peer(process);
         Ok(())

@@ -1,7 +1,7 @@
 //! Receiver Recovery at the endpoint (paper 5.2): the recovered receiver's buffer, its new
 //! incarnation, and peers that take it back.
 
-use super::super::{Endpoint, EndpointConfig, SendError};
+use super::super::{Endpoint, EndpointConfig, EndpointEvent, SendError};
 use super::Recovery;
 use crate::controller::{Failure, LostRecall};
 use crate::test_packets::beacon;
@@ -119,7 +119,13 @@ fn a_recovered_receiver_delivers_what_the_correct_receivers_did_and_nothing_else
     assert_eq!(eps[1].incarnation(), 1);
     assert!(eps[1].recover(t(600), &recovery).is_err(), "once");
     assert!(eps[1].is_process_failed(2));
-    assert_eq!(eps[1].poll_process_failure(), Some((2, t(250))));
+    assert_eq!(
+        eps[1].poll_event(),
+        Some(EndpointEvent::ProcessFailed {
+            process: 2,
+            ts: t(250)
+        })
+    );
 }
 
 #[test]
@@ -142,7 +148,12 @@ fn a_rejoined_process_starts_new_connections_that_its_peers_take() {
     eps[1].on_own_failure(t(OWN_FAILURE_NS), 0);
     let report = eps[1].recover(t(600), &recovery).unwrap();
     assert_eq!(report.sends_failed, 1);
-    let failed: Vec<_> = std::iter::from_fn(|| eps[1].poll_failure()).collect();
+    let failed: Vec<_> = std::iter::from_fn(|| eps[1].poll_event())
+        .filter_map(|e| match e {
+            EndpointEvent::SendFailed(f) => Some(f),
+            EndpointEvent::ProcessFailed { .. } => None,
+        })
+        .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].reason, super::super::FailureReason::OwnFailure);
     eps[0].on_process_rejoined(1, 1).unwrap();
