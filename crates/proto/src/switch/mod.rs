@@ -17,6 +17,7 @@ use onepipe_fabric::{Node, Peer, Pipeline, PortDirection, PortId, Route, Routes,
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
 use onepipe_wire::protocol::ONEPIPE;
 use onepipe_wire::{Duration, Instant};
+use registers::{ClockSamples, Registers};
 
 /// A software switch whose pipeline runs 1Pipe ([`Pipeline`], docs/architecture.md): what
 /// every runtime builds for a switch of a 1Pipe fabric. Other programs join 1Pipe's in the
@@ -158,38 +159,6 @@ pub struct InputRegister {
     pub clock_ahead_ns: Option<i64>,
 }
 
-/// How long a clock sample counts towards [`InputRegister::clock_ahead_ns`].
-const CLOCK_WINDOW: Duration = Duration::from_secs(1);
-
-/// A two-bucket windowed maximum of (barrier - arrival) on one input.
-#[derive(Clone, Copy, Debug, Default)]
-struct ClockSamples {
-    current: Option<i64>,
-    previous: Option<i64>,
-    since: Instant,
-}
-
-impl ClockSamples {
-    fn add(&mut self, now: Instant, sample: i64) {
-        if now.saturating_since(self.since) >= CLOCK_WINDOW {
-            let stale = now.saturating_since(self.since) >= CLOCK_WINDOW + CLOCK_WINDOW;
-            self.previous = if stale { None } else { self.current };
-            self.current = None;
-            self.since = now;
-        }
-        self.current = Some(self.current.map_or(sample, |c| c.max(sample)));
-    }
-
-    fn max(&self, now: Instant) -> Option<i64> {
-        let age = now.saturating_since(self.since);
-        let current = (age < CLOCK_WINDOW + CLOCK_WINDOW)
-            .then_some(self.current)
-            .flatten();
-        let previous = (age < CLOCK_WINDOW).then_some(self.previous).flatten();
-        current.max(previous)
-    }
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchCounters {
     pub forwarded: u64,
@@ -282,92 +251,6 @@ const STALL_OF_DEAD_AFTER: u64 = 4;
 
 /// Eager beacons a link may carry between two ticks (see `Switch::propagate`).
 const EAGER_BEACONS_PER_INTERVAL: u8 = 2;
-
-/// The registers of one half, laid out flat; a dead input's register holds `u64::MAX` (not
-/// counted), a joining one holds the output it froze (see `Switch::hear`). The minimum is kept
-/// up to date on every write, so stamping a packet is O(1) and
-/// only a write to the register that held the minimum costs a rescan.
-#[derive(Clone, Debug)]
-struct HalfRegisters {
-    counted: Vec<u64>,
-    min: u64,
-    /// Last barrier this half stamped: the output never goes below it.
-    output: Instant,
-}
-
-impl Default for HalfRegisters {
-    fn default() -> HalfRegisters {
-        HalfRegisters {
-            counted: Vec::new(),
-            min: u64::MAX,
-            output: Instant::ZERO,
-        }
-    }
-}
-
-impl HalfRegisters {
-    fn push(&mut self, value: u64) -> usize {
-        self.counted.push(value);
-        self.min = self.min.min(value);
-        self.counted.len() - 1
-    }
-
-    fn set(&mut self, slot: usize, value: u64) {
-        let old = std::mem::replace(&mut self.counted[slot], value);
-        if value < self.min {
-            self.min = value;
-        } else if old == self.min && value != old {
-            self.min = self.counted.iter().copied().min().unwrap_or(u64::MAX);
-        }
-        debug_assert_eq!(self.min, self.counted.iter().copied().min().unwrap_or(u64::MAX));
-    }
-
-    fn minimum(&self) -> Option<Instant> {
-        (self.min != u64::MAX).then_some(Instant::from_nanos(self.min))
-    }
-}
-
-/// The registers of one lane: an uplink half and a downlink half.
-#[derive(Clone, Debug, Default)]
-struct Registers {
-    up: HalfRegisters,
-    down: HalfRegisters,
-}
-
-impl Registers {
-    fn half(&mut self, half: Half) -> &mut HalfRegisters {
-        match half {
-            Half::Up => &mut self.up,
-            Half::Down => &mut self.down,
-        }
-    }
-
-    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input is live.
-    fn up_output(&mut self) -> Instant {
-        if let Some(m) = self.up.minimum() {
-            debug_assert!(m >= self.up.output, "uplink barrier went back");
-            self.up.output = self.up.output.max(m);
-        }
-        self.up.output
-    }
-
-    /// Barrier of the downlink half: inputs from above and the loopback from the uplink half.
-    fn down_output(&mut self) -> Instant {
-        let loopback = self.up_output();
-        let m = self.down.minimum().map_or(loopback, |m| m.min(loopback));
-        debug_assert!(m >= self.down.output, "downlink barrier went back");
-        self.down.output = self.down.output.max(m);
-        self.down.output
-    }
-
-    /// Barrier for a packet leaving on a port facing `direction`.
-    fn output(&mut self, direction: PortDirection) -> Instant {
-        match direction {
-            PortDirection::Up => self.up_output(),
-            PortDirection::Down => self.down_output(),
-        }
-    }
-}
 
 pub struct Switch {
     id: usize,
@@ -1035,6 +918,7 @@ impl Node for Switch {
 }
 
 mod recovery;
+mod registers;
 
 #[cfg(test)]
 mod tests;
