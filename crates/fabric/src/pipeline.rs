@@ -14,7 +14,7 @@
 
 use crate::node::{Node, PortId, Route};
 use onepipe_wire::Instant;
-use onepipe_wire::protocol::{PROTOCOLS, Protocol, protocol_of};
+use onepipe_wire::protocol::{PROTOCOLS, Protocol};
 
 /// Marks a protocol no program takes, in [`Pipeline`]'s dispatch table.
 const NONE: u8 = u8::MAX;
@@ -118,9 +118,15 @@ impl<P: Node> Pipeline<P> {
         }
     }
 
-    /// The program `frame` goes to.
+    /// The program `frame` goes to. On every frame at every hop: the nibble indexes the
+    /// 16-entry table directly, with no bounds to check.
+    #[inline]
     fn target(&self, frame: &[u8]) -> Option<usize> {
-        self.index_of(protocol_of(frame)?)
+        let &first = frame.first()?;
+        match self.dispatch[(first >> 4) as usize] {
+            NONE => None,
+            i => Some(i as usize),
+        }
     }
 
     /// Checks the dispatch table against the programs: every program is reached by exactly its
@@ -175,12 +181,17 @@ impl<P: Node> Node for Pipeline<P> {
 
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let count = self.programs.len();
-        for k in 0..count {
-            let i = (self.turn + k) % count;
+        if count == 1 {
+            // Asked for every port on every visit of a switch: no turns to keep.
+            return self.programs[0].poll_transmit(now, port, buf);
+        }
+        let mut i = self.turn;
+        for _ in 0..count {
             if let Some(len) = self.programs[i].poll_transmit(now, port, buf) {
-                self.turn = (i + 1) % count;
+                self.turn = if i + 1 == count { 0 } else { i + 1 };
                 return Some(len);
             }
+            i = if i + 1 == count { 0 } else { i + 1 };
         }
         None
     }
@@ -214,7 +225,7 @@ impl<P: Node> Node for Pipeline<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onepipe_wire::protocol::{EXPERIMENTAL, ONEPIPE, first_byte};
+    use onepipe_wire::protocol::{EXPERIMENTAL, ONEPIPE, first_byte, protocol_of};
 
     /// Counts what reaches it; originates `to_send` frames on port 0, and times out at `timer`.
     #[derive(Default)]
