@@ -62,6 +62,15 @@ pub trait Application: Send + 'static {
 
     /// The runtime finished a visit of the node at `now` (after [`Endpoint::end_visit`]).
     fn on_end_visit(&mut self, _now: Instant, _endpoint: &mut Endpoint) {}
+
+    /// When the application next wants [`Application::on_timeout`] (a paced workload's next
+    /// send); `None` while it has no timer.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The application's timer is due (an extra call is harmless).
+    fn on_timeout(&mut self, _now: Instant, _endpoint: &mut Endpoint) {}
 }
 
 pub struct HostNode<A> {
@@ -201,11 +210,17 @@ impl<A: Application> Node for HostNode<A> {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.endpoint.poll_timeout())
+        let endpoint = self.endpoint.poll_timeout();
+        Some(self.app.poll_timeout().map_or(endpoint, |t| t.min(endpoint)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.endpoint.handle_timeout(now);
+        if self.app.poll_timeout().is_some_and(|t| t <= now) {
+            self.app.on_timeout(now, &mut self.endpoint);
+        }
+        if self.endpoint.poll_timeout() <= now {
+            self.endpoint.handle_timeout(now);
+        }
         self.drain(now);
     }
 }

@@ -11,6 +11,9 @@ use onepipe_wire::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct HostClock {
     offset_ns: i64,
+    /// How fast the clock runs against the shared source, in parts per billion (the
+    /// simulator's drifting hosts; 0 on a real runtime, whose source is the host's own clock).
+    drift_ppb: i64,
     /// Largest reading handed out; readings never go below it.
     last_read: Instant,
     /// Last message timestamp issued.
@@ -23,8 +26,15 @@ pub struct HostClock {
 
 impl HostClock {
     pub fn new(offset_ns: i64) -> HostClock {
+        HostClock::with_drift(offset_ns, 0)
+    }
+
+    /// A clock `offset_ns` off the shared source that also runs `drift_ppb` fast (slow if
+    /// negative): at shared time `t` it reads `t + t * drift_ppb / 1e9 + offset_ns`.
+    pub fn with_drift(offset_ns: i64, drift_ppb: i64) -> HostClock {
         HostClock {
             offset_ns,
+            drift_ppb,
             last_read: Instant::ZERO,
             last_issued: None,
             delivered_max: None,
@@ -36,20 +46,34 @@ impl HostClock {
         self.offset_ns
     }
 
-    fn skewed(&self, now: Instant) -> Instant {
-        let ns = now.as_nanos() as i128 + self.offset_ns as i128;
+    /// What the clock reads at shared time `now`, without the guards.
+    pub fn reading(&self, now: Instant) -> Instant {
+        let ns = drifted(now.as_nanos() as i128, self.drift_ppb) + self.offset_ns as i128;
         Instant::from_nanos(ns.clamp(0, u64::MAX as i128) as u64)
     }
 
-    /// The shared-clock instant at which this host's clock reads `host` (ignoring the guard).
+    /// The earliest shared-clock instant at which this host's clock reads `host` or more
+    /// (ignoring the guard).
     pub fn to_shared(&self, host: Instant) -> Instant {
-        let ns = host.as_nanos() as i128 - self.offset_ns as i128;
-        Instant::from_nanos(ns.clamp(0, u64::MAX as i128) as u64)
+        let target = host.as_nanos() as i128 - self.offset_ns as i128;
+        if self.drift_ppb == 0 {
+            return Instant::from_nanos(target.clamp(0, u64::MAX as i128) as u64);
+        }
+        let scale = 1_000_000_000i128 + self.drift_ppb as i128;
+        let mut v = (target * 1_000_000_000 / scale).clamp(0, u64::MAX as i128);
+        // The division rounds: step onto the exact answer (a step or two at most).
+        while drifted(v, self.drift_ppb) < target && v < u64::MAX as i128 {
+            v += 1;
+        }
+        while v > 0 && drifted(v - 1, self.drift_ppb) >= target {
+            v -= 1;
+        }
+        Instant::from_nanos(v as u64)
     }
 
     /// The host's time: never lower than an earlier reading.
     pub fn read(&mut self, now: Instant) -> Instant {
-        self.last_read = self.last_read.max(self.skewed(now));
+        self.last_read = self.last_read.max(self.reading(now));
         self.last_read
     }
 
@@ -106,9 +130,45 @@ impl HostClock {
     }
 }
 
+/// `ns` of the shared source as a clock `drift_ppb` fast counts them.
+fn drifted(ns: i128, drift_ppb: i64) -> i128 {
+    ns + ns * drift_ppb as i128 / 1_000_000_000
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drifting clock and its inverse: `to_shared` finds the earliest shared instant at which
+    /// the clock reads a value, for every drift the simulator draws.
+    #[test]
+    fn drifting_clock_round_trips() {
+        for drift in [-50_000, -1, 0, 1, 20_000] {
+            for offset in [0, -700, 1_300] {
+                let c = HostClock::with_drift(offset, drift);
+                for v in [0u64, 1, 999, 1_000_000_007, 3_000_000_000_123] {
+                    let v = Instant::from_nanos(v);
+                    let l = c.reading(v);
+                    if l == Instant::ZERO {
+                        continue; // clamped: a reading below zero has no instant of its own
+                    }
+                    let back = c.to_shared(l);
+                    assert!(back <= v, "drift {drift}: {v:?} -> {l:?} -> {back:?}");
+                    assert!(c.reading(back) >= l, "drift {drift}: reading reached by {back:?}");
+                    if back.as_nanos() > 0 {
+                        let before = Instant::from_nanos(back.as_nanos() - 1);
+                        assert!(c.reading(before) < l, "earliest");
+                    }
+                }
+            }
+        }
+        // 20 ppm fast: one second of shared time reads 20 us more.
+        let c = HostClock::with_drift(0, 20_000);
+        assert_eq!(
+            c.reading(Instant::from_nanos(1_000_000_000)).as_nanos(),
+            1_000_020_000
+        );
+    }
 
     #[test]
     fn offset_shifts_and_guard_keeps_monotonic() {

@@ -12,7 +12,7 @@ use onepipe::control_node::{ControllerNode, Mgmt, RouteCache, management_links, 
 use onepipe_check::{ProcessLog, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::{Wiring, routing};
 use onepipe_proto::controller::Member;
-use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
+use onepipe_proto::endpoint::EndpointConfig;
 use onepipe_proto::hash::SplitMix;
 use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_wire::Instant;
@@ -223,7 +223,7 @@ fn traffic_progress(engine: &Engine<SimNode>, wiring: &Wiring) -> u64 {
         .sum()
 }
 
-/// Processes with traffic still on its way (see [`Endpoint::is_quiescent`]).
+/// Processes with traffic still on its way (see [`onepipe_proto::endpoint::Endpoint::is_quiescent`]).
 fn busy_processes(engine: &Engine<SimNode>, wiring: &Wiring) -> u64 {
     hosts(engine, wiring)
         .filter(|h| !h.endpoint.is_quiescent())
@@ -243,7 +243,7 @@ impl LagSamples {
     fn sample(&mut self, engine: &Engine<SimNode>, wiring: &Wiring) {
         let now = engine.now();
         for h in hosts(engine, wiring) {
-            let lag = h.barrier_lag(now).as_nanos();
+            let lag = crate::host::barrier_lag(h, now).as_nanos();
             self.sum_ns += lag as u128;
             self.count += 1;
             self.max_ns = self.max_ns.max(lag);
@@ -337,9 +337,10 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
         let drift = rng.symmetric(config.drift_ppb_max as u64);
-        let host = SimHost::new(
-            Endpoint::new(ec, START),
+        let host = crate::host::sim_host(
+            ec,
             drift,
+            START,
             Generator::new(p, count, traffic.clone(), config.seed),
             record_until,
             liveness_from.unwrap_or(Instant::from_nanos(u64::MAX)),
@@ -393,7 +394,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     if let Some(at) = first_failure_at {
         for i in wiring.switch_count()..wiring.switch_count() + wiring.process_count() {
             if let Some(h) = engine.node_mut(i).host_mut() {
-                h.watch_commit_barrier(at);
+                crate::host::watch_commit_barrier(h, at);
             }
         }
     }
@@ -468,7 +469,7 @@ fn report(
     wall_s: f64,
     lag: &LagSamples,
 ) -> SimReport {
-    let logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.log.clone()).collect();
+    let logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.app.log.clone()).collect();
     let checked = check_all(&logs);
     let mut examples: Vec<String> = Vec::new();
     // The unordered baseline promises neither order nor causality, only integrity.
@@ -495,7 +496,7 @@ fn report(
     // the service promises nothing about them, and they have no timestamp yet.
     let (never_released, never_released_live) = if config.reliable {
         hosts(engine, wiring)
-            .map(|h| h.never_released())
+            .map(|h| h.app.never_released())
             .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
     } else {
         (0, 0)
@@ -511,7 +512,9 @@ fn report(
             ));
         }
     }
-    let liveness_logs: Vec<ProcessLog> = hosts(engine, wiring).map(|h| h.liveness_log.clone()).collect();
+    let liveness_logs: Vec<ProcessLog> = hosts(engine, wiring)
+        .map(|h| h.app.liveness_log.clone())
+        .collect();
     let liveness_messages = liveness_logs
         .iter()
         .flat_map(|l| &l.events)
@@ -566,11 +569,11 @@ fn report(
     let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
     let (mut acks_sent, mut acks_piggybacked) = (0, 0);
     for h in hosts(engine, wiring) {
-        sent += h.counters.scatterings_sent;
-        refused += h.counters.scatterings_refused;
-        delivered += h.counters.delivered;
-        in_window += h.counters.delivered_in_window;
-        failures += h.counters.send_failures;
+        sent += h.app.counters.scatterings_sent;
+        refused += h.app.counters.scatterings_refused;
+        delivered += h.app.counters.delivered;
+        in_window += h.app.counters.delivered_in_window;
+        failures += h.app.counters.send_failures;
         let ec = h.endpoint.counters();
         beacons += ec.beacons_sent;
         late += ec.late;
@@ -656,11 +659,11 @@ fn failure_outcome(
     let mut stalled_processes = 0;
     let mut aborted = 0;
     for h in hosts(engine, wiring) {
-        aborted += h.counters.aborted;
+        aborted += h.app.counters.aborted;
         if failed.contains(&h.endpoint.config().process) {
             continue;
         }
-        match (h.commit_barrier_passed_at(), times.first_failure_at) {
+        match (h.app.commit_barrier_passed_at(), times.first_failure_at) {
             (Some(at), Some(from)) => stalls_us.push(at.saturating_since(from).as_nanos() as f64 / 1e3),
             (None, Some(_)) => stalled_processes += 1,
             _ => {}

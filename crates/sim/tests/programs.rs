@@ -33,6 +33,8 @@ const REQUEST_BYTES: usize = 9;
 const REPLY_BYTES: usize = 17;
 /// Replies a sequencer holds per port before it drops (and counts) more.
 const REPLIES_QUEUED_MAX: usize = 64;
+/// 0.5 s at 50 us beacons: far longer than a thread of a loaded machine stays descheduled.
+const REAL_TIME_DEAD_AFTER_INTERVALS: u32 = 10_000;
 
 /// Two racks of two processes under one spine: 1Pipe's barriers cross three switches.
 fn wiring() -> Wiring {
@@ -185,7 +187,17 @@ impl Node for Client {
 /// Every node is a pipeline of two programs, whatever its role.
 type TwoPrograms = Pipeline<Box<dyn Node>>;
 
-fn nodes(wiring: &Wiring, beacon_interval: Duration, now: Instant, outcome: &Shared) -> Vec<TwoPrograms> {
+/// Nodes for a run whose beacons go every `beacon_interval`. A switch takes an input silent for
+/// `dead_after_intervals` of them as dead: in real time on two shared cores, a descheduled
+/// thread is silent for milliseconds, and a live link taken for dead turns its sender's next
+/// messages into late drops (docs/ordering.md), so the real-time runtimes wait longer.
+fn nodes(
+    wiring: &Wiring,
+    beacon_interval: Duration,
+    dead_after_intervals: u32,
+    now: Instant,
+    outcome: &Shared,
+) -> Vec<TwoPrograms> {
     let count = wiring.process_count();
     let dropped = {
         let mut o = outcome.lock().unwrap();
@@ -195,6 +207,7 @@ fn nodes(wiring: &Wiring, beacon_interval: Duration, now: Instant, outcome: &Sha
     };
     let config = SwitchConfig {
         beacon_interval,
+        dead_after_intervals,
         ..SwitchConfig::default()
     };
     let mut nodes = Vec::new();
@@ -288,7 +301,7 @@ fn two_programs_share_the_switches_in_the_simulator() {
     let w = wiring();
     let outcome = Shared::default();
     let start = Instant::from_nanos(1_000_000);
-    let nodes = nodes(&w, Duration::from_micros(3), start, &outcome);
+    let nodes = nodes(&w, Duration::from_micros(3), 10, start, &outcome);
     let roles = (0..nodes.len()).map(|i| {
         if i < w.switch_count() {
             Role::Switch
@@ -311,7 +324,13 @@ fn two_programs_share_the_switches_on_inproc() {
     let w = wiring();
     let outcome = Shared::default();
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let nodes = nodes(&w, Duration::from_micros(50), clock.now(), &outcome);
+    let nodes = nodes(
+        &w,
+        Duration::from_micros(50),
+        REAL_TIME_DEAD_AFTER_INTERVALS,
+        clock.now(),
+        &outcome,
+    );
     let inproc = InprocConfig {
         workers: 2,
         ..InprocConfig::default()
@@ -327,7 +346,13 @@ fn two_programs_share_the_switches_over_udp() {
     let w = wiring();
     let outcome = Shared::default();
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let nodes = nodes(&w, Duration::from_micros(50), clock.now(), &outcome);
+    let nodes = nodes(
+        &w,
+        Duration::from_micros(50),
+        REAL_TIME_DEAD_AFTER_INTERVALS,
+        clock.now(),
+        &outcome,
+    );
     let udp = UdpConfig {
         threads: Some(2),
         ..UdpConfig::default()

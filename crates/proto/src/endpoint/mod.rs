@@ -40,6 +40,9 @@ pub struct EndpointConfig {
     pub beacon_interval: Duration,
     /// Host clock offset from the shared source (skew injection).
     pub clock_offset_ns: i64,
+    /// How fast the host clock runs against the shared source, in parts per billion (the
+    /// simulator's drift; 0 where the shared source is the host's own clock).
+    pub clock_drift_ppb: i64,
     /// Largest packet, header included.
     pub mtu_bytes: usize,
     /// Largest message payload accepted.
@@ -68,6 +71,7 @@ impl EndpointConfig {
             tor_port,
             beacon_interval: Duration::from_micros(3),
             clock_offset_ns: 0,
+            clock_drift_ppb: 0,
             mtu_bytes: 1500,
             message_bytes_max: 1 << 20,
             send_buffer_packets_max: 4096,
@@ -351,7 +355,7 @@ impl Endpoint {
             "beacon interval must be positive"
         );
         assert!(config.process < config.process_count, "process id out of range");
-        let mut clock = HostClock::new(config.clock_offset_ns);
+        let mut clock = HostClock::with_drift(config.clock_offset_ns, config.clock_drift_ppb);
         let host_now = clock.read(now);
         // Reliable fragments leave room for an ACK riding along, unless the MTU is tiny.
         let piggyback = config.piggybacks();
@@ -450,6 +454,12 @@ impl Endpoint {
     /// still stamp a message with (its clock, or a promise ahead of it).
     pub fn timestamp(&mut self, now: Instant) -> Instant {
         self.clock.issue_floor(now)
+    }
+
+    /// What the host clock reads at `now`, without its guards (for reports: how far the
+    /// barrier trails the clock).
+    pub fn clock_reading(&self, now: Instant) -> Instant {
+        self.clock.reading(now)
     }
 
     /// Packets a message of `len` bytes needs.
