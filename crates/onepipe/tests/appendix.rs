@@ -187,6 +187,7 @@ impl Scenario {
         if self.controller.poll_timeout().is_some_and(|t| t <= now) {
             self.controller.handle_timeout(now);
         }
+        self.controller.invariants();
         if let Some(ends) = self.controller.take_reroute() {
             let tables = routing::build_avoiding(&self.net.wiring, &|s, p| ends.contains(&(s, p)));
             for (sw, r) in self.net.switches.iter_mut().zip(tables) {

@@ -346,6 +346,9 @@ impl Net {
                 }
             }
         }
+        // Every state machine keeps its invariants after every step, as in the simulator.
+        self.switches.iter().for_each(Switch::invariants);
+        self.endpoints.iter().for_each(Endpoint::invariants);
     }
 
     pub fn run_for(&mut self, d: Duration) {
