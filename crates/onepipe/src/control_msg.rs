@@ -1,90 +1,133 @@
-//! The management plane's messages as frames, for a runtime whose management plane is a
-//! network (the simulator's management links): a tag byte, then the message as JSON.
+//! The management plane's one message type, [`ControlMsg`], and its codec for a runtime whose
+//! management plane is a network (the simulator's and udp's management links): a tag byte,
+//! then the message as JSON.
 //!
 //! Control messages are rare (a registration per process, a few per failure), so a
 //! self-describing encoding costs nothing measurable and keeps captures readable. Routing
 //! tables do not travel: the controller names the links out of use and each switch builds its
 //! own tables avoiding them.
 
-use crate::control::Command;
-use onepipe_proto::controller::{Failure, Input, LostRecall, PacketBytes};
+use onepipe_fabric::PortId;
+use onepipe_proto::controller::{Failure, Input, LostRecall, Member, Output, PacketBytes, instant_ns};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
 /// First byte of every control frame; a frame without it is not one of ours.
 pub const CONTROL_TAG: u8 = 0xC7;
 
+/// Every message of the management plane, whatever carries it: channels between threads (the
+/// inproc runtime) or frames on management links (the simulator, udp). Nodes speak to the
+/// controller with [`ControlMsg::Input`]; everything else goes from the controller to the one
+/// member it names ([`ControlMsg::order`]), or to all ([`ControlMsg::Hello`],
+/// [`ControlMsg::Avoid`], [`ControlMsg::PathsChanged`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControlMsg {
     /// A member to the controller.
     Input(Input),
-    /// The controller to a process: failures, each `(process, failure timestamp ns)`.
-    Announce {
-        epoch: u64,
-        failures: Vec<(u32, u64)>,
-    },
-    /// The controller to a switch: Resume, stop waiting for these inputs.
-    RemoveInputs(Vec<u16>),
-    /// The controller to a switch: stop taking frames on this input and report it.
-    CutInput(u16),
-    /// The controller to a switch: these `(switch, port)` link ends are out of use; route
-    /// around them.
-    Avoid(Vec<(usize, u16)>),
-    /// The controller to a process: paths changed (see [`Command::PathsChanged`]).
-    PathsChanged,
-    /// The controller to a process: its registration arrived, and the failures so far, each
-    /// `(process, failure timestamp ns)` (see [`Command::Registered`]).
-    Registered {
-        failures: Vec<(u32, u64)>,
-    },
     /// The controller (re)started: a member says again what it said before (a process
     /// registers, a switch repeats its link-down reports), since what it sent while no
     /// controller listened was lost. Repeats change nothing at a controller that heard them.
     Hello,
-    /// The controller to a process: a packet it forwards (paper 5.2); answer forward `id`
-    /// with [`Input::Forwarded`].
-    Forward {
-        id: u64,
-        packet: PacketBytes,
-    },
-    /// Receiver Recovery (paper 5.2), the controller to a process: see [`Command`]'s variants
-    /// of these names. Timestamps in ns; a recall is `(sender, ts ns, message id)`.
+    /// To a process (Broadcast, paper 5.2): `failures` happened; answer with
+    /// [`Input::Completed`] for `epoch`.
+    Announce { epoch: u64, failures: Vec<Failure> },
+    /// To a switch (Resume): stop waiting for these inputs.
+    RemoveInputs(Vec<PortId>),
+    /// To a switch: stop taking frames on this input and report it.
+    CutInput(PortId),
+    /// To a switch: these `(switch, port)` link ends are out of use; route around them. Each
+    /// switch builds its own tables (`control_node::RouteCache`): tables do not travel.
+    Avoid(Vec<(usize, u16)>),
+    /// To a process: the switches now route around failed links; retransmit what timed out
+    /// on them without waiting out the backed-off timer.
+    PathsChanged,
+    /// To a process: its registration arrived; it stops repeating it. `failures`: every
+    /// process declared failed and not recovered so far (see `Output::Registered`).
+    Registered { failures: Vec<Failure> },
+    /// To a process (Receiver Recovery, control/recovery.rs): it was declared failed at `ts`.
     OwnFailure {
-        ts_ns: u64,
+        #[serde(with = "instant_ns")]
+        ts: Instant,
         incarnation: u64,
     },
+    /// To a recovering process: recalls it could not take while failed.
     LostRecalls {
         incarnation: u64,
-        recalls: Vec<(u32, u64, u64)>,
+        recalls: Vec<LostRecall>,
     },
+    /// To a recovering process: what it needs to deliver or discard its buffer and rejoin.
     Recovery {
         incarnation: u64,
-        ts_ns: u64,
-        failures: Vec<(u32, u64)>,
-        failed_now: Vec<(u32, u64)>,
+        #[serde(with = "instant_ns")]
+        ts: Instant,
+        failures: Vec<Failure>,
+        failed_now: Vec<Failure>,
         recalls: u32,
         recalls_truncated: bool,
     },
-    Rejoined {
-        process: u32,
-        incarnation: u64,
-    },
-    /// The controller to a switch: take these inputs back.
-    Readmit(Vec<u16>),
+    /// To a process: `process` rejoined as its `incarnation`-th.
+    Rejoined { process: u32, incarnation: u64 },
+    /// To a switch: take these inputs back.
+    Readmit(Vec<PortId>),
+    /// To a process: a packet the controller forwards (paper 5.2); answer forward `id` with
+    /// [`Input::Forwarded`].
+    Forward { id: u64, packet: PacketBytes },
 }
 
-fn failures_ns(failures: &[Failure]) -> Vec<(u32, u64)> {
-    failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect()
-}
-
-fn failures_of(failures: Vec<(u32, u64)>) -> Vec<Failure> {
-    failures
-        .into_iter()
-        .map(|(process, ts_ns)| Failure {
-            process,
-            ts: Instant::from_nanos(ts_ns),
-        })
-        .collect()
+impl ControlMsg {
+    /// The message for a controller output, and the member it goes to.
+    pub fn order(out: Output) -> (Member, ControlMsg) {
+        let process = Member::Process;
+        let switch = Member::Switch;
+        match out {
+            Output::Announce { to, epoch, failures } => {
+                (process(to), ControlMsg::Announce { epoch, failures })
+            }
+            Output::RemoveInputs { switch: s, ports } => (switch(s), ControlMsg::RemoveInputs(ports)),
+            Output::CutInput { switch: s, port } => (switch(s), ControlMsg::CutInput(port)),
+            Output::OwnFailure { to, ts, incarnation } => {
+                (process(to), ControlMsg::OwnFailure { ts, incarnation })
+            }
+            Output::LostRecalls {
+                to,
+                incarnation,
+                recalls,
+            } => (process(to), ControlMsg::LostRecalls { incarnation, recalls }),
+            Output::Recovery {
+                to,
+                incarnation,
+                ts,
+                failures,
+                failed_now,
+                recalls,
+                recalls_truncated,
+            } => (
+                process(to),
+                ControlMsg::Recovery {
+                    incarnation,
+                    ts,
+                    failures,
+                    failed_now,
+                    recalls,
+                    recalls_truncated,
+                },
+            ),
+            Output::Registered { to, failures } => (process(to), ControlMsg::Registered { failures }),
+            Output::Readmit { switch: s, ports } => (switch(s), ControlMsg::Readmit(ports)),
+            Output::Rejoined {
+                to,
+                process: p,
+                incarnation,
+            } => (
+                process(to),
+                ControlMsg::Rejoined {
+                    process: p,
+                    incarnation,
+                },
+            ),
+            Output::Forward { to, id, packet } => (process(to), ControlMsg::Forward { id, packet }),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -105,116 +148,6 @@ pub struct ControlEncodeError {
 }
 
 impl ControlMsg {
-    /// The message for a command, or `None` for one that names tables (they do not travel:
-    /// send [`ControlMsg::Avoid`]).
-    pub fn from_command(command: &Command) -> Option<ControlMsg> {
-        Some(match command {
-            Command::Announce { epoch, failures } => ControlMsg::Announce {
-                epoch: *epoch,
-                failures: failures.iter().map(|f| (f.process, f.ts.as_nanos())).collect(),
-            },
-            Command::RemoveInputs(ports) => ControlMsg::RemoveInputs(ports.clone()),
-            Command::CutInput(port) => ControlMsg::CutInput(*port),
-            Command::PathsChanged => ControlMsg::PathsChanged,
-            Command::Registered { failures } => ControlMsg::Registered {
-                failures: failures_ns(failures),
-            },
-            Command::Forward { id, packet } => ControlMsg::Forward {
-                id: *id,
-                packet: packet.clone(),
-            },
-            Command::Routes(_) => return None,
-            Command::OwnFailure { ts, incarnation } => ControlMsg::OwnFailure {
-                ts_ns: ts.as_nanos(),
-                incarnation: *incarnation,
-            },
-            Command::LostRecalls { incarnation, recalls } => ControlMsg::LostRecalls {
-                incarnation: *incarnation,
-                recalls: recalls
-                    .iter()
-                    .map(|r| (r.sender, r.ts.as_nanos(), r.msg_id))
-                    .collect(),
-            },
-            Command::Recovery {
-                incarnation,
-                ts,
-                failures,
-                failed_now,
-                recalls,
-                recalls_truncated,
-            } => ControlMsg::Recovery {
-                incarnation: *incarnation,
-                ts_ns: ts.as_nanos(),
-                failures: failures_ns(failures),
-                failed_now: failures_ns(failed_now),
-                recalls: *recalls,
-                recalls_truncated: *recalls_truncated,
-            },
-            Command::Rejoined { process, incarnation } => ControlMsg::Rejoined {
-                process: *process,
-                incarnation: *incarnation,
-            },
-            Command::Readmit(ports) => ControlMsg::Readmit(ports.clone()),
-        })
-    }
-
-    /// The command a node acts on; `None` for inputs, and for [`ControlMsg::Avoid`] and
-    /// [`ControlMsg::Hello`], which the runtime resolves first.
-    pub fn into_command(self) -> Option<Command> {
-        Some(match self {
-            ControlMsg::Announce { epoch, failures } => Command::Announce {
-                epoch,
-                failures: failures
-                    .into_iter()
-                    .map(|(process, ts_ns)| Failure {
-                        process,
-                        ts: Instant::from_nanos(ts_ns),
-                    })
-                    .collect(),
-            },
-            ControlMsg::RemoveInputs(ports) => Command::RemoveInputs(ports),
-            ControlMsg::CutInput(port) => Command::CutInput(port),
-            ControlMsg::PathsChanged => Command::PathsChanged,
-            ControlMsg::Registered { failures } => Command::Registered {
-                failures: failures_of(failures),
-            },
-            ControlMsg::OwnFailure { ts_ns, incarnation } => Command::OwnFailure {
-                ts: Instant::from_nanos(ts_ns),
-                incarnation,
-            },
-            ControlMsg::LostRecalls { incarnation, recalls } => Command::LostRecalls {
-                incarnation,
-                recalls: recalls
-                    .into_iter()
-                    .map(|(sender, ts_ns, msg_id)| LostRecall {
-                        sender,
-                        ts: Instant::from_nanos(ts_ns),
-                        msg_id,
-                    })
-                    .collect(),
-            },
-            ControlMsg::Recovery {
-                incarnation,
-                ts_ns,
-                failures,
-                failed_now,
-                recalls,
-                recalls_truncated,
-            } => Command::Recovery {
-                incarnation,
-                ts: Instant::from_nanos(ts_ns),
-                failures: failures_of(failures),
-                failed_now: failures_of(failed_now),
-                recalls,
-                recalls_truncated,
-            },
-            ControlMsg::Rejoined { process, incarnation } => Command::Rejoined { process, incarnation },
-            ControlMsg::Readmit(ports) => Command::Readmit(ports),
-            ControlMsg::Forward { id, packet } => Command::Forward { id, packet },
-            ControlMsg::Input(_) | ControlMsg::Avoid(_) | ControlMsg::Hello => return None,
-        })
-    }
-
     /// Writes the frame into `buf`; returns its length.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, ControlEncodeError> {
         let body = serde_json::to_vec(self).expect("control messages always serialize");
@@ -254,14 +187,14 @@ mod tests {
             ControlMsg::Input(Input::Completed { process: 1, epoch: 4 }),
             ControlMsg::Announce {
                 epoch: 2,
-                failures: vec![(5, 1_000), (6, 2_000)],
+                failures: vec![(5, 1_000).into(), (6, 2_000).into()],
             },
             ControlMsg::RemoveInputs(vec![0, 9]),
             ControlMsg::CutInput(4),
             ControlMsg::Avoid(vec![(1, 2), (3, 0)]),
             ControlMsg::PathsChanged,
             ControlMsg::Registered {
-                failures: vec![(2, 1_234)],
+                failures: vec![(2, 1_234).into()],
             },
             ControlMsg::Hello,
             ControlMsg::Input(Input::Heard {
@@ -281,17 +214,17 @@ mod tests {
                 incarnation: 1,
             }),
             ControlMsg::OwnFailure {
-                ts_ns: 5,
+                ts: Instant::from_nanos(5),
                 incarnation: 1,
             },
             ControlMsg::LostRecalls {
                 incarnation: 1,
-                recalls: vec![(0, 99, 7)],
+                recalls: vec![(0, 99, 7).into()],
             },
             ControlMsg::Recovery {
                 incarnation: 1,
-                ts_ns: 5,
-                failures: vec![(3, 8)],
+                ts: Instant::from_nanos(5),
+                failures: vec![(3, 8).into()],
                 failed_now: vec![],
                 recalls: 1,
                 recalls_truncated: false,
@@ -329,24 +262,30 @@ mod tests {
         }
     }
 
+    /// Every controller output becomes the message for the member it names.
     #[test]
-    fn commands_survive_the_trip() {
-        let c = Command::Announce {
+    fn outputs_go_to_the_member_they_name() {
+        let failures = vec![Failure {
+            process: 2,
+            ts: Instant::from_nanos(77),
+        }];
+        let out = Output::Announce {
+            to: 5,
             epoch: 3,
-            failures: vec![Failure {
-                process: 2,
-                ts: Instant::from_nanos(77),
-            }],
+            failures: failures.clone(),
         };
-        let m = ControlMsg::from_command(&c).unwrap();
-        match m.into_command().unwrap() {
-            Command::Announce { epoch, failures } => {
-                assert_eq!(epoch, 3);
-                assert_eq!(failures[0].process, 2);
-                assert_eq!(failures[0].ts, Instant::from_nanos(77));
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(
+            ControlMsg::order(out),
+            (Member::Process(5), ControlMsg::Announce { epoch: 3, failures })
+        );
+        let out = Output::RemoveInputs {
+            switch: 4,
+            ports: vec![1],
+        };
+        assert_eq!(
+            ControlMsg::order(out),
+            (Member::Switch(4), ControlMsg::RemoveInputs(vec![1]))
+        );
     }
 
     /// Recalls go in parts of `RECALLS_PER_OUTPUT`, both ways; the largest part fits a frame.
@@ -355,7 +294,7 @@ mod tests {
         let most = vec![(u32::MAX, u64::MAX, u64::MAX); onepipe_proto::controller::RECALLS_PER_OUTPUT];
         let answer = ControlMsg::LostRecalls {
             incarnation: u64::MAX,
-            recalls: most.clone(),
+            recalls: most.iter().map(|&r| r.into()).collect(),
         };
         let report = ControlMsg::Input(Input::RecallLost {
             process: u32::MAX,

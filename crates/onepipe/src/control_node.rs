@@ -8,7 +8,7 @@
 //! Nodes speak through [`Mgmt`], which carries the frames on one extra port; the node's side of
 //! the conversation is the same as over channels ([`Manage`]).
 
-use crate::control::{Command, ControlPort, ControlTimeline, Manage};
+use crate::control::{ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
@@ -40,7 +40,7 @@ impl RouteCache {
         }))
     }
 
-    fn table(&mut self, switch: usize, mut down: DownLinks) -> Option<Routes> {
+    pub(crate) fn table(&mut self, switch: usize, mut down: DownLinks) -> Option<Routes> {
         down.sort_unstable();
         let fresh = self.last.as_ref().is_none_or(|(d, _)| *d != down);
         if fresh {
@@ -69,7 +69,6 @@ struct MgmtLink {
     /// The node's port that the management link leaves from (one past its fabric ports).
     mgmt_port: PortId,
     pending: MgmtOutbox,
-    routes: SharedRoutes,
     counters: MgmtCounters,
 }
 
@@ -88,10 +87,12 @@ impl<N: Node + Manage> Mgmt<N> {
         Mgmt {
             node,
             link: Some(MgmtLink {
-                port: ControlPort::new(member),
+                port: match member {
+                    Member::Switch(_) => ControlPort::with_routes(member, routes),
+                    Member::Process(_) => ControlPort::new(member),
+                },
                 mgmt_port,
                 pending: MgmtOutbox::default(),
-                routes,
                 counters: MgmtCounters::default(),
             }),
         }
@@ -123,27 +124,15 @@ impl<N: Node + Manage> Mgmt<N> {
 
     fn receive_control(&mut self, now: Instant, frame: &[u8]) {
         let Some(l) = &mut self.link else { return };
-        let command = match ControlMsg::decode(frame) {
+        match ControlMsg::decode(frame) {
             Ok(ControlMsg::Hello) => {
                 // Answers to announcements are repeated when the announcements are.
                 self.node.hello(&mut l.port);
                 return self.exchange(now);
             }
-            Ok(ControlMsg::Avoid(down)) => match l.port.member {
-                Member::Switch(s) => l
-                    .routes
-                    .lock()
-                    .expect("no thread panicked holding it")
-                    .table(s, down)
-                    .map(|t| Command::Routes(Box::new(t))),
-                Member::Process(_) => None,
-            },
-            Ok(msg) => msg.into_command(),
-            Err(_) => None,
-        };
-        match command {
-            Some(c) => l.port.deliver(c),
-            None => l.counters.malformed += 1,
+            // Inputs go to the controller, never to a node.
+            Ok(ControlMsg::Input(_)) | Err(_) => l.counters.malformed += 1,
+            Ok(msg) => l.port.deliver(msg),
         }
         self.exchange(now);
     }
@@ -352,42 +341,32 @@ impl<S: Store> ControllerNode<S> {
         }
         let mut announced = 0;
         while let Some(out) = self.service.poll_event() {
-            let (node, command) = match out {
-                Output::Announce { to, epoch, failures } => {
+            match &out {
+                Output::Announce { .. } => {
                     self.timeline.first_announce_at.get_or_insert(now);
                     announced += 1;
-                    (self.switches + to as usize, Command::Announce { epoch, failures })
                 }
                 Output::RemoveInputs { switch, ports } => {
                     self.timeline.first_resume_at.get_or_insert(now);
                     self.timeline.last_resume_at = Some(now);
                     self.event(ControlEvent::Resumed {
                         at: now,
-                        switch,
+                        switch: *switch,
                         ports: ports.clone(),
                     });
-                    (switch, Command::RemoveInputs(ports))
                 }
-                Output::CutInput { switch, port } => {
-                    self.event(ControlEvent::Cut {
-                        at: now,
-                        switch,
-                        port,
-                    });
-                    (switch, Command::CutInput(port))
-                }
-                other => {
-                    let Some((to, command)) = crate::control::recovery::command(other) else {
-                        continue;
-                    };
-                    let node = match to {
-                        Member::Switch(s) => s,
-                        Member::Process(p) => self.switches + p as usize,
-                    };
-                    (node, command)
-                }
+                Output::CutInput { switch, port } => self.event(ControlEvent::Cut {
+                    at: now,
+                    switch: *switch,
+                    port: *port,
+                }),
+                _ => {}
+            }
+            let (to, msg) = ControlMsg::order(out);
+            let node = match to {
+                Member::Switch(s) => s,
+                Member::Process(p) => self.switches + p as usize,
             };
-            let msg = ControlMsg::from_command(&command).expect("no tables among outputs");
             self.push(node, msg);
         }
         let failures = self.service.controller().failures();

@@ -9,12 +9,14 @@
 
 #![allow(clippy::disallowed_methods)] // the controller thread waits on real time
 
+use crate::control_msg::ControlMsg;
+use crate::control_node::{RouteCache, SharedRoutes};
 use crate::host::{Application, HostNode};
-use onepipe_fabric::{Either, Node, Pipeline, PortId, Route, Routes, Wiring, routing};
+use onepipe_fabric::{Either, Node, Pipeline, PortId, Route, Routes, Wiring};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
 use onepipe_proto::controller::{
-    Controller, ControllerConfig, ControllerCounters, Failure, Input, LostRecall, Member, Output, PacketBytes,
+    Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output,
 };
 use onepipe_proto::endpoint::Endpoint;
 use onepipe_proto::switch::{Switch, SwitchEvent};
@@ -32,56 +34,6 @@ use std::sync::{Arc, Mutex};
 /// by a simulator campaign).
 const REGISTER_REPEAT_BEACONS: u64 = 40;
 
-/// An order from the controller to one node.
-#[derive(Clone, Debug)]
-pub enum Command {
-    Announce {
-        epoch: u64,
-        failures: Vec<Failure>,
-    },
-    RemoveInputs(Vec<PortId>),
-    CutInput(PortId),
-    /// New forwarding tables, avoiding failed links.
-    Routes(Box<Routes>),
-    /// To a process: the switches now route around failed links; retransmit what timed out
-    /// on them without waiting out the backed-off timer.
-    PathsChanged,
-    /// To a process: its registration arrived; it stops repeating it. `failures`: every
-    /// process declared failed and not recovered so far (see `Output::Registered`).
-    Registered {
-        failures: Vec<Failure>,
-    },
-    /// Receiver Recovery (paper 5.2): the outputs of that name, to a process
-    /// (control_recovery.rs).
-    OwnFailure {
-        ts: Instant,
-        incarnation: u64,
-    },
-    LostRecalls {
-        incarnation: u64,
-        recalls: Vec<LostRecall>,
-    },
-    Recovery {
-        incarnation: u64,
-        ts: Instant,
-        failures: Vec<Failure>,
-        failed_now: Vec<Failure>,
-        recalls: u32,
-        recalls_truncated: bool,
-    },
-    Rejoined {
-        process: u32,
-        incarnation: u64,
-    },
-    /// To a switch: take these inputs back ([`Switch::readmit_input`]).
-    Readmit(Vec<PortId>),
-    /// To a process: a packet the controller forwards (paper 5.2); answer forward `id`.
-    Forward {
-        id: u64,
-        packet: PacketBytes,
-    },
-}
-
 /// A node's end of the management plane, whatever carries it: the node's side of the
 /// conversation (registration, announcements taken and not yet answered) and the messages
 /// waiting in each direction. A runtime moves [`ControlPort::take_inputs`] to the controller
@@ -90,7 +42,7 @@ pub struct ControlPort {
     pub member: Member,
     /// A process: when it last sent its registration (`None`: never).
     registered_at: Option<Instant>,
-    /// A process: the controller confirmed its registration ([`Command::Registered`]); until
+    /// A process: the controller confirmed its registration ([`ControlMsg::Registered`]); until
     /// then it is sent again every [`REGISTER_REPEAT_BEACONS`] beacon intervals.
     confirmed: bool,
     /// A process: announcements taken and not yet answered, with the failed processes each
@@ -99,7 +51,9 @@ pub struct ControlPort {
     /// For the controller. A node adds a bounded number per step (its reports, one
     /// registration, one answer per announcement) and the runtime empties it after each.
     outbox: Vec<Input>,
-    inbox: VecDeque<Command>,
+    inbox: VecDeque<ControlMsg>,
+    /// A switch: the tables it builds when told to avoid links ([`ControlMsg::Avoid`]).
+    routes: Option<SharedRoutes>,
     /// A process: the recovery in progress, if it was declared failed.
     recovery: recovery::PortRecovery,
 }
@@ -113,21 +67,39 @@ impl ControlPort {
             unanswered: Vec::new(),
             outbox: Vec::new(),
             inbox: VecDeque::new(),
+            routes: None,
             recovery: Default::default(),
         }
+    }
+
+    /// A switch's port, which builds its tables from `routes` when told to avoid links.
+    pub fn with_routes(member: Member, routes: SharedRoutes) -> ControlPort {
+        ControlPort {
+            routes: Some(routes),
+            ..ControlPort::new(member)
+        }
+    }
+
+    /// Switch `switch`'s tables avoiding the link ends `down`; `None` without a route cache.
+    fn routes_avoiding(&self, switch: usize, down: Vec<(usize, u16)>) -> Option<Routes> {
+        let routes = self.routes.as_ref()?;
+        routes
+            .lock()
+            .expect("no thread panicked holding it")
+            .table(switch, down)
     }
 
     pub fn send(&mut self, input: Input) {
         self.outbox.push(input);
     }
 
-    pub fn try_command(&mut self) -> Option<Command> {
+    pub fn try_message(&mut self) -> Option<ControlMsg> {
         self.inbox.pop_front()
     }
 
-    /// A command from the controller has arrived.
-    pub fn deliver(&mut self, command: Command) {
-        self.inbox.push_back(command);
+    /// A message from the controller has arrived.
+    pub fn deliver(&mut self, msg: ControlMsg) {
+        self.inbox.push_back(msg);
     }
 
     /// What the node has said since the last call, oldest first.
@@ -175,8 +147,8 @@ impl ControlPort {
             }
             Some(_) => {}
         }
-        while let Some(c) = self.try_command() {
-            if let Command::Registered { failures } = c {
+        while let Some(c) = self.try_message() {
+            if let ControlMsg::Registered { failures } = c {
                 // Failures it may have missed before the controller knew it; a repeated one
                 // changes nothing. Only then may it deliver reliable messages.
                 for f in &failures {
@@ -186,18 +158,18 @@ impl ControlPort {
                 self.confirmed = true;
                 continue;
             }
-            let Some(c) = self.recovery_command(now, endpoint, c) else {
+            let Some(c) = self.recovery_message(now, endpoint, c) else {
                 continue;
             };
-            if let Command::PathsChanged = c {
+            if let ControlMsg::PathsChanged = c {
                 endpoint.on_paths_changed(now);
                 continue;
             }
-            if let Command::Forward { id, packet } = c {
+            if let ControlMsg::Forward { id, packet } = c {
                 self.answer_forward(now, endpoint, id, &packet);
                 continue;
             }
-            if let Command::Announce { epoch, failures } = c {
+            if let ControlMsg::Announce { epoch, failures } = c {
                 for f in &failures {
                     // The controller never names the process it announces to, nor one that does
                     // not exist; a repeated announcement changes nothing.
@@ -232,7 +204,7 @@ impl ControlPort {
 pub struct ChannelPort {
     pub port: ControlPort,
     to_controller: Sender<Input>,
-    commands: Receiver<Command>,
+    commands: Receiver<ControlMsg>,
 }
 
 impl ChannelPort {
@@ -281,31 +253,38 @@ impl Manage for Switch {
         while let Some(e) = self.poll_event() {
             port.send(switch_input(port.member, e));
         }
-        while let Some(c) = port.try_command() {
+        while let Some(c) = port.try_message() {
             // Ports come from the controller's graph of this same wiring.
             match c {
-                Command::RemoveInputs(ports) => {
+                ControlMsg::RemoveInputs(ports) => {
                     for p in ports {
                         let _ = self.remove_input(p);
                     }
                 }
-                Command::CutInput(p) => {
+                ControlMsg::CutInput(p) => {
                     let _ = self.cut_input(p);
                 }
-                Command::Routes(r) => self.set_routes(*r),
-                Command::Readmit(ports) => {
+                ControlMsg::Avoid(down) => {
+                    if let Some(t) = port.routes_avoiding(self.id(), down) {
+                        self.set_routes(t);
+                    }
+                }
+                ControlMsg::Readmit(ports) => {
                     for p in ports {
                         let _ = self.readmit_input(now, p);
                     }
                 }
-                Command::Announce { .. }
-                | Command::PathsChanged
-                | Command::Registered { .. }
-                | Command::Forward { .. }
-                | Command::OwnFailure { .. }
-                | Command::LostRecalls { .. }
-                | Command::Recovery { .. }
-                | Command::Rejoined { .. } => {}
+                ControlMsg::Announce { .. }
+                | ControlMsg::PathsChanged
+                | ControlMsg::Registered { .. }
+                | ControlMsg::Forward { .. }
+                | ControlMsg::OwnFailure { .. }
+                | ControlMsg::LostRecalls { .. }
+                | ControlMsg::Recovery { .. }
+                | ControlMsg::Rejoined { .. }
+                // Transports answer Hello themselves; inputs are for the controller.
+                | ControlMsg::Hello
+                | ControlMsg::Input(_) => {}
             }
         }
     }
@@ -449,12 +428,17 @@ impl ControlPlane {
             .map(Member::Switch)
             .chain((0..wiring.process_count() as u32).map(Member::Process));
         let mut commands = Vec::new();
+        let routes = RouteCache::shared(wiring);
         let ports = members
             .map(|member| {
                 let (tx, rx) = channel();
                 commands.push(tx);
+                let port = match member {
+                    Member::Switch(_) => ControlPort::with_routes(member, routes.clone()),
+                    Member::Process(_) => ControlPort::new(member),
+                };
                 ChannelPort {
-                    port: ControlPort::new(member),
+                    port,
                     to_controller: to_controller.clone(),
                     commands: rx,
                 }
@@ -504,7 +488,7 @@ const POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 fn run<S: Store>(
     mut service: Service<S>,
     inputs: &Receiver<Input>,
-    commands: &[Sender<Command>],
+    commands: &[Sender<ControlMsg>],
     wiring: &Wiring,
     clock: &Clock,
     stop: &AtomicBool,
@@ -540,39 +524,31 @@ fn run<S: Store>(
             t.refused += 1;
         }
         if let Some(down) = service.take_reroute() {
-            let tables = routing::build_avoiding(wiring, &|s, p| down.contains(&(s, p)));
-            for (s, table) in tables.into_iter().enumerate() {
-                let _ = commands[s].send(Command::Routes(Box::new(table)));
+            for switch in &commands[..wiring.switch_count()] {
+                let _ = switch.send(ControlMsg::Avoid(down.clone()));
             }
             for p in 0..wiring.process_count() as u32 {
-                let _ = commands[wiring.node_of_process(p)].send(Command::PathsChanged);
+                let _ = commands[wiring.node_of_process(p)].send(ControlMsg::PathsChanged);
             }
         }
         while let Some(out) = service.poll_event() {
-            let (node, command) = match out {
-                Output::Announce { to, epoch, failures } => {
+            match out {
+                Output::Announce { .. } => {
                     t.first_announce_at.get_or_insert(now);
-                    (wiring.node_of_process(to), Command::Announce { epoch, failures })
                 }
-                Output::RemoveInputs { switch, ports } => {
+                Output::RemoveInputs { .. } => {
                     t.first_resume_at.get_or_insert(now);
                     t.last_resume_at = Some(now);
-                    (switch, Command::RemoveInputs(ports))
                 }
-                Output::CutInput { switch, port } => (switch, Command::CutInput(port)),
-                other => {
-                    let Some((to, command)) = recovery::command(other) else {
-                        continue;
-                    };
-                    let node = match to {
-                        Member::Switch(s) => s,
-                        Member::Process(p) => wiring.node_of_process(p),
-                    };
-                    (node, command)
-                }
+                _ => {}
+            }
+            let (to, msg) = ControlMsg::order(out);
+            let node = match to {
+                Member::Switch(s) => s,
+                Member::Process(p) => wiring.node_of_process(p),
             };
             // A node whose runtime stopped has dropped its port: nothing to tell it.
-            let _ = commands[node].send(command);
+            let _ = commands[node].send(msg);
         }
         // Only inputs and timers change the controller's state.
         if changed {
@@ -612,7 +588,7 @@ mod tests {
         assert_eq!(registrations(&mut port), 0);
         port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS), &mut endpoint);
         assert_eq!(registrations(&mut port), 1, "unconfirmed: again");
-        port.deliver(Command::Registered { failures: Vec::new() });
+        port.deliver(ControlMsg::Registered { failures: Vec::new() });
         port.exchange_endpoint(at(REGISTER_REPEAT_BEACONS + 1), &mut endpoint);
         for k in 2..10 {
             port.exchange_endpoint(at(k * REGISTER_REPEAT_BEACONS), &mut endpoint);
@@ -637,7 +613,7 @@ mod tests {
         port.exchange_endpoint(start, &mut endpoint);
         assert!(endpoint.failed_processes().is_empty());
         let ts = Instant::from_nanos(500_000);
-        port.deliver(Command::Registered {
+        port.deliver(ControlMsg::Registered {
             failures: vec![Failure { process: 0, ts }],
         });
         port.exchange_endpoint(start + Duration::from_micros(1), &mut endpoint);

@@ -1,15 +1,16 @@
-//! Receiver Recovery (paper 5.2) on the management plane: the outputs of the controller's
-//! recovery as commands, and a process's side of the conversation.
+//! Receiver Recovery (paper 5.2) on the management plane: a process's side of the
+//! conversation.
 //!
-//! A process told of its own failure ([`Command::OwnFailure`]) asks to recover
-//! ([`Input::Recover`]); it collects the recalls it could not take ([`Command::LostRecalls`])
-//! until the answer ([`Command::Recovery`]), recovers its endpoint and rejoins
-//! ([`Input::Rejoin`]). Peers reset their connections on [`Command::Rejoined`]. As a sender,
+//! A process told of its own failure ([`ControlMsg::OwnFailure`]) asks to recover
+//! ([`Input::Recover`]); it collects the recalls it could not take ([`ControlMsg::LostRecalls`])
+//! until the answer ([`ControlMsg::Recovery`]), recovers its endpoint and rejoins
+//! ([`Input::Rejoin`]). Peers reset their connections on [`ControlMsg::Rejoined`]. As a sender,
 //! every process passes on the recalls its failed receivers could not take
 //! ([`Input::RecallLost`]) before it answers an announcement.
 
-use super::{Command, ControlPort};
-use onepipe_proto::controller::{Input, LostRecall, Member, Output, RECALLS_PER_OUTPUT};
+use super::ControlPort;
+use crate::control_msg::ControlMsg;
+use onepipe_proto::controller::{Input, LostRecall, Member, RECALLS_PER_OUTPUT};
 use onepipe_proto::endpoint::{Endpoint, Recovery};
 use onepipe_wire::Instant;
 use std::collections::BTreeSet;
@@ -22,62 +23,19 @@ pub(crate) struct PortRecovery {
     recalls: BTreeSet<LostRecall>,
 }
 
-/// The command for a recovery or forwarding output, and whom it goes to; `None` for the other
-/// outputs, which the caller maps itself.
-pub(crate) fn command(out: Output) -> Option<(Member, Command)> {
-    Some(match out {
-        Output::OwnFailure { to, ts, incarnation } => {
-            (Member::Process(to), Command::OwnFailure { ts, incarnation })
-        }
-        Output::LostRecalls {
-            to,
-            incarnation,
-            recalls,
-        } => (Member::Process(to), Command::LostRecalls { incarnation, recalls }),
-        Output::Recovery {
-            to,
-            incarnation,
-            ts,
-            failures,
-            failed_now,
-            recalls,
-            recalls_truncated,
-        } => (
-            Member::Process(to),
-            Command::Recovery {
-                incarnation,
-                ts,
-                failures,
-                failed_now,
-                recalls,
-                recalls_truncated,
-            },
-        ),
-        Output::Rejoined {
-            to,
-            process,
-            incarnation,
-        } => (Member::Process(to), Command::Rejoined { process, incarnation }),
-        Output::Readmit { switch, ports } => (Member::Switch(switch), Command::Readmit(ports)),
-        Output::Forward { to, id, packet } => (Member::Process(to), Command::Forward { id, packet }),
-        Output::Registered { to, failures } => (Member::Process(to), Command::Registered { failures }),
-        Output::Announce { .. } | Output::RemoveInputs { .. } | Output::CutInput { .. } => return None,
-    })
-}
-
 impl ControlPort {
-    /// Handles `c` if it is a recovery command; hands it back otherwise.
-    pub(super) fn recovery_command(
+    /// Handles `c` if it is a recovery message; hands it back otherwise.
+    pub(super) fn recovery_message(
         &mut self,
         now: Instant,
         endpoint: &mut Endpoint,
-        c: Command,
-    ) -> Option<Command> {
+        c: ControlMsg,
+    ) -> Option<ControlMsg> {
         let Member::Process(me) = self.member else {
             return Some(c);
         };
         match c {
-            Command::OwnFailure { ts, incarnation } => {
+            ControlMsg::OwnFailure { ts, incarnation } => {
                 // Repeated when the process is heard again: asking again is harmless (the
                 // controller answers the incarnation it is in, once per ask).
                 endpoint.on_own_failure(ts, incarnation);
@@ -92,12 +50,12 @@ impl ControlPort {
                     });
                 }
             }
-            Command::LostRecalls { incarnation, recalls } => {
+            ControlMsg::LostRecalls { incarnation, recalls } => {
                 if self.recovery.incarnation == Some(incarnation) {
                     self.recovery.recalls.extend(recalls);
                 }
             }
-            Command::Recovery {
+            ControlMsg::Recovery {
                 incarnation,
                 ts,
                 failures,
@@ -127,7 +85,7 @@ impl ControlPort {
                     });
                 }
             }
-            Command::Rejoined { process, incarnation } => {
+            ControlMsg::Rejoined { process, incarnation } => {
                 // The controller never names this process or one that does not exist.
                 let _ = endpoint.on_process_rejoined(process, incarnation);
             }

@@ -82,11 +82,43 @@ pub enum Input {
 }
 
 /// A process declared failed, with the timestamp from which on its messages are discarded (at
-/// and above it: a commit barrier promises the messages below it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// and above it: a commit barrier promises the messages below it). Serialized as
+/// `[process, ts_ns]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "(u32, u64)", from = "(u32, u64)")]
 pub struct Failure {
     pub process: u32,
     pub ts: Instant,
+}
+
+impl From<Failure> for (u32, u64) {
+    fn from(f: Failure) -> (u32, u64) {
+        (f.process, f.ts.as_nanos())
+    }
+}
+
+impl From<(u32, u64)> for Failure {
+    fn from((process, ts_ns): (u32, u64)) -> Failure {
+        Failure {
+            process,
+            ts: Instant::from_nanos(ts_ns),
+        }
+    }
+}
+
+/// Serializes an [`Instant`] as its nanoseconds (`#[serde(with = "instant_ns")]`): the wire
+/// crate has no serde.
+pub mod instant_ns {
+    use onepipe_wire::Instant;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &Instant, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(t.as_nanos())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Instant, D::Error> {
+        u64::deserialize(d).map(Instant::from_nanos)
+    }
 }
 
 /// What the controller asks of the others.

@@ -35,12 +35,30 @@ pub const LOST_RECALLS_MAX: usize = 1 << 16;
 pub const RECALLS_PER_OUTPUT: usize = 128;
 
 /// A recall a failed receiver could not take: its message (sender, timestamp, id) was
-/// aborted and must not be delivered when the receiver recovers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// aborted and must not be delivered when the receiver recovers. Serialized as
+/// `[sender, ts_ns, msg_id]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "(u32, u64, u64)", from = "(u32, u64, u64)")]
 pub struct LostRecall {
     pub sender: u32,
     pub ts: Instant,
     pub msg_id: u64,
+}
+
+impl From<LostRecall> for (u32, u64, u64) {
+    fn from(r: LostRecall) -> (u32, u64, u64) {
+        (r.sender, r.ts.as_nanos(), r.msg_id)
+    }
+}
+
+impl From<(u32, u64, u64)> for LostRecall {
+    fn from((sender, ts_ns, msg_id): (u32, u64, u64)) -> LostRecall {
+        LostRecall {
+            sender,
+            ts: Instant::from_nanos(ts_ns),
+            msg_id,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
