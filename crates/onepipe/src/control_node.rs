@@ -8,7 +8,7 @@
 //! Nodes speak through [`Mgmt`], which carries the frames on one extra port; the node's side of
 //! the conversation is the same as over channels ([`Manage`]).
 
-use crate::control::{ControlPort, ControlTimeline, Manage};
+use crate::control::{ChannelLink, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
@@ -17,6 +17,7 @@ use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Me
 use onepipe_proto::mgmt_outbox::MgmtOutbox;
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 /// Tables avoiding a set of links, built once per set and shared by every switch: a switch
@@ -63,16 +64,32 @@ pub struct MgmtCounters {
     pub repeats_merged: u64,
 }
 
+/// How a node's management messages travel.
+enum Transport {
+    /// As frames on a port of the node's own (the simulator, udp): what the node says waits
+    /// for the link.
+    Port {
+        /// The node's port that the management link leaves from (one past its fabric ports).
+        mgmt_port: PortId,
+        pending: MgmtOutbox,
+    },
+    /// Over channels to the controller's thread (the inproc runtime).
+    Channel {
+        to_controller: Sender<Input>,
+        from_controller: Receiver<ControlMsg>,
+    },
+}
+
 /// A node's end of its management link.
 struct MgmtLink {
     port: ControlPort,
-    /// The node's port that the management link leaves from (one past its fabric ports).
-    mgmt_port: PortId,
-    pending: MgmtOutbox,
+    transport: Transport,
     counters: MgmtCounters,
 }
 
-/// A switch or process, with (or without) a management link.
+/// A switch or process, with (or without) its link to the controller: the one management
+/// wrapper of every runtime. The node's side of the conversation ([`Manage`],
+/// [`ControlPort`]) is the same whatever carries it.
 pub struct Mgmt<N> {
     pub node: N,
     link: Option<MgmtLink>,
@@ -91,33 +108,73 @@ impl<N: Node + Manage> Mgmt<N> {
                     Member::Switch(_) => ControlPort::with_routes(member, routes),
                     Member::Process(_) => ControlPort::new(member),
                 },
-                mgmt_port,
-                pending: MgmtOutbox::default(),
+                transport: Transport::Port {
+                    mgmt_port,
+                    pending: MgmtOutbox::default(),
+                },
                 counters: MgmtCounters::default(),
             }),
         }
     }
 
+    /// Connects the node to the controller's thread ([`crate::control::ControlPlane`]).
+    pub fn attach(&mut self, link: ChannelLink) {
+        self.link = Some(MgmtLink {
+            port: link.port,
+            transport: Transport::Channel {
+                to_controller: link.to_controller,
+                from_controller: link.from_controller,
+            },
+            counters: MgmtCounters::default(),
+        });
+    }
+
     pub fn counters(&self) -> MgmtCounters {
-        self.link
-            .as_ref()
-            .map(|l| MgmtCounters {
-                forward_requests_dropped: l.pending.forwards_dropped,
-                repeats_merged: l.pending.repeats_merged,
+        let Some(l) = &self.link else {
+            return MgmtCounters::default();
+        };
+        match &l.transport {
+            Transport::Port { pending, .. } => MgmtCounters {
+                forward_requests_dropped: pending.forwards_dropped,
+                repeats_merged: pending.repeats_merged,
                 ..l.counters.clone()
-            })
-            .unwrap_or_default()
+            },
+            Transport::Channel { .. } => l.counters.clone(),
+        }
+    }
+
+    /// The outbox of a link made of frames on `port`.
+    fn pending_on(&mut self, port: PortId) -> Option<&mut MgmtOutbox> {
+        match &mut self.link.as_mut()?.transport {
+            Transport::Port { mgmt_port, pending } if *mgmt_port == port => Some(pending),
+            _ => None,
+        }
     }
 
     fn is_mgmt(&self, port: PortId) -> bool {
-        self.link.as_ref().is_some_and(|l| l.mgmt_port == port)
+        self.link
+            .as_ref()
+            .is_some_and(|l| matches!(l.transport, Transport::Port { mgmt_port, .. } if mgmt_port == port))
     }
 
+    /// Takes what the controller sent (over channels; frames arrive through `handle_frame`),
+    /// lets the node exchange, and sends what it said.
     fn exchange(&mut self, now: Instant) {
-        if let Some(l) = &mut self.link {
-            self.node.exchange(now, &mut l.port);
-            for input in l.port.take_inputs() {
-                l.pending.push(input);
+        let Some(l) = &mut self.link else { return };
+        if let Transport::Channel { from_controller, .. } = &l.transport {
+            while let Ok(msg) = from_controller.try_recv() {
+                l.port.deliver(msg);
+            }
+        }
+        self.node.exchange(now, &mut l.port);
+        for input in l.port.take_inputs() {
+            match &mut l.transport {
+                Transport::Port { pending, .. } => pending.push(input),
+                // The controller outlives the nodes; if it stopped first, nothing is left to
+                // tell.
+                Transport::Channel { to_controller, .. } => {
+                    let _ = to_controller.send(input);
+                }
             }
         }
     }
@@ -164,8 +221,8 @@ impl<N: Node + Manage> Node for Mgmt<N> {
         self.node.peer_gone(port)
     }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        if let Some(l) = self.link.as_mut().filter(|l| l.mgmt_port == port) {
-            let input = l.pending.pop()?;
+        if let Some(pending) = self.pending_on(port) {
+            let input = pending.pop()?;
             return Some(
                 ControlMsg::Input(input)
                     .encode(buf)
@@ -175,7 +232,10 @@ impl<N: Node + Manage> Node for Mgmt<N> {
         self.node.poll_transmit(now, port, buf)
     }
     fn wants_transmit(&self) -> bool {
-        self.node.wants_transmit() || self.link.as_ref().is_some_and(|l| !l.pending.is_empty())
+        self.node.wants_transmit()
+            || self.link.as_ref().is_some_and(
+                |l| matches!(&l.transport, Transport::Port { pending, .. } if !pending.is_empty()),
+            )
     }
     fn end_visit(&mut self, now: Instant) -> usize {
         self.node.end_visit(now)

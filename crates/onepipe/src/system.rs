@@ -2,7 +2,8 @@
 //! per switch of the topology and
 //! one [`HostNode`] per process, wired as the topology says.
 
-use crate::control::{ChannelPort, Managed};
+use crate::control::ChannelLink;
+use crate::control_node::Mgmt;
 use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
@@ -12,7 +13,7 @@ use onepipe_wire::{Duration, Instant};
 
 /// Any participant of the system: switches on the left, processes on the right, each with its
 /// channel to the controller when there is one.
-pub type Member<A> = Managed<Either<Box<SwitchNode>, Box<HostNode<A>>>>;
+pub type Member<A> = Mgmt<Either<Box<SwitchNode>, Box<HostNode<A>>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -58,7 +59,7 @@ pub fn start_managed<A: Application>(
     apps: Vec<A>,
     clock_offsets_ns: &[i64],
     clock: Clock,
-    control: Option<Vec<ChannelPort>>,
+    control: Option<Vec<ChannelLink>>,
 ) -> Result<Runtime<Member<A>>, SystemError> {
     let mut nodes = build(wiring, config, apps, clock_offsets_ns, clock.now())?;
     if let Some(ports) = control {
@@ -82,12 +83,8 @@ pub fn build<A: Application>(
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
     for (s, routes) in tables.into_iter().enumerate() {
-        nodes.push(Managed {
-            node: Either::Left(Box::new(
-                Switch::new(s, wiring, routes, config.switch.clone(), now).into_node(),
-            )),
-            control: None,
-        });
+        let switch = Switch::new(s, wiring, routes, config.switch.clone(), now).into_node();
+        nodes.push(Mgmt::unmanaged(Either::Left(Box::new(switch))));
     }
     let count = wiring.process_count() as u32;
     for (p, app) in apps.into_iter().enumerate() {
@@ -97,22 +94,19 @@ pub fn build<A: Application>(
         ec.process_count = count;
         ec.tor_port = spec.tor_port;
         ec.clock_offset_ns = clock_offsets_ns.get(p).copied().unwrap_or(0);
-        nodes.push(Managed {
-            node: Either::Right(Box::new(HostNode {
-                endpoint: Endpoint::new(ec, now),
-                app,
-            })),
-            control: None,
-        });
+        nodes.push(Mgmt::unmanaged(Either::Right(Box::new(HostNode {
+            endpoint: Endpoint::new(ec, now),
+            app,
+        }))));
     }
     Ok(nodes)
 }
 
 /// Connects every node to the controller: `ports` as [`crate::control::ControlPlane::start`]
 /// gives them, in node order.
-pub fn attach<A>(nodes: &mut [Member<A>], ports: Vec<ChannelPort>) {
+pub fn attach<A: Application>(nodes: &mut [Member<A>], ports: Vec<ChannelLink>) {
     for (n, p) in nodes.iter_mut().zip(ports) {
-        n.control = Some(p);
+        n.attach(p);
     }
 }
 

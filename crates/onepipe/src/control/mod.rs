@@ -3,16 +3,17 @@
 //! management network, not on the fabric it watches (paper 2, 6.1), so these channels do not
 //! fail with the fabric.
 //!
-//! Nodes talk to it between their own steps ([`Managed`]): a switch hands over its link-down
-//! reports and applies Resume and cut orders; a process registers, takes failure announcements
-//! to its endpoint and answers once the endpoint has finished with them.
+//! Nodes talk to it between their own steps, through the one management wrapper of every
+//! runtime ([`crate::control_node::Mgmt`], here over channels: [`ChannelLink`]): a switch hands
+//! over its link-down reports and applies Resume and cut orders; a process registers, takes
+//! failure announcements to its endpoint and answers once the endpoint has finished with them.
 
 #![allow(clippy::disallowed_methods)] // the controller thread waits on real time
 
 use crate::control_msg::ControlMsg;
 use crate::control_node::{RouteCache, SharedRoutes};
 use crate::host::{Application, HostNode};
-use onepipe_fabric::{Either, Node, Pipeline, PortId, Route, Routes, Wiring};
+use onepipe_fabric::{Either, Node, Pipeline, Routes, Wiring};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
 use onepipe_proto::controller::{
@@ -200,25 +201,12 @@ impl ControlPort {
     }
 }
 
-/// The in-process transport of a [`ControlPort`]: channels to and from the controller thread.
-pub struct ChannelPort {
+/// A node's end of the in-process management plane: its [`ControlPort`] and the channels to
+/// and from the controller's thread. A node takes it through [`crate::control_node::Mgmt::attach`].
+pub struct ChannelLink {
     pub port: ControlPort,
-    to_controller: Sender<Input>,
-    commands: Receiver<ControlMsg>,
-}
-
-impl ChannelPort {
-    /// Takes the commands that arrived, lets the node exchange, sends what it said.
-    fn exchange<N: Manage>(&mut self, now: Instant, node: &mut N) {
-        while let Ok(c) = self.commands.try_recv() {
-            self.port.deliver(c);
-        }
-        node.exchange(now, &mut self.port);
-        for input in self.port.take_inputs() {
-            // The controller outlives the nodes; if it stopped first, nothing is left to tell.
-            let _ = self.to_controller.send(input);
-        }
-    }
+    pub to_controller: Sender<Input>,
+    pub from_controller: Receiver<ControlMsg>,
 }
 
 /// What a node does with its management channel, between its own steps.
@@ -338,50 +326,6 @@ impl<P: Node + Manage> Manage for Pipeline<P> {
     }
 }
 
-/// A node with (or without) a management channel.
-pub struct Managed<N> {
-    pub node: N,
-    pub control: Option<ChannelPort>,
-}
-
-impl<N: Node + Manage> Node for Managed<N> {
-    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
-        self.node.classify(now, port, frame)
-    }
-    fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
-        self.node.handle_frame(now, port, frame, route)
-    }
-    fn handle_stalled(&mut self, now: Instant, port: PortId, frame: &[u8]) {
-        self.node.handle_stalled(now, port, frame)
-    }
-    fn mark_congestion(&self, frame: &mut [u8]) {
-        self.node.mark_congestion(frame)
-    }
-    fn peer_gone(&self, port: PortId) -> bool {
-        self.node.peer_gone(port)
-    }
-    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        self.node.poll_transmit(now, port, buf)
-    }
-    fn wants_transmit(&self) -> bool {
-        self.node.wants_transmit()
-    }
-    fn end_visit(&mut self, now: Instant) -> usize {
-        self.node.end_visit(now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.node.poll_timeout()
-    }
-    /// Every node has a timer at least once a beacon interval: the management channel is
-    /// looked at that often.
-    fn handle_timeout(&mut self, now: Instant) {
-        self.node.handle_timeout(now);
-        if let Some(control) = &mut self.control {
-            control.exchange(now, &mut self.node);
-        }
-    }
-}
-
 /// When the controller acted, for reports (`onepipe demo --fail`).
 #[derive(Clone, Debug, Default)]
 pub struct ControlTimeline {
@@ -413,7 +357,7 @@ impl ControlPlane {
         wiring: &Wiring,
         config: ControllerConfig,
         clock: Clock,
-    ) -> std::io::Result<(ControlPlane, Vec<ChannelPort>)> {
+    ) -> std::io::Result<(ControlPlane, Vec<ChannelLink>)> {
         Self::start_with(wiring, config, MemoryStore::default(), clock)
     }
 
@@ -422,7 +366,7 @@ impl ControlPlane {
         config: ControllerConfig,
         store: S,
         clock: Clock,
-    ) -> std::io::Result<(ControlPlane, Vec<ChannelPort>)> {
+    ) -> std::io::Result<(ControlPlane, Vec<ChannelLink>)> {
         let (to_controller, inputs) = channel();
         let members = (0..wiring.switch_count())
             .map(Member::Switch)
@@ -437,10 +381,10 @@ impl ControlPlane {
                     Member::Switch(_) => ControlPort::with_routes(member, routes.clone()),
                     Member::Process(_) => ControlPort::new(member),
                 };
-                ChannelPort {
+                ChannelLink {
                     port,
                     to_controller: to_controller.clone(),
-                    commands: rx,
+                    from_controller: rx,
                 }
             })
             .collect();
