@@ -18,6 +18,7 @@ pub mod mgmt_outbox;
 pub mod reliable;
 pub mod reorder;
 mod scatter;
+pub mod send_failure;
 pub mod switch;
 #[cfg(test)]
 mod test_packets;

@@ -25,6 +25,7 @@ use crate::reliable::ReliableConfig;
 use crate::reliable::receiver::{AckRelease, Admit, ReliableReceiver};
 use crate::reliable::sender::{ReliableSender, Transmit};
 use crate::reorder::{Insert, ReorderBuffer};
+pub use crate::send_failure::{FailureReason, SendFailure};
 use onepipe_wire::ack::{emit_piggyback, split_piggyback};
 use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
 use onepipe_wire::{ACK_PAYLOAD_LEN, AckPayload, Duration, Instant, PIGGYBACK_MAX_LEN, Timestamp48};
@@ -189,35 +190,6 @@ pub enum EndpointEvent {
     ProcessFailed { process: u32, ts: Instant },
     /// Paper Table 1's `onepipe_send_fail_callback`: a message of ours was not delivered.
     SendFailed(SendFailure),
-}
-
-/// A message of ours that a receiver could not deliver (paper Table 1's send-failure callback).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SendFailure {
-    /// The scattering's timestamp; `Instant::ZERO` for a reliable scattering aborted before it
-    /// got one.
-    pub ts: Instant,
-    pub dst: u32,
-    pub msg_id: u64,
-    pub reason: FailureReason,
-}
-
-/// Why a message or scattering was not delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FailureReason {
-    /// Best effort: the receiver NAKed it (it arrived after the barrier passed it, lost a
-    /// fragment, or found the buffer full).
-    Nak,
-    /// Reliable: the retry budget towards `dst` ran out (no controller decision).
-    GaveUp,
-    /// Reliable: the whole scattering was aborted because receiver `process` (its `dst`)
-    /// failed before acknowledging its message (paper 5.2 Recall). None of its messages is
-    /// delivered; one failure is reported per scattering.
-    ReceiverFailed { process: u32 },
-    /// Reliable: this process was declared failed (paper 5.2) at a timestamp at or below the
-    /// scattering's (or before it had one): its receivers discarded it. Reported when the
-    /// process recovers ([`Endpoint::recover`]), once per message.
-    OwnFailure,
 }
 
 /// Released best-effort scatterings kept for [`Endpoint::poll_released`]; older ones are

@@ -21,7 +21,7 @@
 use super::ReliableConfig;
 use super::dctcp::{Dctcp, DctcpParams, WindowBeforeTimeout};
 use super::rtt::RttEstimator;
-use crate::endpoint::{FailureReason, SendFailure};
+use crate::send_failure::{FailureReason, SendFailure};
 use credits::Need;
 use onepipe_wire::{AckPayload, Duration, Instant};
 use std::collections::VecDeque;

@@ -2,7 +2,7 @@
 //! take, the end of an incarnation, and a peer that comes back as a new process.
 
 use super::{Connection, ReliableSender};
-use crate::endpoint::{FailureReason, SendFailure};
+use crate::send_failure::{FailureReason, SendFailure};
 use onepipe_wire::Instant;
 
 impl ReliableSender {
