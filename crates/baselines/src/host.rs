@@ -20,7 +20,7 @@ use crate::switch_seq::SwitchSeqClient;
 use crate::token::Token;
 use crate::workload::{Offer, Schedule, Workload};
 use onepipe_check::Event;
-use onepipe_fabric::{Node, PortId, Route};
+use onepipe_fabric::{Hints, Node, PortId, Route};
 use onepipe_wire::Instant;
 
 /// What every baseline process has, whatever orders its messages.
@@ -265,3 +265,5 @@ impl Node for Host {
         }
     }
 }
+
+impl Hints for Host {}

@@ -37,7 +37,7 @@ pub mod workload;
 use hdrhistogram::Histogram;
 use onepipe_check::{Event, ProcessLog};
 use onepipe_fabric::node::FRAME_MAX;
-use onepipe_fabric::{Node, PortId, Route, RoutingError, Wiring, routing};
+use onepipe_fabric::{Hints, Node, PortId, Route, RoutingError, Wiring, routing};
 use onepipe_wire::{Duration, Instant};
 use std::collections::HashMap;
 
@@ -268,6 +268,8 @@ impl Node for BaselineNode {
         each!(self, n => n.handle_timeout(now))
     }
 }
+
+impl Hints for BaselineNode {}
 
 /// One node per runtime node: switches (indices `0..switch_count`), then processes.
 pub fn build(

@@ -12,7 +12,7 @@
 
 use crate::frame::{FrameKind, Header};
 use crate::workload::mix64;
-use onepipe_fabric::{Node, PortId, Route, Routes};
+use onepipe_fabric::{Hints, Node, PortId, Route, Routes};
 use onepipe_wire::Instant;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,6 +93,8 @@ impl Node for Router {
 
     fn handle_timeout(&mut self, _now: Instant) {}
 }
+
+impl Hints for Router {}
 
 #[cfg(test)]
 mod tests {

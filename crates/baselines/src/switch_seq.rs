@@ -37,7 +37,7 @@ use crate::out::Dest;
 use crate::reorder::{Pending, SeqReorder};
 use crate::router::{Router, RouterStats};
 use crate::workload::Offer;
-use onepipe_fabric::{Node, Peer, PortDirection, PortId, Route, Wiring};
+use onepipe_fabric::{Hints, Node, Peer, PortDirection, PortId, Route, Wiring};
 use onepipe_wire::Instant;
 use std::collections::VecDeque;
 
@@ -276,6 +276,8 @@ impl Node for SequencerSwitch {
 
     fn handle_timeout(&mut self, _now: Instant) {}
 }
+
+impl Hints for SequencerSwitch {}
 
 /// A process in the switch-sequencer baseline: sends requests up, delivers numbered copies.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ pub mod routing;
 pub mod topology;
 pub mod wiring;
 
-pub use node::{Either, Node, PortId, Route};
+pub use node::{Either, Hints, Node, PortId, Route};
 pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
 pub use topology::{Topology, TopologyError};

@@ -7,6 +7,8 @@
 //!   and leave the frame where it is (backpressure, like PFC in a lossless fabric);
 //! - [`Node::poll_transmit`] per port, whenever that port has room, until it returns `None`;
 //! - [`Node::handle_timeout`] when [`Node::poll_timeout`] has passed (an extra call is harmless).
+//!
+//! Besides, one optional hook, [`Hints`]: what a runtime may ask to schedule a node well.
 
 use onepipe_wire::Instant;
 
@@ -27,7 +29,7 @@ pub enum Route {
     Drop,
 }
 
-pub trait Node: Send {
+pub trait Node: Hints + Send {
     /// Where `frame`, arriving on `port`, will go. Must not change state.
     fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route;
 
@@ -45,6 +47,27 @@ pub trait Node: Send {
     /// its protocol carries congestion marks (DCTCP, paper 6.1). Called after `handle_frame`.
     fn mark_congestion(&self, _frame: &mut [u8]) {}
 
+    /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
+    /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;
+
+    /// When the node next wants [`Node::handle_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+/// The one optional hook of a node: what a runtime may ask to schedule it well. Every method
+/// has a default that is correct, only slower (or, for `peer_gone`, more patient), so a node
+/// that cannot tell writes `impl Hints for MyNode {}`. No state machine's correctness may
+/// depend on a runtime asking.
+pub trait Hints {
+    /// Whether [`Node::poll_transmit`] may give a frame on some port now, so that a runtime
+    /// can skip asking every port of a switch after every frame. `false` must be exact.
+    fn wants_transmit(&self) -> bool {
+        true
+    }
+
     /// Whether the neighbour behind `port` is gone: the node has heard nothing from it for
     /// longer than a live neighbour stays silent (a switch's dead-link timeout). A runtime whose
     /// links hold frames until the next hop has room (the udp runtime's credits) drops what is
@@ -52,16 +75,6 @@ pub trait Node: Send {
     /// credit that never comes would hold back every input that carries frames for that port.
     fn peer_gone(&self, _port: PortId) -> bool {
         false
-    }
-
-    /// The next frame the node itself originates on `port` (beacons, data, NAKs), written into
-    /// `buf` (of at least [`FRAME_MAX`] bytes); returns its length.
-    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize>;
-
-    /// Whether [`Node::poll_transmit`] may give a frame on some port now: a hint that lets a
-    /// runtime skip asking every port of a switch after every frame. `false` must be exact.
-    fn wants_transmit(&self) -> bool {
-        true
     }
 
     /// How many units of CPU work receiving or sending `frame` is, for a runtime that models a
@@ -78,11 +91,6 @@ pub trait Node: Send {
     fn end_visit(&mut self, _now: Instant) -> usize {
         0
     }
-
-    /// When the node next wants [`Node::handle_timeout`].
-    fn poll_timeout(&self) -> Option<Instant>;
-
-    fn handle_timeout(&mut self, now: Instant);
 }
 
 impl<T: Node + ?Sized> Node for Box<T> {
@@ -98,11 +106,20 @@ impl<T: Node + ?Sized> Node for Box<T> {
     fn mark_congestion(&self, frame: &mut [u8]) {
         (**self).mark_congestion(frame)
     }
-    fn peer_gone(&self, port: PortId) -> bool {
-        (**self).peer_gone(port)
-    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         (**self).poll_transmit(now, port, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        (**self).poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        (**self).handle_timeout(now)
+    }
+}
+
+impl<T: Hints + ?Sized> Hints for Box<T> {
+    fn peer_gone(&self, port: PortId) -> bool {
+        (**self).peer_gone(port)
     }
     fn wants_transmit(&self) -> bool {
         (**self).wants_transmit()
@@ -112,12 +129,6 @@ impl<T: Node + ?Sized> Node for Box<T> {
     }
     fn end_visit(&mut self, now: Instant) -> usize {
         (**self).end_visit(now)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        (**self).poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        (**self).handle_timeout(now)
     }
 }
 
@@ -153,16 +164,31 @@ impl<L: Node, R: Node> Node for Either<L, R> {
             Either::Right(n) => n.mark_congestion(frame),
         }
     }
-    fn peer_gone(&self, port: PortId) -> bool {
-        match self {
-            Either::Left(n) => n.peer_gone(port),
-            Either::Right(n) => n.peer_gone(port),
-        }
-    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         match self {
             Either::Left(n) => n.poll_transmit(now, port, buf),
             Either::Right(n) => n.poll_transmit(now, port, buf),
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Either::Left(n) => n.poll_timeout(),
+            Either::Right(n) => n.poll_timeout(),
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Either::Left(n) => n.handle_timeout(now),
+            Either::Right(n) => n.handle_timeout(now),
+        }
+    }
+}
+
+impl<L: Hints, R: Hints> Hints for Either<L, R> {
+    fn peer_gone(&self, port: PortId) -> bool {
+        match self {
+            Either::Left(n) => n.peer_gone(port),
+            Either::Right(n) => n.peer_gone(port),
         }
     }
     fn wants_transmit(&self) -> bool {
@@ -181,18 +207,6 @@ impl<L: Node, R: Node> Node for Either<L, R> {
         match self {
             Either::Left(n) => n.end_visit(now),
             Either::Right(n) => n.end_visit(now),
-        }
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        match self {
-            Either::Left(n) => n.poll_timeout(),
-            Either::Right(n) => n.poll_timeout(),
-        }
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        match self {
-            Either::Left(n) => n.handle_timeout(now),
-            Either::Right(n) => n.handle_timeout(now),
         }
     }
 }

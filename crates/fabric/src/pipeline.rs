@@ -12,7 +12,7 @@
 //! What programs share is their ports' capacity: [`Pipeline::poll_transmit`] asks them in turn,
 //! starting after the one that sent last, so that one program's traffic cannot starve another's.
 
-use crate::node::{Node, PortId, Route};
+use crate::node::{Hints, Node, PortId, Route};
 use onepipe_wire::Instant;
 use onepipe_wire::protocol::{PROTOCOLS, Protocol};
 
@@ -173,12 +173,6 @@ impl<P: Node> Node for Pipeline<P> {
         }
     }
 
-    /// Gone as soon as one program says so: only programs that watch their links (1Pipe's
-    /// dead-link timeout) ever do.
-    fn peer_gone(&self, port: PortId) -> bool {
-        self.programs.iter().any(|p| p.peer_gone(port))
-    }
-
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let count = self.programs.len();
         if count == 1 {
@@ -196,19 +190,6 @@ impl<P: Node> Node for Pipeline<P> {
         None
     }
 
-    fn wants_transmit(&self) -> bool {
-        self.programs.iter().any(|p| p.wants_transmit())
-    }
-
-    fn work_units(&self, frame: &[u8]) -> u32 {
-        self.target(frame)
-            .map_or(1, |i| self.programs[i].work_units(frame))
-    }
-
-    fn end_visit(&mut self, now: Instant) -> usize {
-        self.programs.iter_mut().map(|p| p.end_visit(now)).sum()
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
         self.programs.iter().filter_map(|p| p.poll_timeout()).min()
     }
@@ -219,6 +200,24 @@ impl<P: Node> Node for Pipeline<P> {
                 p.handle_timeout(now);
             }
         }
+    }
+}
+
+impl<P: Node> Hints for Pipeline<P> {
+    /// Gone as soon as one program says so: only programs that watch their links (1Pipe's
+    /// dead-link timeout) ever do.
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.programs.iter().any(|p| p.peer_gone(port))
+    }
+    fn wants_transmit(&self) -> bool {
+        self.programs.iter().any(|p| p.wants_transmit())
+    }
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        self.target(frame)
+            .map_or(1, |i| self.programs[i].work_units(frame))
+    }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        self.programs.iter_mut().map(|p| p.end_visit(now)).sum()
     }
 }
 
@@ -259,6 +258,8 @@ mod tests {
             self.timeouts += 1;
         }
     }
+
+    impl Hints for Probe {}
 
     fn probe(protocol: Protocol, to_send: usize, timer: Option<u64>) -> (Protocol, Probe) {
         let p = Probe {

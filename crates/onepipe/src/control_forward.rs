@@ -60,7 +60,7 @@ mod tests {
     use crate::control::Manage;
     use crate::control_node::{ControllerNode, Mgmt, RouteCache, mgmt_port};
     use onepipe_fabric::node::FRAME_MAX;
-    use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+    use onepipe_fabric::{Hints, Node, PortId, Route, Topology, Wiring};
     use onepipe_proto::controller::{ControllerConfig, Member};
     use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
     use onepipe_wire::{Duration, Instant};
@@ -85,6 +85,8 @@ mod tests {
             self.0.handle_timeout(now);
         }
     }
+
+    impl Hints for Host {}
 
     impl Manage for Host {
         fn exchange(&mut self, now: Instant, port: &mut ControlPort) {

@@ -10,7 +10,7 @@
 
 use crate::control::{ChannelLink, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
-use onepipe_fabric::{DirectedLink, Node, PortId, Route, Routes, Wiring, routing};
+use onepipe_fabric::{DirectedLink, Hints, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
 use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
@@ -217,9 +217,6 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     fn mark_congestion(&self, frame: &mut [u8]) {
         self.node.mark_congestion(frame)
     }
-    fn peer_gone(&self, port: PortId) -> bool {
-        self.node.peer_gone(port)
-    }
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         if let Some(pending) = self.pending_on(port) {
             let input = pending.pop()?;
@@ -231,15 +228,6 @@ impl<N: Node + Manage> Node for Mgmt<N> {
         }
         self.node.poll_transmit(now, port, buf)
     }
-    fn wants_transmit(&self) -> bool {
-        self.node.wants_transmit()
-            || self.link.as_ref().is_some_and(
-                |l| matches!(&l.transport, Transport::Port { pending, .. } if !pending.is_empty()),
-            )
-    }
-    fn end_visit(&mut self, now: Instant) -> usize {
-        self.node.end_visit(now)
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         self.node.poll_timeout()
     }
@@ -248,6 +236,21 @@ impl<N: Node + Manage> Node for Mgmt<N> {
     fn handle_timeout(&mut self, now: Instant) {
         self.node.handle_timeout(now);
         self.exchange(now);
+    }
+}
+
+impl<N: Node + Manage> Hints for Mgmt<N> {
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.node.peer_gone(port)
+    }
+    fn wants_transmit(&self) -> bool {
+        self.node.wants_transmit()
+            || self.link.as_ref().is_some_and(
+                |l| matches!(&l.transport, Transport::Port { pending, .. } if !pending.is_empty()),
+            )
+    }
+    fn end_visit(&mut self, now: Instant) -> usize {
+        self.node.end_visit(now)
     }
 }
 
@@ -486,14 +489,6 @@ impl<S: Store + Send> Node for ControllerNode<S> {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         Route::Consume
     }
-    /// An announcement is one failure notification per failed process it names (the paper's
-    /// controller notifies every correct process of every failed one); anything else is one.
-    fn work_units(&self, frame: &[u8]) -> u32 {
-        match ControlMsg::decode(frame) {
-            Ok(ControlMsg::Announce { failures, .. }) => failures.len().max(1) as u32,
-            _ => 1,
-        }
-    }
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], _route: Route) {
         let input = match ControlMsg::decode(frame) {
             Ok(ControlMsg::Input(i)) => i,
@@ -547,9 +542,6 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         self.queued -= 1;
         Some(msg.encode(buf).expect("control messages fit a frame"))
     }
-    fn wants_transmit(&self) -> bool {
-        self.queued > 0
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         let repeat = self.reroute_repeat.as_ref().map(|r| r.at);
         self.service.poll_timeout().into_iter().chain(repeat).min()
@@ -563,6 +555,20 @@ impl<S: Store + Send> Node for ControllerNode<S> {
             Err(ServiceError::Input(_)) | Ok(()) => {}
         }
         self.dispatch(now);
+    }
+}
+
+impl<S: Store + Send> Hints for ControllerNode<S> {
+    /// An announcement is one failure notification per failed process it names (the paper's
+    /// controller notifies every correct process of every failed one); anything else is one.
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        match ControlMsg::decode(frame) {
+            Ok(ControlMsg::Announce { failures, .. }) => failures.len().max(1) as u32,
+            _ => 1,
+        }
+    }
+    fn wants_transmit(&self) -> bool {
+        self.queued > 0
     }
 }
 

@@ -3,7 +3,7 @@
 //! ([`AppLink`]) or a workload running inside the worker (the demo's all-to-all broadcast, in
 //! onepipe-bench).
 
-use onepipe_fabric::{Node, PortId, Route};
+use onepipe_fabric::{Hints, Node, PortId, Route};
 use onepipe_proto::endpoint::{Delivery, Endpoint, EndpointEvent, SendFailure};
 use onepipe_wire::Instant;
 use rtrb::{Consumer, Producer};
@@ -203,12 +203,6 @@ impl<A: Application> Node for HostNode<A> {
         self.endpoint.poll_transmit(now, buf)
     }
 
-    fn end_visit(&mut self, now: Instant) -> usize {
-        let closing = self.endpoint.end_visit(now);
-        self.app.on_end_visit(now, &mut self.endpoint);
-        closing
-    }
-
     fn poll_timeout(&self) -> Option<Instant> {
         let endpoint = self.endpoint.poll_timeout();
         Some(self.app.poll_timeout().map_or(endpoint, |t| t.min(endpoint)))
@@ -222,5 +216,13 @@ impl<A: Application> Node for HostNode<A> {
             self.endpoint.handle_timeout(now);
         }
         self.drain(now);
+    }
+}
+
+impl<A: Application> Hints for HostNode<A> {
+    fn end_visit(&mut self, now: Instant) -> usize {
+        let closing = self.endpoint.end_visit(now);
+        self.app.on_end_visit(now, &mut self.endpoint);
+        closing
     }
 }

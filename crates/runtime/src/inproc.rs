@@ -713,6 +713,7 @@ fn originate<N: Node>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use onepipe_fabric::Hints;
     use std::sync::atomic::AtomicU64;
 
     /// Sends `count` numbered frames on port 0 and records what arrives.
@@ -751,6 +752,8 @@ mod tests {
         fn handle_timeout(&mut self, _: Instant) {}
     }
 
+    impl Hints for Pinger {}
+
     /// A two-port relay that forwards everything from one port to the other.
     struct Relay;
 
@@ -767,6 +770,8 @@ mod tests {
         }
         fn handle_timeout(&mut self, _: Instant) {}
     }
+
+    impl Hints for Relay {}
 
     enum TestNode {
         P(Pinger),
@@ -797,6 +802,8 @@ mod tests {
         }
         fn handle_timeout(&mut self, _: Instant) {}
     }
+
+    impl Hints for TestNode {}
 
     /// Pinger (sending `count` frames) -> relay on the other worker -> receiver, through
     /// small rings, each link `delay` long. Returns the runtime, frames received and whether

@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // the slow receiver burns real time
 
-use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_fabric::{Hints, Node, PortId, Route, Topology, Wiring};
 use onepipe_runtime::inproc::Clock;
 use onepipe_runtime::udp::UdpConfig;
 use onepipe_runtime::udp::local::LocalFabric;
@@ -67,6 +67,13 @@ impl Node for TestNode {
         *next += 1;
         Some(FRAME_BYTES)
     }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _: Instant) {}
+}
+
+impl Hints for TestNode {
     fn wants_transmit(&self) -> bool {
         matches!(self, TestNode::Sender { next } if *next < FRAMES)
     }
@@ -75,10 +82,6 @@ impl Node for TestNode {
     fn end_visit(&mut self, _: Instant) -> usize {
         usize::from(self.wants_transmit())
     }
-    fn poll_timeout(&self) -> Option<Instant> {
-        None
-    }
-    fn handle_timeout(&mut self, _: Instant) {}
 }
 
 #[test]

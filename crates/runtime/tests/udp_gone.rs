@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // the dead receiver waits on real time
 
-use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_fabric::{Hints, Node, PortId, Route, Topology, Wiring};
 use onepipe_runtime::inproc::Clock;
 use onepipe_runtime::udp::UdpConfig;
 use onepipe_runtime::udp::local::LocalFabric;
@@ -43,9 +43,6 @@ impl Node for TestNode {
             }
         }
     }
-    fn peer_gone(&self, port: PortId) -> bool {
-        matches!(self, TestNode::Switch { gone: true }) && port == 1
-    }
     fn poll_transmit(&mut self, _: Instant, _: PortId, buf: &mut [u8]) -> Option<usize> {
         let TestNode::Sender { next, sent } = self else {
             return None;
@@ -58,13 +55,19 @@ impl Node for TestNode {
         sent.store(*next, Ordering::Relaxed);
         Some(64)
     }
-    fn wants_transmit(&self) -> bool {
-        matches!(self, TestNode::Sender { next, .. } if *next < FRAMES)
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
     fn handle_timeout(&mut self, _: Instant) {}
+}
+
+impl Hints for TestNode {
+    fn peer_gone(&self, port: PortId) -> bool {
+        matches!(self, TestNode::Switch { gone: true }) && port == 1
+    }
+    fn wants_transmit(&self) -> bool {
+        matches!(self, TestNode::Sender { next, .. } if *next < FRAMES)
+    }
 }
 
 /// Runs the sender into a switch whose port 1 leads to a receiver that stopped; returns how

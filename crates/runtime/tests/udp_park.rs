@@ -3,7 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // parks on real time
 
-use onepipe_fabric::{Node, PortId, Route, Topology, Wiring};
+use onepipe_fabric::{Hints, Node, PortId, Route, Topology, Wiring};
 use onepipe_runtime::inproc::Clock;
 use onepipe_runtime::udp::local::LocalFabric;
 use onepipe_runtime::udp::{IdlePolicy, UdpConfig};
@@ -28,9 +28,6 @@ impl Node for TestNode {
     fn poll_transmit(&mut self, _: Instant, _: PortId, _: &mut [u8]) -> Option<usize> {
         None
     }
-    fn wants_transmit(&self) -> bool {
-        false
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         match self {
             TestNode::Switch => None,
@@ -44,6 +41,12 @@ impl Node for TestNode {
             *ticks += 1;
             *next = now + INTERVAL;
         }
+    }
+}
+
+impl Hints for TestNode {
+    fn wants_transmit(&self) -> bool {
+        false
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
-use onepipe_fabric::{Node, PortId, Route};
+use onepipe_fabric::{Hints, Node, PortId, Route};
 use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchNode};
 use onepipe_wire::Instant;
 
@@ -84,17 +84,20 @@ impl Node for SimNode {
         self.invariants();
         sent
     }
-    fn wants_transmit(&self) -> bool {
-        each!(self, n => n.wants_transmit())
-    }
-    fn work_units(&self, frame: &[u8]) -> u32 {
-        each!(self, n => n.work_units(frame))
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         each!(self, n => n.poll_timeout())
     }
     fn handle_timeout(&mut self, now: Instant) {
         each!(self, n => n.handle_timeout(now));
         self.invariants();
+    }
+}
+
+impl Hints for SimNode {
+    fn wants_transmit(&self) -> bool {
+        each!(self, n => n.wants_transmit())
+    }
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        each!(self, n => n.work_units(frame))
     }
 }

@@ -9,7 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // inproc and udp run in real time: the test waits on them
 
-use onepipe_fabric::{Node, Pipeline, PortId, Route, Topology, Wiring, routing};
+use onepipe_fabric::{Hints, Node, Pipeline, PortId, Route, Topology, Wiring, routing};
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
 use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
@@ -77,13 +77,16 @@ impl Node for Sequencer {
         buf[..REPLY_BYTES].copy_from_slice(&reply);
         Some(REPLY_BYTES)
     }
-    fn wants_transmit(&self) -> bool {
-        self.replies.iter().any(|q| !q.is_empty())
-    }
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
     fn handle_timeout(&mut self, _: Instant) {}
+}
+
+impl Hints for Sequencer {
+    fn wants_transmit(&self) -> bool {
+        self.replies.iter().any(|q| !q.is_empty())
+    }
 }
 
 /// What the test reads back from every host, shared with the nodes wherever a runtime runs them.
@@ -146,6 +149,8 @@ impl Node for Broadcaster {
     }
 }
 
+impl Hints for Broadcaster {}
+
 /// The sequencer's host side: keeps `WINDOW` requests outstanding until `REQUESTS` are
 /// answered.
 struct Client {
@@ -183,6 +188,8 @@ impl Node for Client {
     }
     fn handle_timeout(&mut self, _: Instant) {}
 }
+
+impl Hints for Client {}
 
 /// Every node is a pipeline of two programs, whatever its role.
 type TwoPrograms = Pipeline<Box<dyn Node>>;

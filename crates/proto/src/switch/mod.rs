@@ -13,7 +13,7 @@
 
 use crate::hash::mix64;
 use onepipe_fabric::routing::{NextHops, NoRoute};
-use onepipe_fabric::{Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
+use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
 use onepipe_wire::protocol::ONEPIPE;
 use onepipe_wire::{Duration, Instant};
@@ -821,14 +821,6 @@ impl Node for Switch {
         }
     }
 
-    /// The neighbour is gone once its input is dead (silent past the dead-link timeout: links
-    /// are full duplex, so nothing it sends means nothing it takes) or the controller cut it.
-    fn peer_gone(&self, port: PortId) -> bool {
-        self.ports
-            .get(port as usize)
-            .is_some_and(|p| p.cut || p.state == InputState::Dead)
-    }
-
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let p = port as usize;
         if !self.ports.get(p)?.beacon_pending {
@@ -852,10 +844,6 @@ impl Node for Switch {
         o.last_barrier_sent = barrier;
         self.counters.beacons_sent += 1;
         Some(len)
-    }
-
-    fn wants_transmit(&self) -> bool {
-        self.beacons_pending > 0
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -914,6 +902,19 @@ impl Node for Switch {
         }
         self.next_tick = now.next_multiple_of(interval);
         self.check_invariants();
+    }
+}
+
+impl Hints for Switch {
+    /// The neighbour is gone once its input is dead (silent past the dead-link timeout: links
+    /// are full duplex, so nothing it sends means nothing it takes) or the controller cut it.
+    fn peer_gone(&self, port: PortId) -> bool {
+        self.ports
+            .get(port as usize)
+            .is_some_and(|p| p.cut || p.state == InputState::Dead)
+    }
+    fn wants_transmit(&self) -> bool {
+        self.beacons_pending > 0
     }
 }
 

@@ -738,6 +738,7 @@ pub(crate) fn park(sockets: &[&UdpSocket], timeout: Option<Instant>, clock: &Clo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use onepipe_fabric::Hints;
 
     #[test]
     fn a_link_takes_the_smaller_of_the_configured_and_the_path_datagram() {
@@ -776,6 +777,13 @@ mod tests {
             buf[..BYTES].fill(fill);
             Some(BYTES)
         }
+        fn poll_timeout(&self) -> Option<Instant> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Instant) {}
+    }
+
+    impl Hints for Closing {
         fn wants_transmit(&self) -> bool {
             true
         }
@@ -783,10 +791,6 @@ mod tests {
             self.closing = true;
             1
         }
-        fn poll_timeout(&self) -> Option<Instant> {
-            None
-        }
-        fn handle_timeout(&mut self, _: Instant) {}
     }
 
     /// Under load a link's window is spent when a visit ends; the frames that close it (a

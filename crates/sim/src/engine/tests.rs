@@ -1,6 +1,7 @@
 //! The link model on a line of nodes: host -> switch -> switch -> host, one frame.
 
 use super::*;
+use onepipe_fabric::Hints;
 
 /// A host that sends one frame of `len` bytes at start and records when frames arrive; a
 /// switch that forwards everything from port 0 out of port 1.
@@ -15,14 +16,6 @@ impl Node for Probe {
         match self.role {
             Role::Switch => Route::Forward(1),
             Role::Host | Role::Controller => Route::Consume,
-        }
-    }
-
-    /// A controller's frame is one unit of work per 100 bytes.
-    fn work_units(&self, frame: &[u8]) -> u32 {
-        match self.role {
-            Role::Controller => frame.len() as u32 / 100,
-            _ => 1,
         }
     }
 
@@ -43,6 +36,16 @@ impl Node for Probe {
     }
 
     fn handle_timeout(&mut self, _now: Instant) {}
+}
+
+impl Hints for Probe {
+    /// A controller's frame is one unit of work per 100 bytes.
+    fn work_units(&self, frame: &[u8]) -> u32 {
+        match self.role {
+            Role::Controller => frame.len() as u32 / 100,
+            _ => 1,
+        }
+    }
 }
 
 fn probe(role: Role, to_send: Option<usize>) -> (Probe, Role) {
