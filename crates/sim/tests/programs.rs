@@ -295,6 +295,23 @@ fn check(wiring: &Wiring, outcome: &Shared, nodes: &[TwoPrograms]) {
     }
 }
 
+/// The fabric, what it will report, a clock and the nodes, for a runtime in real time
+/// (beacons every 50 us).
+fn real_time() -> (Wiring, Shared, Clock, Vec<TwoPrograms>) {
+    let w = wiring();
+    let outcome = Shared::default();
+    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+    let beacon_interval = Duration::from_micros(50);
+    let nodes = nodes(
+        &w,
+        beacon_interval,
+        REAL_TIME_DEAD_AFTER_INTERVALS,
+        clock.now(),
+        &outcome,
+    );
+    (w, outcome, clock, nodes)
+}
+
 /// Waits in real time until the run is complete, or `limit` passes.
 fn wait(outcome: &Shared, limit: std::time::Duration) {
     let started = std::time::Instant::now();
@@ -328,16 +345,7 @@ fn two_programs_share_the_switches_in_the_simulator() {
 
 #[test]
 fn two_programs_share_the_switches_on_inproc() {
-    let w = wiring();
-    let outcome = Shared::default();
-    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let nodes = nodes(
-        &w,
-        Duration::from_micros(50),
-        REAL_TIME_DEAD_AFTER_INTERVALS,
-        clock.now(),
-        &outcome,
-    );
+    let (w, outcome, clock, nodes) = real_time();
     let inproc = InprocConfig {
         workers: 2,
         ..InprocConfig::default()
@@ -350,16 +358,7 @@ fn two_programs_share_the_switches_on_inproc() {
 
 #[test]
 fn two_programs_share_the_switches_over_udp() {
-    let w = wiring();
-    let outcome = Shared::default();
-    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let nodes = nodes(
-        &w,
-        Duration::from_micros(50),
-        REAL_TIME_DEAD_AFTER_INTERVALS,
-        clock.now(),
-        &outcome,
-    );
+    let (w, outcome, clock, nodes) = real_time();
     let udp = UdpConfig {
         threads: Some(2),
         ..UdpConfig::default()
