@@ -9,8 +9,9 @@
 //! port, and its timers run on the pipeline's. A host can run a pipeline too (an endpoint of
 //! each system it speaks), since a host is a node with one port.
 //!
-//! What programs share is their ports' capacity: [`Pipeline::poll_transmit`] asks them in turn,
-//! starting after the one that sent last, so that one program's traffic cannot starve another's.
+//! What programs share is their ports' capacity: on each port, [`Pipeline::poll_transmit`] asks
+//! them in turn, starting after the one that last sent there, so that one program's traffic
+//! cannot starve another's.
 
 use crate::node::{Hints, Node, PortId, Route};
 use onepipe_wire::Instant;
@@ -46,8 +47,8 @@ pub struct Pipeline<P> {
     protocols: Vec<Protocol>,
     /// Program index by protocol number, [`NONE`] where none runs it.
     dispatch: [u8; PROTOCOLS],
-    /// The program `poll_transmit` asks first.
-    turn: usize,
+    /// Per port, the program `poll_transmit` asks first there; grown as ports are asked.
+    turns: Vec<u8>,
     counters: PipelineCounters,
 }
 
@@ -71,15 +72,12 @@ impl<P: Node> Pipeline<P> {
             protocols.push(protocol);
             nodes.push(program);
         }
-        assert!(
-            nodes.len() < NONE as usize,
-            "at most 16 programs: one per protocol"
-        );
+        assert!(nodes.len() <= PROTOCOLS, "at most one program per protocol");
         Ok(Pipeline {
             programs: nodes,
             protocols,
             dispatch,
-            turn: 0,
+            turns: Vec::new(),
             counters: PipelineCounters::default(),
         })
     }
@@ -133,7 +131,7 @@ impl<P: Node> Pipeline<P> {
     /// protocol, and nothing else is reached.
     pub fn invariants(&self) {
         assert_eq!(self.programs.len(), self.protocols.len());
-        assert!(self.turn < self.programs.len());
+        assert!(self.turns.iter().all(|&t| (t as usize) < self.programs.len()));
         let mut reached = 0;
         for (protocol, &index) in self.dispatch.iter().enumerate() {
             if index != NONE {
@@ -179,13 +177,18 @@ impl<P: Node> Node for Pipeline<P> {
             // Asked for every port on every visit of a switch: no turns to keep.
             return self.programs[0].poll_transmit(now, port, buf);
         }
-        let mut i = self.turn;
+        let p = port as usize;
+        if p >= self.turns.len() {
+            self.turns.resize(p + 1, 0);
+        }
+        let next = |i: usize| if i + 1 == count { 0 } else { i + 1 };
+        let mut i = self.turns[p] as usize;
         for _ in 0..count {
             if let Some(len) = self.programs[i].poll_transmit(now, port, buf) {
-                self.turn = if i + 1 == count { 0 } else { i + 1 };
+                self.turns[p] = next(i) as u8;
                 return Some(len);
             }
-            i = if i + 1 == count { 0 } else { i + 1 };
+            i = next(i);
         }
         None
     }
@@ -226,12 +229,14 @@ mod tests {
     use super::*;
     use onepipe_wire::protocol::{EXPERIMENTAL, ONEPIPE, first_byte, protocol_of};
 
-    /// Counts what reaches it; originates `to_send` frames on port 0, and times out at `timer`.
+    /// Counts what reaches it; originates `to_send` frames on its first `ports` ports (at least
+    /// port 0), and times out at `timer`.
     #[derive(Default)]
     struct Probe {
         protocol: Protocol,
         taken: Vec<u8>,
         to_send: usize,
+        ports: u16,
         timer: Option<u64>,
         timeouts: usize,
     }
@@ -244,7 +249,7 @@ mod tests {
             self.taken.push(frame[0]);
         }
         fn poll_transmit(&mut self, _: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-            if port != 0 || self.to_send == 0 {
+            if port >= self.ports.max(1) || self.to_send == 0 {
                 return None;
             }
             self.to_send -= 1;
@@ -345,6 +350,27 @@ mod tests {
             p.poll_transmit(Instant::ZERO, 1, &mut buf).is_none(),
             "nothing on port 1"
         );
+    }
+
+    /// Turns are kept per port: asked on two ports alternately, each program still gets every
+    /// other frame on each port.
+    #[test]
+    fn programs_take_turns_on_each_port_of_their_own() {
+        let mut p = Pipeline::new(vec![probe(ONEPIPE, 100, None), probe(EXPERIMENTAL, 100, None)]).unwrap();
+        for (_, probe) in p.programs_mut() {
+            probe.ports = 2;
+        }
+        let mut buf = [0u8; 4];
+        let mut sent = [Vec::new(), Vec::new()];
+        for k in 0..8u16 {
+            let port = k % 2;
+            p.poll_transmit(Instant::ZERO, port, &mut buf).unwrap();
+            sent[port as usize].push(protocol_of(&buf).unwrap());
+            p.invariants();
+        }
+        for on_port in sent {
+            assert_eq!(on_port, vec![ONEPIPE, EXPERIMENTAL, ONEPIPE, EXPERIMENTAL]);
+        }
     }
 
     /// The pipeline's timer is the earliest of its programs'; only a program that is due runs.

@@ -162,8 +162,9 @@ impl<N: Node + Manage> Mgmt<N> {
     fn exchange(&mut self, now: Instant) {
         let Some(l) = &mut self.link else { return };
         if let Transport::Channel { from_controller, .. } = &l.transport {
-            while let Ok(msg) = from_controller.try_recv() {
-                l.port.deliver(msg);
+            let arrived: Vec<ControlMsg> = from_controller.try_iter().collect();
+            for msg in arrived {
+                receive(&mut self.node, l, msg);
             }
         }
         self.node.exchange(now, &mut l.port);
@@ -182,16 +183,23 @@ impl<N: Node + Manage> Mgmt<N> {
     fn receive_control(&mut self, now: Instant, frame: &[u8]) {
         let Some(l) = &mut self.link else { return };
         match ControlMsg::decode(frame) {
-            Ok(ControlMsg::Hello) => {
-                // Answers to announcements are repeated when the announcements are.
-                self.node.hello(&mut l.port);
-                return self.exchange(now);
-            }
-            // Inputs go to the controller, never to a node.
-            Ok(ControlMsg::Input(_)) | Err(_) => l.counters.malformed += 1,
-            Ok(msg) => l.port.deliver(msg),
+            Ok(msg) => receive(&mut self.node, l, msg),
+            Err(_) => l.counters.malformed += 1,
         }
         self.exchange(now);
+    }
+}
+
+/// What a node's link does with a message from the controller, whichever transport brought it.
+fn receive<N: Manage>(node: &mut N, l: &mut MgmtLink, msg: ControlMsg) {
+    match msg {
+        // The controller (re)started: answers to announcements are repeated when the
+        // announcements are; registrations and reports now.
+        ControlMsg::Hello => node.hello(&mut l.port),
+        // Inputs go to the controller, and tables are for switches.
+        ControlMsg::Input(_) => l.counters.malformed += 1,
+        ControlMsg::Avoid(_) if matches!(l.port.member, Member::Process(_)) => l.counters.malformed += 1,
+        msg => l.port.deliver(msg),
     }
 }
 

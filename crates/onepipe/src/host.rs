@@ -91,8 +91,9 @@ impl<A: Application> HostNode<A> {
     }
 
     /// Hands the application what the endpoint has for it: deliveries and releases, then
-    /// events.
-    fn drain(&mut self, now: Instant) {
+    /// events. Runtimes do it after every step; a run that ends calls it once more, for what
+    /// its last step left (the release of a scattering whose last packet just left).
+    pub fn drain(&mut self, now: Instant) {
         self.app.drain(now, &mut self.endpoint);
         self.take_events();
     }

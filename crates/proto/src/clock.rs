@@ -8,6 +8,11 @@
 
 use onepipe_wire::{Duration, Instant};
 
+/// The largest drift a host clock may have, in parts per billion: 1,000 ppm, ten times what a
+/// quartz oscillator strays. It keeps the clock's inverse ([`HostClock::to_shared`]) within a
+/// step of its estimate.
+pub const DRIFT_PPB_MAX: i64 = 1_000_000;
+
 #[derive(Clone, Debug)]
 pub struct HostClock {
     offset_ns: i64,
@@ -32,6 +37,10 @@ impl HostClock {
     /// A clock `offset_ns` off the shared source that also runs `drift_ppb` fast (slow if
     /// negative): at shared time `t` it reads `t + t * drift_ppb / 1e9 + offset_ns`.
     pub fn with_drift(offset_ns: i64, drift_ppb: i64) -> HostClock {
+        assert!(
+            drift_ppb.abs() <= DRIFT_PPB_MAX,
+            "clock drift {drift_ppb} ppb is past {DRIFT_PPB_MAX}"
+        );
         HostClock {
             offset_ns,
             drift_ppb,

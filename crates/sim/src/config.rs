@@ -266,6 +266,17 @@ impl SimConfig {
         if self.beacon_interval == Duration::ZERO {
             return Err(bad("beacon_interval", "must be positive"));
         }
+        if self.drift_ppb_max as i64 > onepipe_proto::clock::DRIFT_PPB_MAX {
+            return Err(bad(
+                "drift_ppb_max",
+                format!(
+                    "is {} ppb; clocks drift by at most {} ppb ({} ppm)",
+                    self.drift_ppb_max,
+                    onepipe_proto::clock::DRIFT_PPB_MAX,
+                    onepipe_proto::clock::DRIFT_PPB_MAX / 1_000
+                ),
+            ));
+        }
         for (field, p) in [
             ("loss", self.loss),
             ("duplicate", self.duplicate),

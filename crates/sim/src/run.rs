@@ -197,6 +197,12 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         }
     }
     let wall_s = wall.elapsed().as_secs_f64();
+    let end = engine.now();
+    for i in wiring.switch_count()..engine.node_count() {
+        if let Some(h) = engine.node_mut(i).host_mut() {
+            h.drain(end);
+        }
+    }
     // Every step was checked (SimNode::invariants); the full scans of the reliable senders'
     // bookkeeping are too slow for every step and run once, at the end.
     for h in hosts(&engine, &wiring) {

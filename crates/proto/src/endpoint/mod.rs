@@ -42,7 +42,8 @@ pub struct EndpointConfig {
     /// Host clock offset from the shared source (skew injection).
     pub clock_offset_ns: i64,
     /// How fast the host clock runs against the shared source, in parts per billion (the
-    /// simulator's drift; 0 where the shared source is the host's own clock).
+    /// simulator's drift; 0 where the shared source is the host's own clock), at most
+    /// [`crate::clock::DRIFT_PPB_MAX`] either way.
     pub clock_drift_ppb: i64,
     /// Largest packet, header included.
     pub mtu_bytes: usize,

@@ -470,9 +470,8 @@ impl Switch {
         self.routes = routes;
     }
 
-    /// The next link-down report for the controller (paper 5.2, Detect).
-    /// What the switch has to tell the management plane, oldest first: inputs that went down
-    /// (Detect), then quarantined inputs heard again.
+    /// What the switch has to tell the management plane: inputs that went down (Detect), in the
+    /// order they did, then quarantined inputs heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
@@ -653,7 +652,7 @@ impl Switch {
 
     /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
     /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
-    /// each half's minimum is the minimum of its registers and never below what it stamped;
+    /// each half's minimum is the minimum of its registers;
     /// the count of ports owing a beacon is exact, and the reports stay within their bound.
     pub fn invariants(&self) {
         for p in &self.ports {

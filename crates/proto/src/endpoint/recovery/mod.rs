@@ -209,12 +209,15 @@ impl Endpoint {
                 self.process_failures.push_back((f.process, f.ts));
             }
         }
-        self.failed = r
-            .failed_now
-            .iter()
-            .filter(|f| f.process != self.config.process)
-            .map(|f| (f.process, f.ts))
-            .collect();
+        // The controller names each failed process once; a repeat or a process that does not
+        // exist (a damaged message) is left out rather than trusted.
+        self.failed.clear();
+        for f in &r.failed_now {
+            let known = f.process < self.config.process_count && f.process != self.config.process;
+            if known && !self.is_process_failed(f.process) {
+                self.failed.push((f.process, f.ts));
+            }
+        }
         for &(p, _) in &self.failed {
             self.sender.on_process_failed(p);
         }

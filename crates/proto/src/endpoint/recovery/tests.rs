@@ -172,3 +172,24 @@ fn a_rejoined_process_starts_new_connections_that_its_peers_take() {
     assert!(committed(&mut eps[1]).contains(&(0, b"v".to_vec())));
     assert!(eps[0].reliable_sender().is_idle() && eps[1].reliable_sender().is_idle());
 }
+
+/// A recovery that names a failed process twice, this process, or one that does not exist (a
+/// damaged management message) leaves the endpoint with each real failure once: its
+/// invariants hold.
+#[test]
+fn a_recovery_naming_a_failure_twice_or_a_stranger_keeps_each_failure_once() {
+    let (mut eps, mut recovery) = failed_receiver_holding_four();
+    let twice = recovery.failed_now[0];
+    recovery.failed_now.extend([
+        twice,
+        Failure { process: 1, ts: t(1) },
+        Failure {
+            process: 99,
+            ts: t(1),
+        },
+    ]);
+    assert!(eps[1].on_own_failure(t(OWN_FAILURE_NS), 0));
+    eps[1].recover(t(600), &recovery).unwrap();
+    assert_eq!(eps[1].failed_processes(), &[(2, t(250))]);
+    eps[1].invariants();
+}
