@@ -17,6 +17,7 @@
 pub mod forward;
 pub mod graph;
 mod recovery;
+mod snapshot;
 pub mod store;
 #[cfg(test)]
 mod test_util;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub use recovery::{LOST_RECALLS_MAX, LostRecall, RECALLS_PER_OUTPUT, RecoveryCounters};
+pub use snapshot::{Snapshot, SnapshotError};
 
 /// A participant that reports to the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -196,7 +198,7 @@ impl Default for ControllerConfig {
 }
 
 /// Inputs the controller could not use; none of them changes a decision.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControllerCounters {
     pub reports: u64,
     /// A link already known down, reported again (by the same or the other end).
@@ -226,13 +228,16 @@ pub enum ControllerError {
     TooManyRecalls(usize),
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Epoch {
     failures: Vec<Failure>,
     awaiting: BTreeSet<u32>,
     /// Inputs to remove at Resume, by switch.
     inputs: BTreeMap<usize, Vec<u16>>,
+    #[serde(with = "instant_ns")]
     deadline: Instant,
     /// When the processes still awaited were last told (see [`ANNOUNCE_REPEATS_PER_TIMEOUT`]).
+    #[serde(with = "instant_ns")]
     announced_at: Instant,
     resumed: bool,
 }
