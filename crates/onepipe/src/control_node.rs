@@ -14,7 +14,7 @@ use onepipe_fabric::{DirectedLink, Hints, Node, PortId, Route, Routes, Wiring, r
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
 use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
-use onepipe_proto::mgmt_outbox::MgmtOutbox;
+use onepipe_proto::mgmt_outbox::{MgmtOutbox, MgmtQueue, QueueCounters};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, Sender};
@@ -60,8 +60,9 @@ pub struct MgmtCounters {
     pub malformed: u64,
     /// Forward requests dropped while too many waited for the link ([`MgmtOutbox`]).
     pub forward_requests_dropped: u64,
-    /// Registrations and reports repeated while an equal one still waited for the link.
-    pub repeats_merged: u64,
+    /// Messages for the controller merged with an equal one that still waited for the link,
+    /// or dropped from a full queue ([`onepipe_proto::mgmt_outbox`]).
+    pub queue: QueueCounters,
 }
 
 /// How a node's management messages travel.
@@ -136,7 +137,7 @@ impl<N: Node + Manage> Mgmt<N> {
         match &l.transport {
             Transport::Port { pending, .. } => MgmtCounters {
                 forward_requests_dropped: pending.forwards_dropped,
-                repeats_merged: pending.repeats_merged,
+                queue: pending.counters().clone(),
                 ..l.counters.clone()
             },
             Transport::Channel { .. } => l.counters.clone(),
@@ -323,7 +324,9 @@ struct RerouteRepeat {
 pub struct ControllerNode<S: Store = MemoryStore> {
     service: Service<S>,
     reroute_repeat: Option<RerouteRepeat>,
-    queues: Vec<VecDeque<ControlMsg>>,
+    /// What each node has yet to take, bounded ([`MgmtQueue`]: a node that stopped taking
+    /// its messages holds at most its bound).
+    queues: Vec<MgmtQueue<ControlMsg>>,
     queued: usize,
     switches: usize,
     pub timeline: ControlTimeline,
@@ -353,7 +356,9 @@ impl<S: Store> ControllerNode<S> {
         let mut node = ControllerNode {
             service,
             reroute_repeat: None,
-            queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
+            queues: (0..wiring.switch_count() + wiring.process_count())
+                .map(|_| MgmtQueue::default())
+                .collect(),
             queued: 0,
             switches: wiring.switch_count(),
             timeline: ControlTimeline::default(),
@@ -396,8 +401,21 @@ impl<S: Store> ControllerNode<S> {
     }
 
     fn push(&mut self, node: usize, msg: ControlMsg) {
-        self.queues[node].push_back(msg);
-        self.queued += 1;
+        let q = &mut self.queues[node];
+        let before = q.len();
+        q.push(msg);
+        self.queued = self.queued + q.len() - before;
+    }
+
+    /// What the queues to every node merged and dropped, summed.
+    pub fn queue_counters(&self) -> QueueCounters {
+        let mut sum = QueueCounters::default();
+        for c in self.queues.iter().map(|q| &q.counters) {
+            sum.merged += c.merged;
+            sum.dropped_repeated += c.dropped_repeated;
+            sum.dropped_once += c.dropped_once;
+        }
+        sum
     }
 
     fn dispatch(&mut self, now: Instant) {
@@ -546,7 +564,7 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         self.dispatch(now);
     }
     fn poll_transmit(&mut self, _now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        let msg = self.queues.get_mut(port as usize)?.pop_front()?;
+        let msg = self.queues.get_mut(port as usize)?.pop()?;
         self.queued -= 1;
         Some(msg.encode(buf).expect("control messages fit a frame"))
     }
