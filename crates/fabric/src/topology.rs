@@ -5,6 +5,7 @@
 //! the rest of the code can rely on: unique names, hosts attached to layer-1 switches, links only
 //! between adjacent layers, one connected fabric.
 
+use crate::limits::{FILE_BYTES_MAX, limit, limit_counts, limit_delay, limit_name, mul};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -114,6 +115,8 @@ pub enum TopologyError {
     LayerMismatch { name: String, declared: u8, derived: u8 },
     #[error("switch `{name}` has {ports} ports; at most {max} are supported")]
     TooManyPorts { name: String, ports: usize, max: usize },
+    #[error("{what}: {count}, more than the limit of {max} (docs/topology.md)")]
+    TooLarge { what: String, count: u64, max: u64 },
     #[error("preset `{0}`: {1}")]
     BadPreset(String, String),
     #[error("[controller]: {0}")]
@@ -158,6 +161,35 @@ struct FileController {
     addr: Option<String>,
     etcd: Option<String>,
     replicas: Option<u32>,
+}
+
+impl FileTopology {
+    /// Every limit a file can break, before anything is built from it: `hosts = N` of a
+    /// switch would otherwise make N hosts before any check.
+    fn check_limits(&self) -> Result<(), TopologyError> {
+        let shorthand = self
+            .switch
+            .iter()
+            .map(|s| s.hosts.unwrap_or(0) as u128)
+            .fold(0u128, u128::saturating_add);
+        let hosts = shorthand.saturating_add(self.host.len() as u128);
+        limit_counts(self.switch.len() as u128, hosts, self.link.len() as u128)?;
+        limit_delay("link_delay_ns", self.link_delay_ns)?;
+        for s in &self.switch {
+            limit_name(&s.name)?;
+            let what = format!("hosts under switch `{}`", s.name);
+            limit(&what, s.hosts.unwrap_or(0) as u128, PORTS_PER_SWITCH_MAX as u64)?;
+        }
+        for h in &self.host {
+            limit_name(&h.name)?;
+            limit_delay(&format!("delay_ns of host `{}`", h.name), h.delay_ns)?;
+        }
+        for l in &self.link {
+            let [a, b] = &l.between;
+            limit_delay(&format!("delay_ns of link {a}-{b}"), l.delay_ns)?;
+        }
+        Ok(())
+    }
 }
 
 impl FileController {
@@ -231,6 +263,11 @@ impl Topology {
         spines: usize,
         hosts_per_leaf: usize,
     ) -> Result<Topology, TopologyError> {
+        limit_counts(
+            (leaves as u128).saturating_add(spines as u128),
+            mul(leaves, hosts_per_leaf),
+            mul(leaves, spines),
+        )?;
         let mut b = Builder::new(format!("leaf-spine:{leaves},{spines},{hosts_per_leaf}"));
         let leaf: Vec<_> = (0..leaves).map(|i| b.switch(format!("leaf{i}"), 1)).collect();
         let spine: Vec<_> = (0..spines).map(|i| b.switch(format!("spine{i}"), 2)).collect();
@@ -252,6 +289,15 @@ impl Topology {
         cores: usize,
         hosts_per_tor: usize,
     ) -> Result<Topology, TopologyError> {
+        let per_pod = (tors_per_pod as u128).saturating_add(spines_per_pod as u128);
+        let links_per_pod = mul(tors_per_pod, spines_per_pod).saturating_add(mul(spines_per_pod, cores));
+        limit_counts(
+            (pods as u128)
+                .saturating_mul(per_pod)
+                .saturating_add(cores as u128),
+            mul(pods, tors_per_pod).saturating_mul(hosts_per_tor as u128),
+            (pods as u128).saturating_mul(links_per_pod),
+        )?;
         let mut b = Builder::new(format!(
             "three-layer:{pods},{tors_per_pod},{spines_per_pod},{cores},{hosts_per_tor}"
         ));
@@ -295,6 +341,11 @@ impl Topology {
             ));
         }
         let half = k / 2;
+        limit_counts(
+            mul(half, half).saturating_add(mul(k, k)),
+            mul(k, half).saturating_mul(half as u128),
+            mul(k, half).saturating_mul(k as u128),
+        )?;
         let mut b = Builder::new(format!("fat-tree:{k}"));
         let core: Vec<_> = (0..half * half)
             .map(|i| b.switch(format!("core{i}"), 3))
@@ -342,16 +393,20 @@ impl Topology {
     }
 
     pub fn from_file(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
+        let io = |e: std::io::Error| TopologyError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
-        })?;
+        };
+        let bytes = std::fs::metadata(path).map_err(io)?.len();
+        limit("bytes in the topology file", u128::from(bytes), FILE_BYTES_MAX)?;
+        let text = std::fs::read_to_string(path).map_err(io)?;
         Topology::from_toml(&text)
     }
 
     /// Parses and validates a TOML topology (format in docs/topology.md).
     pub fn from_toml(text: &str) -> Result<Topology, TopologyError> {
         let file: FileTopology = toml::from_str(text).map_err(|e| TopologyError::Syntax(e.to_string()))?;
+        file.check_limits()?;
         let default_delay_ns = file.link_delay_ns.unwrap_or(LINK_DELAY_NS_DEFAULT);
         let mut names: HashMap<String, Named> = HashMap::new();
         let mut switches = Vec::new();
@@ -479,6 +534,11 @@ impl Topology {
 
     /// Checks every structural rule; presets and files both pass through here.
     pub fn validate(&self) -> Result<(), TopologyError> {
+        limit_counts(
+            self.switches.len() as u128,
+            self.hosts.len() as u128,
+            self.links.len() as u128,
+        )?;
         if self.switches.is_empty() {
             return Err(TopologyError::NoSwitches);
         }
