@@ -10,27 +10,27 @@ use std::process::ExitCode;
 
 #[derive(Args, Clone, Debug)]
 pub struct Fig8Args {
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32", value_parser = crate::bounds::int::<usize>(1..=crate::bounds::PROCESSES_MAX))]
     processes: Vec<usize>,
     /// Systems to run (default all): 1pipe-be, 1pipe-r, unordered, host-seq, switch-seq, token,
     /// lamport
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Length of each run
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     seconds: f64,
     /// Own broadcasts a process may have undelivered back to itself: every system runs this
     /// closed loop [default: 2048 messages' worth, ceil(2048 / processes) broadcasts]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::PACKETS_MAX))]
     window: Option<usize>,
     /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
     /// goes first: this machine's speed drifts by tens of percent within a minute, so
     /// ordered over unordered is the median over the table's pair and these (single pairs of
     /// one build spread 0.6-1.4 on a bad day; a median of three still swung 0.8-1.0)
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
     ratio_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     limit_seconds: f64,
     /// Also draw throughput per process and p50 latency against processes into this PNG
     #[arg(long, value_name = "FILE")]

@@ -27,7 +27,7 @@ pub struct SeedFlag {
 #[derive(Args, Clone, Copy, Debug)]
 pub struct MessageBytesFlag {
     /// Payload of each message, in bytes
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::MESSAGE_BYTES_MAX))]
     pub message_bytes: usize,
 }
 
@@ -39,7 +39,7 @@ pub struct DeadAfterFlag {
     /// command's own: 500 for `demo` (the paper uses 10 at 3 us with a core per switch; here
     /// switches share two cores and a worker can be descheduled for milliseconds), 1000 over
     /// udp (`up`, `switch`, `controller`: 0.5 s), 10 in `sim`]
-    #[arg(long, alias = "dead-after-beacons", value_name = "INTERVALS")]
+    #[arg(long, alias = "dead-after-beacons", value_name = "INTERVALS", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::INTERVALS_MAX))]
     pub dead_after_intervals: Option<u32>,
 }
 
@@ -49,12 +49,12 @@ pub struct DeadAfterFlag {
 pub struct BarrierFlags {
     /// How often hosts and idle links send beacons, and the Lamport baseline's exchange
     /// interval [default: each runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     pub beacon_interval_us: Option<f64>,
     /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
     /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
     /// runtime's own: off inproc, 5000 udp]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     pub promise_lead_us: Option<f64>,
 }
 
@@ -67,14 +67,14 @@ pub struct RuntimeFlags {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
     pub runtime: RuntimeKind,
     /// udp runtime: largest datagram, header included
-    #[arg(long, default_value_t = 8_972)]
+    #[arg(long, default_value_t = 8_972, value_parser = crate::bounds::int::<usize>(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT as u64))]
     pub datagram_bytes: usize,
     /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
     /// thread per node, as `onepipe up` runs them [default: one per core]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::THREADS_MAX))]
     pub udp_threads: Option<usize>,
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = crate::bounds::int::<usize>(2..=crate::bounds::PACKETS_MAX))]
     pub udp_window_datagrams: usize,
 }
 
@@ -88,7 +88,7 @@ pub struct TopologyFlags {
     /// Topology from a TOML file (docs/topology.md)
     #[arg(long, value_name = "FILE")]
     pub topology_file: Option<PathBuf>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u32>(1..=onepipe_fabric::limits::PROCESSES_PER_HOST_MAX as u64))]
     pub processes_per_host: u32,
 }
 

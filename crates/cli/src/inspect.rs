@@ -22,7 +22,7 @@ pub struct InspectArgs {
     /// The topology file given to `onepipe up`
     topology: PathBuf,
     /// A barrier lagging its switch's clock by more than this counts as stalled
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::bounds::float(0.0, crate::bounds::MILLIS_MAX as f64))]
     stall_ms: f64,
     /// Read `DIR/NAME.json` for each switch instead of what `onepipe up` started: the files
     /// that switches run by hand write with `onepipe switch --status-file` (across machines,
