@@ -206,6 +206,9 @@ fn up_join_verify_down() {
         common::processes_naming(file.to_str().unwrap()).is_empty(),
         "processes left behind"
     );
+    let status_dir = onepipe::supervise::status_dir(&file).unwrap();
+    assert!(!status_dir.exists(), "{} left behind", status_dir.display());
+    assert!(!onepipe::supervise::state_path(&file).unwrap().exists());
 
     // The checker's logs: a scattering's timestamp is the one its receivers delivered it at.
     let mut ts_of = HashMap::new();

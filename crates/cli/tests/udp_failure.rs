@@ -113,6 +113,8 @@ impl Drop for Run {
         for (pid, _) in common::processes_naming(self.file.to_str().unwrap()) {
             kill(pid);
         }
+        // An `up` killed above cleaned nothing up.
+        common::remove_up_state(&self.file);
     }
 }
 
