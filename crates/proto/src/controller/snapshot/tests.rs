@@ -234,3 +234,4 @@ fn a_snapshot_of_another_topology_is_refused() {
     again.restore(c.snapshot()).unwrap();
     assert_eq!(again.snapshot(), c.snapshot());
 }
+
