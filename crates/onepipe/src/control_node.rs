@@ -8,7 +8,7 @@
 //! Nodes speak through [`Mgmt`], which carries the frames on one extra port; the node's side of
 //! the conversation is the same as over channels ([`Manage`]).
 
-use crate::control::{ChannelLink, ControlPort, ControlTimeline, Manage};
+use crate::control::{ChannelLink, CommandQueue, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use onepipe_fabric::{DirectedLink, Hints, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
@@ -17,7 +17,7 @@ use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Me
 use onepipe_proto::mgmt_outbox::{MgmtOutbox, MgmtQueue, QueueCounters};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 /// Tables avoiding a set of links, built once per set and shared by every switch: a switch
@@ -77,7 +77,7 @@ enum Transport {
     /// Over channels to the controller's thread (the inproc runtime).
     Channel {
         to_controller: Sender<Input>,
-        from_controller: Receiver<ControlMsg>,
+        from_controller: CommandQueue,
     },
 }
 
@@ -163,7 +163,10 @@ impl<N: Node + Manage> Mgmt<N> {
     fn exchange(&mut self, now: Instant) {
         let Some(l) = &mut self.link else { return };
         if let Transport::Channel { from_controller, .. } = &l.transport {
-            let arrived: Vec<ControlMsg> = from_controller.try_iter().collect();
+            let arrived: Vec<ControlMsg> = {
+                let mut queue = from_controller.lock().expect("no thread panics holding it");
+                std::iter::from_fn(|| queue.pop()).collect()
+            };
             for msg in arrived {
                 receive(&mut self.node, l, msg);
             }

@@ -20,6 +20,7 @@ use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output,
 };
 use onepipe_proto::endpoint::Endpoint;
+use onepipe_proto::mgmt_outbox::MgmtQueue;
 use onepipe_proto::switch::{Switch, SwitchEvent};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
@@ -201,12 +202,17 @@ impl ControlPort {
     }
 }
 
-/// A node's end of the in-process management plane: its [`ControlPort`] and the channels to
-/// and from the controller's thread. A node takes it through [`crate::control_node::Mgmt::attach`].
+/// What the controller's thread has for one node, bounded as every management queue is
+/// ([`MgmtQueue`]): a node that stops taking its messages holds at most its bound.
+pub type CommandQueue = Arc<Mutex<MgmtQueue<ControlMsg>>>;
+
+/// A node's end of the in-process management plane: its [`ControlPort`], the channel to the
+/// controller's thread (which empties it as it comes) and the queue from it. A node takes it
+/// through [`crate::control_node::Mgmt::attach`].
 pub struct ChannelLink {
     pub port: ControlPort,
     pub to_controller: Sender<Input>,
-    pub from_controller: Receiver<ControlMsg>,
+    pub from_controller: CommandQueue,
 }
 
 /// What a node does with its management channel, between its own steps.
@@ -375,8 +381,8 @@ impl ControlPlane {
         let routes = RouteCache::shared(wiring);
         let ports = members
             .map(|member| {
-                let (tx, rx) = channel();
-                commands.push(tx);
+                let queue = CommandQueue::default();
+                commands.push(queue.clone());
                 let port = match member {
                     Member::Switch(_) => ControlPort::with_routes(member, routes.clone()),
                     Member::Process(_) => ControlPort::new(member),
@@ -384,7 +390,7 @@ impl ControlPlane {
                 ChannelLink {
                     port,
                     to_controller: to_controller.clone(),
-                    from_controller: rx,
+                    from_controller: queue,
                 }
             })
             .collect();
@@ -432,7 +438,7 @@ const POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 fn run<S: Store>(
     mut service: Service<S>,
     inputs: &Receiver<Input>,
-    commands: &[Sender<ControlMsg>],
+    commands: &[CommandQueue],
     wiring: &Wiring,
     clock: &Clock,
     stop: &AtomicBool,
@@ -469,10 +475,10 @@ fn run<S: Store>(
         }
         if let Some(down) = service.take_reroute() {
             for switch in &commands[..wiring.switch_count()] {
-                let _ = switch.send(ControlMsg::Avoid(down.clone()));
+                tell(switch, ControlMsg::Avoid(down.clone()));
             }
             for p in 0..wiring.process_count() as u32 {
-                let _ = commands[wiring.node_of_process(p)].send(ControlMsg::PathsChanged);
+                tell(&commands[wiring.node_of_process(p)], ControlMsg::PathsChanged);
             }
         }
         while let Some(out) = service.poll_event() {
@@ -491,14 +497,20 @@ fn run<S: Store>(
                 Member::Switch(s) => s,
                 Member::Process(p) => wiring.node_of_process(p),
             };
-            // A node whose runtime stopped has dropped its port: nothing to tell it.
-            let _ = commands[node].send(msg);
+            tell(&commands[node], msg);
         }
         // Only inputs and timers change the controller's state.
         if changed {
             t.failures = service.controller().failures();
             t.counters = service.controller().counters().clone();
         }
+    }
+}
+
+/// Queues `msg` for a node, unless its runtime stopped and dropped its end: nothing to tell it.
+fn tell(node: &CommandQueue, msg: ControlMsg) {
+    if Arc::strong_count(node) > 1 {
+        node.lock().expect("no thread panics holding it").push(msg);
     }
 }
 

@@ -102,7 +102,7 @@ fn drive(steps: &[(u8, u32, u32, u8)], every: u64) -> (Service<MemoryStore>, Ser
     let (mut full, mut compacted) = (open(u64::MAX), open(every));
     let mut now = t(0);
     for &(kind, a, b, ms) in steps {
-        now = now + Duration::from_millis(u64::from(ms % 20));
+        now += Duration::from_millis(u64::from(ms % 20));
         tick(&mut full, now);
         tick(&mut compacted, now);
         let input = input(&w, full.controller(), kind, a, b);
@@ -234,4 +234,3 @@ fn a_snapshot_of_another_topology_is_refused() {
     again.restore(c.snapshot()).unwrap();
     assert_eq!(again.snapshot(), c.snapshot());
 }
-
