@@ -35,8 +35,8 @@ pub const MESSAGE_BYTES_MAX: u64 = 1 << 20;
 pub const PACKETS_MAX: u64 = 1 << 24;
 /// `--dead-after-intervals`.
 pub const INTERVALS_MAX: u64 = 1_000_000;
-/// The etcd lease TTL: an hour.
-pub const LEASE_TTL_SECS_MAX: u64 = 3_600;
+/// The etcd lease TTL.
+pub const LEASE_TTL_SECS_MAX: u64 = onepipe_etcd::replica_loop::LEASE_TTL_SECS_MAX;
 /// Simulated events of one run.
 pub const EVENTS_MAX: u64 = 1 << 44;
 /// Memory of one run, MB: 1 TiB.
