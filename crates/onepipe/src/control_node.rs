@@ -413,10 +413,8 @@ impl<S: Store> ControllerNode<S> {
     /// What the queues to every node merged and dropped, summed.
     pub fn queue_counters(&self) -> QueueCounters {
         let mut sum = QueueCounters::default();
-        for c in self.queues.iter().map(|q| &q.counters) {
-            sum.merged += c.merged;
-            sum.dropped_repeated += c.dropped_repeated;
-            sum.dropped_once += c.dropped_once;
+        for q in &self.queues {
+            sum.add(&q.counters);
         }
         sum
     }
@@ -477,6 +475,8 @@ impl<S: Store> ControllerNode<S> {
         }
         self.timeline.failures = failures;
         self.timeline.counters = self.service.controller().counters().clone();
+        self.timeline.log = self.service.log_counters().clone();
+        self.timeline.queues = self.queue_counters();
     }
 
     fn send_reroute(&mut self, down: &DownLinks) {

@@ -84,6 +84,15 @@ pub struct QueueCounters {
     pub dropped_once: u64,
 }
 
+impl QueueCounters {
+    /// Adds `other`'s counts (a sum over queues).
+    pub fn add(&mut self, other: &QueueCounters) {
+        self.merged += other.merged;
+        self.dropped_repeated += other.dropped_repeated;
+        self.dropped_once += other.dropped_once;
+    }
+}
+
 /// A bounded queue of management messages (see the module documentation).
 #[derive(Debug)]
 pub struct MgmtQueue<T> {

@@ -15,12 +15,13 @@ use crate::control_node::{RouteCache, SharedRoutes};
 use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Node, Pipeline, Routes, Wiring};
 use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::store::LogCounters;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
 use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output,
 };
 use onepipe_proto::endpoint::Endpoint;
-use onepipe_proto::mgmt_outbox::MgmtQueue;
+use onepipe_proto::mgmt_outbox::{MgmtQueue, QueueCounters};
 use onepipe_proto::switch::{Switch, SwitchEvent};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
@@ -347,6 +348,10 @@ pub struct ControlTimeline {
     pub refused: u64,
     /// Reroutes sent again (`control_node::REROUTE_REPEATS`).
     pub reroutes_repeated: u64,
+    /// What the log appended, left unwritten and compacted.
+    pub log: LogCounters,
+    /// What the queues to the nodes merged and dropped, summed ([`MgmtQueue`]).
+    pub queues: QueueCounters,
 }
 
 /// The controller thread. Dropping it stops the thread.
@@ -503,6 +508,12 @@ fn run<S: Store>(
         if changed {
             t.failures = service.controller().failures();
             t.counters = service.controller().counters().clone();
+            t.log = service.log_counters().clone();
+            t.queues = QueueCounters::default();
+            for q in commands {
+                t.queues
+                    .add(&q.lock().expect("no thread panics holding it").counters);
+            }
         }
     }
 }
