@@ -12,6 +12,8 @@
 //! barrier for the loopback link.
 
 use crate::hash::mix64;
+pub use crate::plausible::ImplausibleReport;
+use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX, implausible_ahead_ns};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
@@ -51,6 +53,12 @@ pub struct SwitchConfig {
     /// (`EndpointConfig::promise_lead`); taken off the clock samples, which would otherwise
     /// show every process that far ahead of the switch.
     pub promise_lead: Duration,
+    /// How far ahead of this switch's clock, beyond `promise_lead`, a barrier may be: the
+    /// largest skew between two clocks of the fabric plus a margin ([`TIME_AHEAD_MAX`] by
+    /// default). A frame whose barrier or commit barrier is further ahead is refused, counted
+    /// ([`SwitchCounters::barrier_implausible`]) and its input reported
+    /// ([`SwitchEvent::Implausible`]; docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl SwitchConfig {
@@ -69,6 +77,7 @@ impl Default for SwitchConfig {
             dead_after_intervals: 10,
             ecmp_seed: 0,
             promise_lead: Duration::ZERO,
+            time_ahead_max: TIME_AHEAD_MAX,
         }
     }
 }
@@ -118,6 +127,10 @@ pub enum SwitchEvent {
     /// A quarantined input was heard again: the process behind it is back (Receiver Recovery,
     /// switch/recovery.rs).
     InputHeard(PortId),
+    /// Frames on an input were refused for barriers implausibly far ahead of this switch's
+    /// clock (a clock past the skew bound, or a forged frame): at most one report per input
+    /// every [`crate::plausible::REPORT_INTERVAL`].
+    Implausible(ImplausibleReport),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +196,9 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
+    /// Frames refused because a barrier was further ahead of this switch's clock than
+    /// `promise_lead + time_ahead_max` (not forwarded, no register update).
+    pub barrier_implausible: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -215,6 +231,8 @@ struct Port {
     beacon_pending: bool,
     /// Eager beacons left until the next tick.
     eager_budget: u8,
+    /// Frames refused for implausible barriers, for the next report.
+    implausible: ImplausibleInput,
 }
 
 impl Port {
@@ -272,6 +290,8 @@ pub struct Switch {
     report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
+    /// Inputs with a report of implausible barriers due (each at most once, so bounded).
+    implausible: Vec<PortId>,
     counters: SwitchCounters,
 }
 
@@ -318,6 +338,7 @@ impl Switch {
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
                     eager_budget: EAGER_BEACONS_PER_INTERVAL,
+                    implausible: ImplausibleInput::default(),
                 }
             })
             .collect();
@@ -330,6 +351,7 @@ impl Switch {
             report_repeat_at: None,
             report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
+            implausible: Vec::new(),
             config,
             routes,
             ports,
@@ -389,8 +411,28 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B").
-    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) {
+    /// How far the furthest of `heard` is ahead of this switch's clock, if further than a
+    /// correct sender's could be (see [`SwitchConfig::time_ahead_max`]).
+    fn implausible_ahead_ns(&self, now: Instant, heard: [Instant; 2]) -> Option<u64> {
+        let (lead, max) = (self.config.promise_lead, self.config.time_ahead_max);
+        heard
+            .iter()
+            .filter_map(|&b| implausible_ahead_ns(b, now, lead, max))
+            .max()
+    }
+
+    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B"),
+    /// unless one is implausibly far ahead: then the frame is refused, counted and reported,
+    /// and nothing of the input changes (a forged frame neither pins its register nor keeps a
+    /// dead link alive). Whether the barriers were taken.
+    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) -> bool {
+        if let Some(ahead_ns) = self.implausible_ahead_ns(now, heard) {
+            self.counters.barrier_implausible += 1;
+            if self.ports[port].implausible.refuse(now, ahead_ns) {
+                self.implausible.push(port as PortId);
+            }
+            return false;
+        }
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
@@ -456,6 +498,7 @@ impl Switch {
             }
             CommitInput::Joining => self.try_admit(port, half, Lane::Commit),
         }
+        true
     }
 
     /// A joining input's register holds the half's output of this moment.
@@ -471,10 +514,15 @@ impl Switch {
     }
 
     /// What the switch has to tell the management plane: inputs that went down (Detect), in the
-    /// order they did, then quarantined inputs heard again.
+    /// order they did, then inputs that carried implausible barriers, then quarantined inputs
+    /// heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
+        }
+        if let Some(port) = self.implausible.pop() {
+            let report = self.ports[port as usize].implausible.take_report(port);
+            return Some(SwitchEvent::Implausible(report));
         }
         self.heard_again.pop().map(SwitchEvent::InputHeard)
     }
@@ -653,7 +701,7 @@ impl Switch {
     /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
     /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
     /// each half's minimum is the minimum of its registers;
-    /// the count of ports owing a beacon is exact, and the reports stay within their bound.
+    /// the count of ports owing a beacon is exact, and the reports stay within their bounds.
     pub fn invariants(&self) {
         for p in &self.ports {
             for lane in LANES {
@@ -685,6 +733,10 @@ impl Switch {
         let pending = self.ports.iter().filter(|p| p.beacon_pending).count();
         assert_eq!(pending, self.beacons_pending, "ports owing a beacon");
         assert!(self.reports.len() <= REPORTS_MAX_PER_PORT * self.ports.len().max(1));
+        assert!(
+            self.implausible.len() <= self.ports.len(),
+            "one report per input at a time"
+        );
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
@@ -727,11 +779,18 @@ fn heard_barriers<T: AsRef<[u8]>>(packet: &Packet<T>, now: Instant) -> [Instant;
 impl Node for Switch {
     /// A switch checks what it needs to forward (length, version, opcode), as a hardware
     /// pipeline would; the fragment and payload rules are the endpoints' to enforce.
-    fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
         if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
+            return Route::Drop;
+        }
+        // Refused, not forwarded (`hear` counts and reports it).
+        if self
+            .implausible_ahead_ns(now, heard_barriers(&packet, now))
+            .is_some()
+        {
             return Route::Drop;
         }
         match Opcode::from_u8(packet.opcode_raw()) {
@@ -768,8 +827,10 @@ impl Node for Switch {
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
         let heard = heard_barriers(&packet, now);
-        self.hear(now, port, heard);
+        let taken = self.hear(now, port, heard);
         match route {
+            // Refused for an implausible barrier: `classify` dropped it, `hear` counted it.
+            Route::Consume | Route::Drop if !taken => {}
             Route::Consume => {
                 self.counters.beacons_received += 1;
                 self.propagate();
@@ -800,7 +861,8 @@ impl Node for Switch {
             return;
         };
         if self.ports.get(port as usize).is_some_and(|p| !p.cut) && Repr::parse(&packet).is_ok() {
-            self.hear(now, port as usize, heard_barriers(&packet, now));
+            // A stalled frame was routed, so `classify` found its barriers plausible.
+            let _ = self.hear(now, port as usize, heard_barriers(&packet, now));
             self.check_invariants();
         }
     }
