@@ -96,6 +96,9 @@ pub struct SimConfig {
     pub skew_mean: Duration,
     /// Host clock rates are uniform in [1 - drift, 1 + drift], in parts per billion.
     pub drift_ppb_max: u32,
+    /// How far ahead of a switch's or host's clock a barrier or timestamp may be before it is
+    /// refused (`SwitchConfig::time_ahead_max`, docs/ordering.md "Implausible time").
+    pub time_ahead_max: Duration,
     pub link_bits_per_s: u64,
     /// Rate of the links between switches; `None`: the same as `link_bits_per_s`.
     pub fabric_link_bits_per_s: Option<u64>,
@@ -169,6 +172,7 @@ impl Default for SimConfig {
             beacon_interval: Duration::from_micros(3),
             skew_mean: Duration::from_nanos(300),
             drift_ppb_max: 0,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
             link_bits_per_s: 100_000_000_000,
             fabric_link_bits_per_s: None,
             link_delay: Duration::from_nanos(100),

@@ -299,6 +299,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         dead_after_intervals: config.dead_after_intervals,
         ecmp_seed: config.seed,
         promise_lead: onepipe_wire::Duration::ZERO,
+        time_ahead_max: config.time_ahead_max,
     };
     let mut nodes: Vec<(SimNode, Role)> =
         Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);
@@ -342,6 +343,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.ordering = config.ordering;
         ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
+        ec.time_ahead_max = config.time_ahead_max;
         let drift = rng.symmetric(config.drift_ppb_max as u64);
         let host = crate::host::sim_host(
             ec,
