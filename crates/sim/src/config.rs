@@ -86,6 +86,18 @@ pub fn parse_time(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((value * scale).round() as u64))
 }
 
+/// A beacon nobody correct sent (issue 42): at `at` after traffic starts, it appears on the
+/// link between process `process` and its ToR (`to_tor`: on the process's uplink, else on the
+/// ToR's link down to it) with both barriers `ahead` of the shared clock, as a forger on the
+/// wire would send it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForgedBeacon {
+    pub at: Duration,
+    pub process: u32,
+    pub to_tor: bool,
+    pub ahead: Duration,
+}
+
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub seed: u64,
@@ -122,6 +134,7 @@ pub struct SimConfig {
     pub reorder: f64,
     pub faults_for: Option<Duration>,
     pub failures: Vec<Failure>,
+    pub forged_beacons: Vec<ForgedBeacon>,
     pub pattern: Pattern,
     /// Mean gap between one process's scatterings; zero saturates.
     pub gap: Duration,
@@ -191,6 +204,7 @@ impl Default for SimConfig {
             reorder: 0.0,
             faults_for: None,
             failures: Vec::new(),
+            forged_beacons: Vec::new(),
             pattern: Pattern::Broadcast,
             gap: Duration::from_micros(20),
             message_bytes_min: 64,
