@@ -123,7 +123,13 @@ mod tests {
         assert_eq!(links.len(), 2);
         let at_tor = links.iter().find(|l| l.member == Member::Switch(tor)).unwrap();
         assert_eq!(
-            (at_tor.port, at_tor.reports, at_tor.refused, at_tor.ahead_ns_max, at_tor.last_at),
+            (
+                at_tor.port,
+                at_tor.reports,
+                at_tor.refused,
+                at_tor.ahead_ns_max,
+                at_tor.last_at
+            ),
             (tor_port, 2, 4, 5_000_000_000, t(300))
         );
         c.invariants();

@@ -25,8 +25,8 @@ mod test_util;
 mod tests;
 
 pub use forward::{ForwardCounters, PacketBytes, UndeliverableRecall};
-pub use implausible::ImplausibleLink;
 use graph::{End, Graph, NodeId};
+pub use implausible::ImplausibleLink;
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -323,7 +323,10 @@ impl Controller {
         for &link in self.cuts.keys() {
             assert!(link < links, "cut of link {link}");
         }
-        assert!(self.implausible.len() <= 2 * links, "an end reports once per link");
+        assert!(
+            self.implausible.len() <= 2 * links,
+            "an end reports once per link"
+        );
     }
 
     pub fn graph(&self) -> &Graph {

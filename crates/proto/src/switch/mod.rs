@@ -13,7 +13,7 @@
 
 use crate::hash::mix64;
 pub use crate::plausible::ImplausibleReport;
-use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX, implausible_ahead_ns};
+use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
@@ -54,10 +54,8 @@ pub struct SwitchConfig {
     /// show every process that far ahead of the switch.
     pub promise_lead: Duration,
     /// How far ahead of this switch's clock, beyond `promise_lead`, a barrier may be: the
-    /// largest skew between two clocks of the fabric plus a margin ([`TIME_AHEAD_MAX`] by
-    /// default). A frame whose barrier or commit barrier is further ahead is refused, counted
-    /// ([`SwitchCounters::barrier_implausible`]) and its input reported
-    /// ([`SwitchEvent::Implausible`]; docs/ordering.md, "Implausible time").
+    /// fabric's clock skew bound plus a margin ([`TIME_AHEAD_MAX`] by default). A frame with
+    /// one further ahead is refused (docs/ordering.md, "Implausible time").
     pub time_ahead_max: Duration,
 }
 
@@ -128,8 +126,7 @@ pub enum SwitchEvent {
     /// switch/recovery.rs).
     InputHeard(PortId),
     /// Frames on an input were refused for barriers implausibly far ahead of this switch's
-    /// clock (a clock past the skew bound, or a forged frame): at most one report per input
-    /// every [`crate::plausible::REPORT_INTERVAL`].
+    /// clock: at most one report per input every [`crate::plausible::REPORT_INTERVAL`].
     Implausible(ImplausibleReport),
 }
 
@@ -196,9 +193,13 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
-    /// Frames refused because a barrier was further ahead of this switch's clock than
-    /// `promise_lead + time_ahead_max` (not forwarded, no register update).
+    /// Frames refused for a barrier past `promise_lead + time_ahead_max` ahead of the clock.
     pub barrier_implausible: u64,
+    /// Ticks on which an uplink half with no counted input advanced on the switch's clock
+    /// (`Registers::advance_empty`): a rack with no live process.
+    pub empty_half_ticks: u64,
+    /// Inputs that went silent without ever being heard, taken out of the commit lane too.
+    pub unheard_inputs_removed: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -411,26 +412,12 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// How far the furthest of `heard` is ahead of this switch's clock, if further than a
-    /// correct sender's could be (see [`SwitchConfig::time_ahead_max`]).
-    fn implausible_ahead_ns(&self, now: Instant, heard: [Instant; 2]) -> Option<u64> {
-        let (lead, max) = (self.config.promise_lead, self.config.time_ahead_max);
-        heard
-            .iter()
-            .filter_map(|&b| implausible_ahead_ns(b, now, lead, max))
-            .max()
-    }
-
     /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B"),
-    /// unless one is implausibly far ahead: then the frame is refused, counted and reported,
-    /// and nothing of the input changes (a forged frame neither pins its register nor keeps a
-    /// dead link alive). Whether the barriers were taken.
+    /// unless one is implausibly far ahead: then the frame is refused and nothing of the input
+    /// changes (it neither pins its register nor keeps a dead link alive). Whether taken.
     fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) -> bool {
         if let Some(ahead_ns) = self.implausible_ahead_ns(now, heard) {
-            self.counters.barrier_implausible += 1;
-            if self.ports[port].implausible.refuse(now, ahead_ns) {
-                self.implausible.push(port as PortId);
-            }
+            self.refuse_implausible(now, port, ahead_ns);
             return false;
         }
         let half = self.half_of_input(port);
@@ -520,8 +507,7 @@ impl Switch {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
         }
-        if let Some(port) = self.implausible.pop() {
-            let report = self.ports[port as usize].implausible.take_report(port);
+        if let Some(report) = self.poll_implausible() {
             return Some(SwitchEvent::Implausible(report));
         }
         self.heard_again.pop().map(SwitchEvent::InputHeard)
@@ -617,6 +603,24 @@ impl Switch {
             .half(half)
             .set(slot, u64::MAX);
         self.counters.links_removed += 1;
+    }
+
+    /// An input never heard since the switch started leaves the commit lane as well when it
+    /// times out: nothing of its ever passed this switch, so no prepared message of its can be
+    /// anywhere beyond, and nothing needs the controller's failure procedure (which is never
+    /// told: there is no last commit barrier to report). A process that never joined would
+    /// otherwise hold the commit barrier of the whole fabric at zero. Heard later, it is
+    /// admitted like any returning input (`CommitInput::Joining`).
+    fn forget_unheard(&mut self, port: usize) {
+        let p = &mut self.ports[port];
+        if p.commit != CommitInput::Counted {
+            return;
+        }
+        p.commit = CommitInput::Removed;
+        let slot = p.slot;
+        let half = self.half_of_input(port);
+        self.lanes[Lane::Commit as usize].half(half).set(slot, u64::MAX);
+        self.counters.unheard_inputs_removed += 1;
     }
 
     /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
@@ -861,8 +865,7 @@ impl Node for Switch {
             return;
         };
         if self.ports.get(port as usize).is_some_and(|p| !p.cut) && Repr::parse(&packet).is_ok() {
-            // A stalled frame was routed, so `classify` found its barriers plausible.
-            let _ = self.hear(now, port as usize, heard_barriers(&packet, now));
+            self.hear(now, port as usize, heard_barriers(&packet, now));
             self.check_invariants();
         }
     }
@@ -921,6 +924,11 @@ impl Node for Switch {
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
         self.excuse_own_stall(now);
+        for lane in &mut self.lanes {
+            if lane.advance_empty(now) {
+                self.counters.empty_half_ticks += 1;
+            }
+        }
         let dead_before = now.saturating_sub(self.config.dead_after());
         let repeat = self.report_repeat_at.is_some_and(|t| t <= now);
         let mut unresolved = false;
@@ -937,6 +945,9 @@ impl Node for Switch {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
                 // input link is considered to be dead and removed from the input link list."
                 self.kill_input(i);
+                if !self.ports[i].heard {
+                    self.forget_unheard(i);
+                }
                 if self.ports[i].heard && !self.ports[i].reported {
                     self.report(i);
                     continue;
@@ -979,6 +990,7 @@ impl Hints for Switch {
     }
 }
 
+mod plausible;
 mod recovery;
 mod registers;
 
