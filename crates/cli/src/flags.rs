@@ -122,7 +122,7 @@ const TIME_AHEAD_MAX_MS: f64 = onepipe_proto::plausible::TIME_AHEAD_MAX.as_nanos
 const TIME_AHEAD_MAX_MS_MAX: f64 = (1u64 << 47) as f64 / 1e6;
 
 impl TimeAheadFlag {
-    pub fn duration(&self) -> Result<onepipe_wire::Duration, String> {
+    pub fn duration(self) -> Result<onepipe_wire::Duration, String> {
         let ms = self.time_ahead_max_ms;
         if !(ms.is_finite() && (0.0..=TIME_AHEAD_MAX_MS_MAX).contains(&ms)) {
             return Err(format!(
@@ -132,7 +132,7 @@ impl TimeAheadFlag {
         Ok(onepipe_wire::Duration::from_nanos((ms * 1e6).round() as u64))
     }
 
-    pub fn to_cli(&self) -> String {
+    pub fn to_cli(self) -> String {
         format!("--time-ahead-max-ms={}", self.time_ahead_max_ms)
     }
 }
