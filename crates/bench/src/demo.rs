@@ -286,6 +286,8 @@ fn sum_endpoint(a: &mut EndpointCounters, b: &EndpointCounters) {
     a.naks_sent += b.naks_sent;
     a.naks_dropped += b.naks_dropped;
     a.naks_received += b.naks_received;
+    a.time_implausible += b.time_implausible;
+    a.oversized += b.oversized;
 }
 
 fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
@@ -297,6 +299,7 @@ fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
     a.barrier_regressions += b.barrier_regressions;
     a.links_removed += b.links_removed;
     a.links_joined += b.links_joined;
+    a.barrier_implausible += b.barrier_implausible;
 }
 
 /// Runs one phase. `progress(fraction_done, delivered_so_far)` is called every 50 ms.
