@@ -3,7 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::DeadAfterFlag;
+use crate::flags::{DeadAfterFlag, TimeAheadFlag};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -13,6 +13,7 @@ use onepipe_fabric::Topology;
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::controller::store::MemoryStore;
 use onepipe_runtime::udp::UdpConfig;
+use onepipe_runtime::udp::inject::InjectConfig;
 use onepipe_runtime::udp::{IdlePolicy, UdpCounters};
 use onepipe_wire::Duration;
 use std::path::{Path, PathBuf};
@@ -39,6 +40,8 @@ pub struct FabricArgs {
     pub busy_poll: bool,
     #[command(flatten)]
     pub dead: DeadAfterFlag,
+    #[command(flatten)]
+    pub time_ahead: TimeAheadFlag,
 }
 
 impl FabricArgs {
@@ -51,6 +54,7 @@ impl FabricArgs {
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
         o.dead_after_intervals = self.dead_after_intervals();
+        o.time_ahead_max = self.time_ahead.duration()?;
         o.udp = UdpConfig {
             datagram_bytes_max: self.datagram_bytes,
             idle: if self.busy_poll {
@@ -74,6 +78,7 @@ impl FabricArgs {
             format!("--beacon-interval-us={}", self.beacon_interval_us),
             format!("--dead-after-intervals={}", self.dead_after_intervals()),
             format!("--datagram-bytes={}", self.datagram_bytes),
+            self.time_ahead.to_cli(),
         ];
         if self.busy_poll {
             v.push("--busy-poll".into());
@@ -124,8 +129,17 @@ pub struct SwitchArgs {
     /// its own, which `onepipe inspect` compares with the others only through its links
     #[arg(long, value_name = "US", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i64).range(-crate::bounds::CLOCK_OFFSET_US_MAX..=crate::bounds::CLOCK_OFFSET_US_MAX))]
     clock_offset_us: i64,
+    /// Fault injection for tests: drop each datagram this switch receives with this
+    /// probability (docs/udp.md, "Injected faults")
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = crate::bounds::probability())]
+    inject_loss: f64,
+    /// Fault injection for tests: flip one bit of each datagram this switch receives with
+    /// this probability
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = crate::bounds::probability())]
+    inject_corrupt: f64,
 }
 
+/// A probability, 0 to 1.
 /// How the controller decides (paper 5.2).
 #[derive(Args, Clone, Debug)]
 pub struct DecideArgs {
@@ -247,6 +261,11 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         .clock_offset_us
         .checked_mul(1_000)
         .ok_or("--clock-offset-us is out of range")?;
+    options.udp.inject = InjectConfig {
+        loss: args.inject_loss,
+        corrupt: args.inject_corrupt,
+        seed: onepipe_fabric::hash::mix64(std::process::id() as u64),
+    };
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         supervise::stop_with_parent(&stop);

@@ -1,7 +1,7 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
-use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TopologyFlags};
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TimeAheadFlag, TopologyFlags};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_sim::config::parse_time;
@@ -64,6 +64,10 @@ pub struct CampaignArgs {
     /// Worker threads (default: one per core)
     #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     threads: Option<usize>,
+    /// Most concurrent faults a seed draws (links, switches, processes, overlapping in
+    /// time); 1 draws what campaigns drew before several were possible
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    faults_max: u32,
     #[command(flatten)]
     output: JsonFlag,
 }
@@ -195,6 +199,8 @@ pub struct RunArgs {
     #[command(flatten)]
     dead: DeadAfterFlag,
     #[command(flatten)]
+    time_ahead: TimeAheadFlag,
+    #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
     output: JsonFlag,
@@ -219,6 +225,7 @@ impl RunArgs {
             beacon_interval: self.beacon_interval,
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
+            time_ahead_max: self.time_ahead.duration()?,
             link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
             fabric_link_bits_per_s: self.fabric_gbps.map(|g| (g * 1e9).round() as u64),
             link_delay: self.link_delay,
@@ -377,17 +384,18 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
             .expect("valid template"),
     );
-    let report = onepipe_sim::campaign::run_campaign(args.first_seed, args.seeds, threads, &|r| {
-        if r.violations > 0 {
-            bar.println(format!(
-                "seed={} FAILED ({} violations): {}",
-                r.seed,
-                r.violations,
-                r.problems.first().map_or("", |p| p.as_str())
-            ));
-        }
-        bar.inc(1);
-    });
+    let report =
+        onepipe_sim::campaign::run_campaign(args.first_seed, args.seeds, threads, args.faults_max, &|r| {
+            if r.violations > 0 {
+                bar.println(format!(
+                    "seed={} FAILED ({} violations): {}",
+                    r.seed,
+                    r.violations,
+                    r.problems.first().map_or("", |p| p.as_str())
+                ));
+            }
+            bar.inc(1);
+        });
     bar.finish_and_clear();
     if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
@@ -421,7 +429,10 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         );
     }
     if report.violations > 0 {
-        eprintln!("replay a failing seed S with `onepipe sim campaign --first-seed S --seeds 1`");
+        eprintln!(
+            "replay a failing seed S with `onepipe sim campaign --first-seed S --seeds 1 --faults-max {}`",
+            args.faults_max
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -54,6 +54,10 @@ pub struct SwitchStatus {
     #[serde(default)]
     pub control_malformed: u64,
     pub links_removed: u64,
+    /// Frames refused for a barrier implausibly far ahead of the switch's clock
+    /// (docs/ordering.md, "Implausible time").
+    #[serde(default)]
+    pub barrier_implausible: u64,
     pub socket: UdpSnapshot,
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
@@ -253,6 +257,7 @@ impl SwitchStatus {
             unknown_protocol: dropped.unknown_protocol + dropped.empty,
             control_malformed: 0,
             links_removed: c.links_removed,
+            barrier_implausible: c.barrier_implausible,
             socket: socket.snapshot(),
             inputs: switch
                 .inputs(now)

@@ -60,11 +60,13 @@ impl Queued for Input {
     fn keep(&self) -> Keep {
         match self {
             // Repeated on timers and on every Hello until the controller answers; an answer
-            // to an announcement with every copy of it.
+            // to an announcement with every copy of it. A report of implausible time decides
+            // nothing and comes again while the frames keep coming.
             Input::Register { .. }
             | Input::LinkDown { .. }
             | Input::Heard { .. }
-            | Input::Completed { .. } => Keep::Repeated,
+            | Input::Completed { .. }
+            | Input::Implausible { .. } => Keep::Repeated,
             Input::RecallLost { .. }
             | Input::Recover { .. }
             | Input::Rejoin { .. }

@@ -12,6 +12,8 @@
 //! barrier for the loopback link.
 
 use crate::hash::mix64;
+pub use crate::plausible::ImplausibleReport;
+use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
@@ -51,6 +53,10 @@ pub struct SwitchConfig {
     /// (`EndpointConfig::promise_lead`); taken off the clock samples, which would otherwise
     /// show every process that far ahead of the switch.
     pub promise_lead: Duration,
+    /// How far ahead of this switch's clock, beyond `promise_lead`, a barrier may be: the
+    /// fabric's clock skew bound plus a margin ([`TIME_AHEAD_MAX`] by default). A frame with
+    /// one further ahead is refused (docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl SwitchConfig {
@@ -69,6 +75,7 @@ impl Default for SwitchConfig {
             dead_after_intervals: 10,
             ecmp_seed: 0,
             promise_lead: Duration::ZERO,
+            time_ahead_max: TIME_AHEAD_MAX,
         }
     }
 }
@@ -118,6 +125,9 @@ pub enum SwitchEvent {
     /// A quarantined input was heard again: the process behind it is back (Receiver Recovery,
     /// switch/recovery.rs).
     InputHeard(PortId),
+    /// Frames on an input were refused for barriers implausibly far ahead of this switch's
+    /// clock: at most one report per input every [`crate::plausible::REPORT_INTERVAL`].
+    Implausible(ImplausibleReport),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -183,6 +193,13 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
+    /// Frames refused for a barrier past `promise_lead + time_ahead_max` ahead of the clock.
+    pub barrier_implausible: u64,
+    /// Ticks on which an uplink half with no counted input advanced on the switch's clock
+    /// (`Registers::advance_empty`): a rack with no live process.
+    pub empty_half_ticks: u64,
+    /// Inputs that went silent without ever being heard, taken out of the commit lane too.
+    pub unheard_inputs_removed: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -215,6 +232,8 @@ struct Port {
     beacon_pending: bool,
     /// Eager beacons left until the next tick.
     eager_budget: u8,
+    /// Frames refused for implausible barriers, for the next report.
+    implausible: ImplausibleInput,
 }
 
 impl Port {
@@ -272,6 +291,8 @@ pub struct Switch {
     report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
+    /// Inputs with a report of implausible barriers due (each at most once, so bounded).
+    implausible: Vec<PortId>,
     counters: SwitchCounters,
 }
 
@@ -318,6 +339,7 @@ impl Switch {
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
                     eager_budget: EAGER_BEACONS_PER_INTERVAL,
+                    implausible: ImplausibleInput::default(),
                 }
             })
             .collect();
@@ -330,6 +352,7 @@ impl Switch {
             report_repeat_at: None,
             report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
+            implausible: Vec::new(),
             config,
             routes,
             ports,
@@ -389,8 +412,14 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B").
-    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) {
+    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B"),
+    /// unless one is implausibly far ahead: then the frame is refused and nothing of the input
+    /// changes (it neither pins its register nor keeps a dead link alive). Whether taken.
+    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) -> bool {
+        if let Some(ahead_ns) = self.implausible_ahead_ns(now, heard) {
+            self.refuse_implausible(now, port, ahead_ns);
+            return false;
+        }
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
@@ -456,6 +485,7 @@ impl Switch {
             }
             CommitInput::Joining => self.try_admit(port, half, Lane::Commit),
         }
+        true
     }
 
     /// A joining input's register holds the half's output of this moment.
@@ -471,10 +501,14 @@ impl Switch {
     }
 
     /// What the switch has to tell the management plane: inputs that went down (Detect), in the
-    /// order they did, then quarantined inputs heard again.
+    /// order they did, then inputs that carried implausible barriers, then quarantined inputs
+    /// heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
+        }
+        if let Some(report) = self.poll_implausible() {
+            return Some(SwitchEvent::Implausible(report));
         }
         self.heard_again.pop().map(SwitchEvent::InputHeard)
     }
@@ -571,6 +605,24 @@ impl Switch {
         self.counters.links_removed += 1;
     }
 
+    /// An input never heard since the switch started leaves the commit lane as well when it
+    /// times out: nothing of its ever passed this switch, so no prepared message of its can be
+    /// anywhere beyond, and nothing needs the controller's failure procedure (which is never
+    /// told: there is no last commit barrier to report). A process that never joined would
+    /// otherwise hold the commit barrier of the whole fabric at zero. Heard later, it is
+    /// admitted like any returning input (`CommitInput::Joining`).
+    fn forget_unheard(&mut self, port: usize) {
+        let p = &mut self.ports[port];
+        if p.commit != CommitInput::Counted {
+            return;
+        }
+        p.commit = CommitInput::Removed;
+        let slot = p.slot;
+        let half = self.half_of_input(port);
+        self.lanes[Lane::Commit as usize].half(half).set(slot, u64::MAX);
+        self.counters.unheard_inputs_removed += 1;
+    }
+
     /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
     fn try_admit(&mut self, port: usize, half: Half, lane: Lane) {
         let regs = &mut self.lanes[lane as usize];
@@ -653,7 +705,7 @@ impl Switch {
     /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
     /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
     /// each half's minimum is the minimum of its registers;
-    /// the count of ports owing a beacon is exact, and the reports stay within their bound.
+    /// the count of ports owing a beacon is exact, and the reports stay within their bounds.
     pub fn invariants(&self) {
         for p in &self.ports {
             for lane in LANES {
@@ -685,6 +737,10 @@ impl Switch {
         let pending = self.ports.iter().filter(|p| p.beacon_pending).count();
         assert_eq!(pending, self.beacons_pending, "ports owing a beacon");
         assert!(self.reports.len() <= REPORTS_MAX_PER_PORT * self.ports.len().max(1));
+        assert!(
+            self.implausible.len() <= self.ports.len(),
+            "one report per input at a time"
+        );
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
@@ -727,11 +783,18 @@ fn heard_barriers<T: AsRef<[u8]>>(packet: &Packet<T>, now: Instant) -> [Instant;
 impl Node for Switch {
     /// A switch checks what it needs to forward (length, version, opcode), as a hardware
     /// pipeline would; the fragment and payload rules are the endpoints' to enforce.
-    fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
         if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
+            return Route::Drop;
+        }
+        // Refused, not forwarded (`hear` counts and reports it).
+        if self
+            .implausible_ahead_ns(now, heard_barriers(&packet, now))
+            .is_some()
+        {
             return Route::Drop;
         }
         match Opcode::from_u8(packet.opcode_raw()) {
@@ -768,8 +831,10 @@ impl Node for Switch {
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
         let heard = heard_barriers(&packet, now);
-        self.hear(now, port, heard);
+        let taken = self.hear(now, port, heard);
         match route {
+            // Refused for an implausible barrier: `classify` dropped it, `hear` counted it.
+            Route::Consume | Route::Drop if !taken => {}
             Route::Consume => {
                 self.counters.beacons_received += 1;
                 self.propagate();
@@ -859,6 +924,11 @@ impl Node for Switch {
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
         self.excuse_own_stall(now);
+        for lane in &mut self.lanes {
+            if lane.advance_empty(now) {
+                self.counters.empty_half_ticks += 1;
+            }
+        }
         let dead_before = now.saturating_sub(self.config.dead_after());
         let repeat = self.report_repeat_at.is_some_and(|t| t <= now);
         let mut unresolved = false;
@@ -875,6 +945,9 @@ impl Node for Switch {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
                 // input link is considered to be dead and removed from the input link list."
                 self.kill_input(i);
+                if !self.ports[i].heard {
+                    self.forget_unheard(i);
+                }
                 if self.ports[i].heard && !self.ports[i].reported {
                     self.report(i);
                     continue;
@@ -917,6 +990,7 @@ impl Hints for Switch {
     }
 }
 
+mod plausible;
 mod recovery;
 mod registers;
 

@@ -44,6 +44,10 @@ pub struct UdpCounters {
     /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
     /// dropped rather than held for credit that will not come.
     pub peer_gone_frames: AtomicU64,
+    /// Datagrams dropped, and datagrams with one bit flipped, by fault injection
+    /// ([`super::inject`]).
+    pub injected_losses: AtomicU64,
+    pub injected_corruptions: AtomicU64,
 }
 
 impl UdpCounters {
@@ -75,6 +79,8 @@ impl UdpCounters {
             credits_out: l(&self.credits_out),
             credits_in: l(&self.credits_in),
             probes: l(&self.probes),
+            injected_losses: l(&self.injected_losses),
+            injected_corruptions: l(&self.injected_corruptions),
         }
     }
 }
@@ -106,4 +112,8 @@ pub struct UdpSnapshot {
     pub credits_out: u64,
     pub credits_in: u64,
     pub probes: u64,
+    #[serde(default)]
+    pub injected_losses: u64,
+    #[serde(default)]
+    pub injected_corruptions: u64,
 }

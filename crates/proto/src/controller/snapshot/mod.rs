@@ -14,6 +14,7 @@
 
 use super::forward::Forwards;
 use super::graph::End;
+use super::implausible::ImplausibleLinks;
 use super::recovery::Recoveries;
 use super::{Controller, ControllerCounters, Epoch};
 use onepipe_wire::Instant;
@@ -40,6 +41,8 @@ pub struct Snapshot {
     counters: ControllerCounters,
     recovery: Recoveries,
     forwards: Forwards,
+    #[serde(with = "ns::entries")]
+    implausible: ImplausibleLinks,
 }
 
 /// Why a snapshot cannot be restored into a controller.
@@ -64,6 +67,7 @@ impl Controller {
             counters: self.counters.clone(),
             recovery: self.recovery.clone(),
             forwards: self.forwards.clone(),
+            implausible: self.implausible.clone(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Controller {
         self.counters = s.counters;
         self.recovery = s.recovery;
         self.forwards = s.forwards;
+        self.implausible = s.implausible;
         self.outputs.clear();
         self.invariants();
         Ok(())
@@ -125,6 +130,11 @@ impl Controller {
             if !ok {
                 return bad(format!("epoch {i} names a process or switch that does not exist"));
             }
+        }
+        if let Some(&(l, e)) = s.implausible.keys().find(|&&(l, e)| l >= links || e > 1) {
+            return bad(format!(
+                "implausible-time report of end {e} of link {l}, of {links}"
+            ));
         }
         s.recovery
             .check(processes, s.epochs.len())
@@ -176,6 +186,26 @@ mod ns {
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Pair>, D::Error> {
             let v = Vec::<[Option<u64>; 2]>::deserialize(d)?;
             Ok(v.into_iter().map(|[a, b]| [of_ns(a), of_ns(b)]).collect())
+        }
+    }
+
+    /// A map whose keys are not strings (JSON's only keys), as a list of entries.
+    pub mod entries {
+        use super::*;
+        use serde::de::DeserializeOwned;
+        pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(
+            m: &BTreeMap<K, V>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.collect_seq(m.iter())
+        }
+        pub fn deserialize<'de, K, V, D>(d: D) -> Result<BTreeMap<K, V>, D::Error>
+        where
+            K: DeserializeOwned + Ord,
+            V: DeserializeOwned,
+            D: Deserializer<'de>,
+        {
+            Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
         }
     }
 

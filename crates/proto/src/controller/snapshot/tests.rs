@@ -25,7 +25,7 @@ fn input(w: &Wiring, c: &Controller, kind: u8, a: u32, b: u32) -> Input {
     let s = a as usize % w.switch_count();
     let port = (b as usize % w.switch_ports[s].len()) as u16;
     let last_commit_ns = t(u64::from(b % 50)).as_nanos();
-    match kind % 11 {
+    match kind % 12 {
         0 | 1 => Input::Register { process: p },
         2 => Input::LinkDown {
             member: Member::Switch(s),
@@ -61,6 +61,12 @@ fn input(w: &Wiring, c: &Controller, kind: u8, a: u32, b: u32) -> Input {
             from: p,
             to: q,
             packet: packet(Opcode::Prepare, p, q, b % 5, b % 2 == 0),
+        },
+        11 => Input::Implausible {
+            member: Member::Switch(s),
+            port,
+            ahead_ns: u64::from(b),
+            refused: u64::from(a % 7),
         },
         _ => Input::Forwarded {
             process: p,
