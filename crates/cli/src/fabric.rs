@@ -3,7 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::DeadAfterFlag;
+use crate::flags::{DeadAfterFlag, KeyFlags};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -39,6 +39,8 @@ pub struct FabricArgs {
     pub busy_poll: bool,
     #[command(flatten)]
     pub dead: DeadAfterFlag,
+    #[command(flatten)]
+    pub key: KeyFlags,
 }
 
 impl FabricArgs {
@@ -58,6 +60,7 @@ impl FabricArgs {
             } else {
                 UdpConfig::default().idle
             },
+            auth: self.key.auth(&o.topology)?,
             ..UdpConfig::default()
         };
         Ok(o)
@@ -78,6 +81,7 @@ impl FabricArgs {
         if self.busy_poll {
             v.push("--busy-poll".into());
         }
+        v.extend(self.key.to_cli());
         v
     }
 }
@@ -398,9 +402,11 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
     up_inner(args).map_err(|e| e.to_string())
 }
 
-fn up_inner(args: UpArgs) -> Res<ExitCode> {
+fn up_inner(mut args: UpArgs) -> Res<ExitCode> {
     let topology = load(&args.topology)?;
     let options = args.fabric.options(topology.clone())?;
+    // The key was found or made above: every child reads that file, whatever its environment.
+    args.fabric.key.pin(&topology);
     let plan = UpPlan {
         topology_file: args.topology.clone(),
         topology: topology.clone(),
