@@ -145,7 +145,7 @@ fn a_process_whose_switch_stops_reports_the_fabric_lost() {
 }
 
 /// The datagram a neighbour holding the fabric's key would send to `to`: `frames` after a
-/// header numbered `seq`, of a run that started at epoch 1.
+/// header numbered `seq`, of a run that started at epoch 1 and sent now.
 fn datagram(opts: &UdpOptions, to: std::net::SocketAddr, seq: u32, frames: &[&[u8]]) -> Vec<u8> {
     let mut p = onepipe_runtime::udp::datagram::Packer::new(9000);
     for f in frames {
@@ -154,6 +154,10 @@ fn datagram(opts: &UdpOptions, to: std::net::SocketAddr, seq: u32, frames: &[&[u
     let header = onepipe_runtime::udp::datagram::Header {
         epoch: 1,
         peer_epoch: 0,
+        sent_at_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
         seq: Some(seq),
         limit: None,
     };

@@ -12,10 +12,11 @@
 //! 5..8    zero
 //! 8..16   epoch: the sender's run (its start, ns since 1970), u64 little-endian
 //! 16..24  peer epoch: the receiver's run as the sender last heard of it (0: not yet)
-//! 24..28  sequence number of the datagram on its link, u32 little-endian
-//! 28..32  limit: the reverse link's credit, the first sequence number its sender may not
+//! 24..32  sent at: the sender's clock when it sent the datagram (ns since 1970)
+//! 32..36  sequence number of the datagram on its link, u32 little-endian
+//! 36..40  limit: the reverse link's credit, the first sequence number its sender may not
 //!         send yet (see `link`), u32 little-endian
-//! 32..    frames, each [len: u16 little-endian][len bytes]
+//! 40..    frames, each [len: u16 little-endian][len bytes]
 //! last 16 tag (key id not 0): keyed BLAKE3 of everything before it and of the address the
 //!         datagram is sent to
 //! ```
@@ -25,13 +26,15 @@
 //! counted, turning reordering into loss, which best effort tolerates and reliable repairs.
 //! The epochs say which runs of the two ends a datagram belongs to: a datagram of an earlier
 //! run of its sender, or meant for an earlier run of its receiver, is dropped and counted, so
-//! a replayed datagram changes nothing (docs/udp.md, "Authentication").
+//! a replayed datagram changes nothing (docs/udp.md, "Authentication"). A sender that has not
+//! heard from its receiver yet names no run of it; its datagram counts only if it was sent
+//! after the receiver started (`link::meant_for`).
 //! A datagram with only the limit flag is a credit: it carries no frames and no sequence.
 
 use super::auth::{Auth, TAG_BYTES};
 use std::net::SocketAddr;
 
-pub const HEADER_LEN: usize = 32;
+pub const HEADER_LEN: usize = 40;
 /// Bytes a datagram may need past its frames: the tag. Kept free whether or not the fabric
 /// authenticates, so that the largest frame is the same either way.
 pub const TRAILER_LEN: usize = TAG_BYTES;
@@ -63,6 +66,8 @@ pub struct Header {
     pub epoch: u64,
     /// The receiver's run as the sender knows it (0: it has not heard from the receiver).
     pub peer_epoch: u64,
+    /// The sender's clock when it sent the datagram, ns since 1970.
+    pub sent_at_ns: u64,
     /// Sequence number of a datagram that carries frames; `None` for a credit.
     pub seq: Option<u32>,
     /// The sender's credit for the reverse link, if it has one to give yet.
@@ -88,8 +93,9 @@ fn sign(d: &mut [u8], body_len: usize, flags: u8, h: &Header, auth: &Auth, to: S
     d[5..8].fill(0);
     d[8..16].copy_from_slice(&h.epoch.to_le_bytes());
     d[16..24].copy_from_slice(&h.peer_epoch.to_le_bytes());
-    d[24..28].copy_from_slice(&h.seq.unwrap_or(0).to_le_bytes());
-    d[28..32].copy_from_slice(&h.limit.unwrap_or(0).to_le_bytes());
+    d[24..32].copy_from_slice(&h.sent_at_ns.to_le_bytes());
+    d[32..36].copy_from_slice(&h.seq.unwrap_or(0).to_le_bytes());
+    d[36..40].copy_from_slice(&h.limit.unwrap_or(0).to_le_bytes());
     match auth {
         Auth::Off => {
             d[4] = 0;
@@ -235,8 +241,9 @@ pub fn parse_header(body: &[u8]) -> Result<Header, DatagramError> {
     let header = Header {
         epoch: epoch(8),
         peer_epoch: epoch(16),
-        seq: (flags & FLAG_FRAMES != 0).then(|| word(24)),
-        limit: (flags & FLAG_LIMIT != 0).then(|| word(28)),
+        sent_at_ns: epoch(24),
+        seq: (flags & FLAG_FRAMES != 0).then(|| word(32)),
+        limit: (flags & FLAG_LIMIT != 0).then(|| word(36)),
     };
     // Only a datagram with frames has anything after its header.
     let bare = header.seq.is_none() && body.len() == HEADER_LEN;
@@ -302,6 +309,7 @@ mod tests {
         Header {
             epoch: 5,
             peer_epoch: 9,
+            sent_at_ns: 11,
             seq,
             limit,
         }
@@ -358,7 +366,7 @@ mod tests {
         assert_eq!(open(&d, &ring(&[(1, 2)]), to()), Err(DatagramError::BadTag));
         let elsewhere: SocketAddr = "127.0.0.1:7001".parse().unwrap();
         assert_eq!(open(&d, &auth, elsewhere), Err(DatagramError::BadTag));
-        for i in [3, 8, 16, 24, 28, HEADER_LEN + 3, d.len() - 1] {
+        for i in [3, 8, 16, 24, 32, 36, HEADER_LEN + 3, d.len() - 1] {
             let mut bad = d.clone();
             bad[i] ^= 1;
             assert!(open(&bad, &auth, to()).is_err(), "byte {i} flipped");

@@ -193,10 +193,22 @@ impl PeerRun {
     }
 }
 
-/// Whether a datagram that names the receiver's epoch as `peer_epoch` is meant for the run
-/// `own` of the receiver: it names it, or its sender has not heard from the receiver yet (0).
-pub fn meant_for(own: u64, peer_epoch: u64) -> bool {
-    peer_epoch == 0 || peer_epoch == own
+/// How much earlier than a receiver's start (by the receiver's clock) a datagram may have
+/// been sent by its sender's clock and still count as sent to this run: the clocks' skew
+/// (synchronized by PTP or chrony across machines, one clock on one machine) with room.
+pub const START_SKEW_MAX: Duration = Duration::from_millis(100);
+
+/// Whether a datagram that names the receiver's epoch as `peer_epoch` and was sent at
+/// `sent_at_ns` is meant for the run `own` of the receiver: it names that run; or its sender
+/// has not heard from the receiver yet (0) and sent it after the receiver started (less
+/// [`START_SKEW_MAX`]). Without the second condition, datagrams captured while the receiver
+/// was down, or from a sender's earlier run, could be replayed into a receiver that has not
+/// heard the sender yet.
+pub fn meant_for(own: u64, peer_epoch: u64, sent_at_ns: u64) -> bool {
+    match peer_epoch {
+        0 => sent_at_ns.saturating_add(START_SKEW_MAX.as_nanos()) >= own,
+        named => named == own,
+    }
 }
 
 /// What is left of a datagram whose frames could not all be handed on yet.
@@ -492,9 +504,13 @@ mod tests {
         assert_eq!(run.observe(200), RunFit::Restarted);
         assert_eq!(run.observe(100), RunFit::Old, "the run before the restart");
         assert_eq!(run.epoch(), 200);
-        // Datagrams name the receiver's run, or none before the sender heard from it.
-        assert!(meant_for(7, 7) && meant_for(7, 0));
-        assert!(!meant_for(7, 6) && !meant_for(7, 8));
+        // Datagrams name the receiver's run, or none before the sender heard from it, when
+        // they must have been sent since the receiver started (give or take the skew).
+        let start = 1_000 * START_SKEW_MAX.as_nanos();
+        assert!(meant_for(start, start, 0) && !meant_for(start, start - 1, 0));
+        assert!(!meant_for(start, start + 1, u64::MAX), "another run, whenever sent");
+        assert!(meant_for(start, 0, start) && meant_for(start, 0, start - START_SKEW_MAX.as_nanos()));
+        assert!(!meant_for(start, 0, start - START_SKEW_MAX.as_nanos() - 1), "sent before");
     }
 
     #[test]

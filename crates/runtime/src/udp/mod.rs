@@ -575,6 +575,12 @@ impl UdpDriver {
             }
         };
         let p = &mut self.ports[port as usize];
+        if !link::meant_for(self.sealing.epoch, header.peer_epoch, header.sent_at_ns) {
+            // For an earlier run of ours, or sent before this one started (a replay): it says
+            // nothing to this run, not even which run of the peer is current.
+            p.announce_due = true;
+            return UdpCounters::add(&counters.stale_epoch, 1);
+        }
         match p.run.observe(header.epoch) {
             RunFit::Same | RunFit::First => {}
             RunFit::Old => return UdpCounters::add(&counters.stale_epoch, 1),
@@ -586,11 +592,6 @@ impl UdpDriver {
                 UdpCounters::add(&counters.resyncs, 1);
                 UdpCounters::add(&counters.restart_dropped, dropped as u64);
             }
-        }
-        if !link::meant_for(self.sealing.epoch, header.peer_epoch) {
-            // For an earlier run of ours: its frames and credit mean nothing to this one.
-            p.announce_due = true;
-            return UdpCounters::add(&counters.stale_epoch, 1);
         }
         if let Some(limit) = header.limit {
             if p.send.on_limit(limit, now) {
@@ -766,6 +767,7 @@ impl UdpDriver {
             let header = Header {
                 epoch: self.sealing.epoch,
                 peer_epoch: p.run.epoch(),
+                sent_at_ns: wall_clock_ns(),
                 seq: None,
                 limit: if credit_due { p.recv.report() } else { None },
             };
@@ -787,10 +789,15 @@ impl UdpDriver {
 /// This run's epoch: the time it started, in ns since 1970 (never 0). A restarted node reads a
 /// later clock, so its peers tell its datagrams from its earlier run's.
 fn start_epoch() -> u64 {
+    wall_clock_ns().max(1)
+}
+
+/// The system clock in ns since 1970 (0 before 1970), what epochs and send times are read on:
+/// not the node's clock, which may be shifted to test skew.
+pub(crate) fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-        .max(1)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// What a pass of one or more nodes did.

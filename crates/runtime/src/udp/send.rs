@@ -70,6 +70,7 @@ pub(super) fn send(
     let header = Header {
         epoch: sealing.epoch,
         peer_epoch: p.run.epoch(),
+        sent_at_ns: wall_clock_ns(),
         seq: Some(p.send.take_seq(now)),
         limit: p.recv.report(),
     };
