@@ -48,6 +48,8 @@ pub struct Summary {
     pub reorder_full_drops: u64,
     pub links_removed: u64,
     pub malformed: u64,
+    /// Packets switches dropped as sent in another process's name (docs/wire.md, "Sources").
+    pub spoofed_sources: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
     pub events_checked: usize,
@@ -191,6 +193,7 @@ pub fn summarize(
         reorder_full_drops: ordered.endpoint.reorder_full,
         links_removed: ordered.switch.links_removed,
         malformed: ordered.endpoint.malformed + ordered.switch.malformed,
+        spoofed_sources: ordered.switch.spoofed_source,
         reorder_bytes_peak: ordered.reorder_bytes_peak,
         reorder_messages_peak: ordered.reorder_messages_peak,
         events_checked,

@@ -480,11 +480,19 @@ fn ratio_processes(args: &Fig8Options, systems: &[&'static str]) -> Option<usize
 
 /// 1pipe-be with authentication over without at `processes`: `pairs` pairs, alternating
 /// which goes first.
-fn auth_cost(args: &Fig8Options, pairs: usize, processes: usize, bar: &ProgressBar) -> Result<AuthCost, String> {
+fn auth_cost(
+    args: &Fig8Options,
+    pairs: usize,
+    processes: usize,
+    bar: &ProgressBar,
+) -> Result<AuthCost, String> {
     let mut ratios = Vec::new();
     let mut latency_p50_ratios = Vec::new();
     for k in 0..pairs {
-        bar.set_message(format!("authenticated/not pair {}/{pairs} at {processes} processes", k + 1));
+        bar.set_message(format!(
+            "authenticated/not pair {}/{pairs} at {processes} processes",
+            k + 1
+        ));
         let run = |insecure_no_auth| -> Result<Row, String> {
             let options = Fig8Options {
                 insecure_no_auth,

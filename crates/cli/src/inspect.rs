@@ -131,12 +131,7 @@ fn print(i: &Inspection, stall_ms: f64) {
         );
         println!(
             "  authentication: unauthenticated {}, bad tags {}, stale epochs {}, spoofed sources {}; peers restarted {} (their waiting datagrams dropped {})",
-            k.unauthenticated,
-            k.bad_tag,
-            k.stale_epoch,
-            s.spoofed_source,
-            k.resyncs,
-            k.restart_dropped
+            k.unauthenticated, k.bad_tag, k.stale_epoch, s.spoofed_source, k.resyncs, k.restart_dropped
         );
         println!(
             "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",

@@ -750,7 +750,11 @@ mod tests {
         assert_eq!(t.key_file, Some(dir.join("keys/fabric.key")));
         std::fs::write(&path, format!("key_file = \"/etc/onepipe.key\"\n{GOOD}")).unwrap();
         let t = Topology::from_file(&path).unwrap();
-        assert_eq!(t.key_file, Some("/etc/onepipe.key".into()), "an absolute path stays");
+        assert_eq!(
+            t.key_file,
+            Some("/etc/onepipe.key".into()),
+            "an absolute path stays"
+        );
         assert_eq!(Topology::from_toml(GOOD).unwrap().key_file, None);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -26,7 +26,9 @@ pub struct KeySource {
 /// The key file of `topology`: `given` (a command-line flag), else [`KEY_FILE_ENV`], else the
 /// topology's `key_file`, else [`default_key_file`].
 pub fn key_source(topology: &Topology, given: Option<&Path>) -> KeySource {
-    let env = std::env::var_os(KEY_FILE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = std::env::var_os(KEY_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
     match given
         .map(Path::to_path_buf)
         .or(env)
@@ -58,7 +60,11 @@ pub fn default_key_file(topology: &Topology) -> PathBuf {
 /// one (a tmpfs only this user can enter), else `~/.onepipe`, else one under the temporary
 /// directory named after the user id (made mode 700 by whoever makes a file in it).
 fn private_dir() -> PathBuf {
-    let var = |name| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     if let Some(run) = var("XDG_RUNTIME_DIR") {
         return run.join("onepipe");
     }
@@ -76,7 +82,11 @@ fn uid() -> u32 {
 
 /// How a participant of `topology` authenticates: no tags if `insecure_no_auth`, else the keys
 /// of [`key_source`] (made if it is the default file and missing).
-pub fn fabric_auth(topology: &Topology, given: Option<&Path>, insecure_no_auth: bool) -> Result<Auth, KeyError> {
+pub fn fabric_auth(
+    topology: &Topology,
+    given: Option<&Path>,
+    insecure_no_auth: bool,
+) -> Result<Auth, KeyError> {
     if insecure_no_auth {
         return Ok(Auth::Off);
     }
@@ -99,7 +109,13 @@ mod tests {
         let default = default_key_file(&t);
         assert!(default.ends_with("keys/fat-tree_4___x.key"), "{default:?}");
         if std::env::var_os(KEY_FILE_ENV).is_none() {
-            assert_eq!(key_source(&t, None), KeySource { path: default, create: true });
+            assert_eq!(
+                key_source(&t, None),
+                KeySource {
+                    path: default,
+                    create: true
+                }
+            );
             t.key_file = Some("/topology.key".into());
             assert_eq!(key_source(&t, None).path, PathBuf::from("/topology.key"));
         }

@@ -165,7 +165,11 @@ fn datagram(opts: &UdpOptions, to: std::net::SocketAddr, seq: u32, frames: &[&[u
 }
 
 /// The control messages in a datagram from the switch to `at` (none in a credit).
-fn control_messages(opts: &UdpOptions, at: std::net::SocketAddr, d: &[u8]) -> Vec<onepipe::control_msg::ControlMsg> {
+fn control_messages(
+    opts: &UdpOptions,
+    at: std::net::SocketAddr,
+    d: &[u8],
+) -> Vec<onepipe::control_msg::ControlMsg> {
     use onepipe_runtime::udp::datagram::{HEADER_LEN, frame_at, open};
     let mut out = Vec::new();
     let Ok((_, d)) = open(d, &opts.udp.auth, at) else {

@@ -133,7 +133,10 @@ fn forged_and_replayed_datagrams_change_nothing() {
     // Process 2 left; the attacker takes its address and hears the switch's datagrams to it.
     let attacker = UdpSocket::bind(p2_addr).unwrap();
     let from_switch = capture(&attacker, 50);
-    assert!(!from_switch.is_empty(), "the switch sent process 2 nothing to record");
+    assert!(
+        !from_switch.is_empty(),
+        "the switch sent process 2 nothing to record"
+    );
     let stranger_key = Auth::generate().unwrap();
     let frames = forged_frames();
     let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
@@ -180,7 +183,10 @@ fn forged_and_replayed_datagrams_change_nothing() {
     for (i, s) in seen.iter().enumerate() {
         assert_eq!(s.len(), total, "process {i} delivered {} of {total}", s.len());
         assert_eq!(s, &seen[0], "process {i} disagrees with process 0 on the order");
-        assert!(s.iter().all(|(src, _, _)| *src < 2), "a message in process 2's name");
+        assert!(
+            s.iter().all(|(src, _, _)| *src < 2),
+            "a message in process 2's name"
+        );
     }
     let mut payloads: Vec<&Vec<u8>> = seen[0].iter().map(|(_, _, p)| p).collect();
     payloads.sort();

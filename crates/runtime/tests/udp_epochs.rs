@@ -93,18 +93,25 @@ fn a_restart_is_counted_and_the_earlier_run_is_dropped_for_good() {
     wait_for(&|| counters.reordered.load(Ordering::Relaxed) == 1);
     // The peer restarts: a later epoch, numbering afresh (here from below the old numbers).
     let second_run = first_run + 1;
-    peer.send_to(&datagram(&config.auth, to, second_run, 7), to).unwrap();
+    peer.send_to(&datagram(&config.auth, to, second_run, 7), to)
+        .unwrap();
     wait_for(&|| taken.load(Ordering::Relaxed) == 3);
     assert_eq!(counters.resyncs.load(Ordering::Relaxed), 1);
     // The earlier run is over for good, whatever its numbers.
     for seq in [102, 8, 1 << 31] {
-        peer.send_to(&datagram(&config.auth, to, first_run, seq), to).unwrap();
+        peer.send_to(&datagram(&config.auth, to, first_run, seq), to)
+            .unwrap();
     }
     wait_for(&|| counters.stale_epoch.load(Ordering::Relaxed) == 3);
-    peer.send_to(&datagram(&config.auth, to, second_run, 8), to).unwrap();
+    peer.send_to(&datagram(&config.auth, to, second_run, 8), to)
+        .unwrap();
     wait_for(&|| taken.load(Ordering::Relaxed) == 4);
     stop.store(true, Ordering::Relaxed);
     running.join().unwrap();
     let c = counters.snapshot();
-    assert_eq!((c.resyncs, c.stale_epoch, c.reordered, c.lost), (1, 3, 1, 0), "{c:?}");
+    assert_eq!(
+        (c.resyncs, c.stale_epoch, c.reordered, c.lost),
+        (1, 3, 1, 0),
+        "{c:?}"
+    );
 }

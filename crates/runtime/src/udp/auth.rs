@@ -15,8 +15,8 @@
 //! ([`KeyRing::reloaded`]).
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -117,7 +117,11 @@ pub enum KeyError {
     )]
     Permissions { path: String, mode: u32 },
     #[error("key file {path}, line {line}: {why} (expected `ID HEX`: an id 1-255 and 64 hex digits)")]
-    Syntax { path: String, line: usize, why: &'static str },
+    Syntax {
+        path: String,
+        line: usize,
+        why: &'static str,
+    },
     #[error("key file {path} holds no key")]
     Empty { path: String },
     #[error("key file {path} holds more than {KEYS_MAX} keys (the current and the previous)")]
@@ -173,7 +177,9 @@ impl KeyRing {
                 line: i + 1,
                 why,
             };
-            let (id, hex) = line.split_once(char::is_whitespace).ok_or(syntax("no key after the id"))?;
+            let (id, hex) = line
+                .split_once(char::is_whitespace)
+                .ok_or(syntax("no key after the id"))?;
             let id: u8 = id.parse().map_err(|_| syntax("the id is not a number 1-255"))?;
             if id == 0 {
                 return Err(syntax("id 0 is reserved for unauthenticated datagrams"));
@@ -187,10 +193,14 @@ impl KeyRing {
             }
             keys.push(Key::new(id, bytes));
             if keys.len() > KEYS_MAX {
-                return Err(KeyError::TooMany { path: path.to_string() });
+                return Err(KeyError::TooMany {
+                    path: path.to_string(),
+                });
             }
         }
-        KeyRing::new(keys).ok_or(KeyError::Empty { path: path.to_string() })
+        KeyRing::new(keys).ok_or(KeyError::Empty {
+            path: path.to_string(),
+        })
     }
 
     /// The key file's text for this ring.
@@ -283,7 +293,6 @@ impl KeyRing {
     }
 }
 
-
 /// A key file must be the owner's alone, as ssh requires of private keys.
 fn check_private(meta: &std::fs::Metadata, path: &str) -> Result<(), KeyError> {
     let mode = meta.mode() & 0o777;
@@ -354,7 +363,10 @@ mod tests {
         let made = KeyRing::load_or_create(&path).unwrap();
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
-        assert_eq!(std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(
+            std::fs::metadata(path.parent().unwrap()).unwrap().mode() & 0o777,
+            0o700
+        );
         // A second node finds the same key.
         assert_eq!(KeyRing::load_or_create(&path).unwrap().keys(), made.keys());
         assert!(made.reloaded().is_none(), "unchanged");

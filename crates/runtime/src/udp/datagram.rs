@@ -206,7 +206,11 @@ impl Packer {
 /// Checks a datagram received at `local` under `auth` and reads its header: the header and
 /// the datagram without its tag (whose frames start at [`HEADER_LEN`]). A node without
 /// authentication takes tagged datagrams too, without checking their tags.
-pub fn open<'a>(datagram: &'a [u8], auth: &Auth, local: SocketAddr) -> Result<(Header, &'a [u8]), DatagramError> {
+pub fn open<'a>(
+    datagram: &'a [u8],
+    auth: &Auth,
+    local: SocketAddr,
+) -> Result<(Header, &'a [u8]), DatagramError> {
     if datagram.len() < HEADER_LEN || datagram[0..2] != MAGIC || datagram[2] != VERSION {
         return Err(DatagramError::Malformed);
     }
@@ -348,7 +352,10 @@ mod tests {
                 Err(DatagramError::Malformed)
             );
             assert_eq!(got, 1);
-            assert_eq!(open(&d[..HEADER_LEN - 1], &auth, to()), Err(DatagramError::Malformed));
+            assert_eq!(
+                open(&d[..HEADER_LEN - 1], &auth, to()),
+                Err(DatagramError::Malformed)
+            );
             let mut other = d.clone();
             other[0] = b'X';
             assert_eq!(open(&other, &auth, to()), Err(DatagramError::Malformed));
@@ -372,7 +379,10 @@ mod tests {
             assert!(open(&bad, &auth, to()).is_err(), "byte {i} flipped");
         }
         // A key this node does not hold, no tag at all, a tag cut short.
-        assert_eq!(open(&d, &ring(&[(2, 1)]), to()), Err(DatagramError::Unauthenticated));
+        assert_eq!(
+            open(&d, &ring(&[(2, 1)]), to()),
+            Err(DatagramError::Unauthenticated)
+        );
         let untagged = sealed(&Auth::Off, &[b"frame"]);
         assert_eq!(open(&untagged, &auth, to()), Err(DatagramError::Unauthenticated));
         assert!(open(&d[..d.len() - 1], &auth, to()).is_err());
@@ -399,7 +409,10 @@ mod tests {
         let auth = ring(&[(1, 1)]);
         let (c, len) = control(&header(None, Some(u32::MAX)), &auth, to());
         assert_eq!(len, CONTROL_LEN_MAX);
-        assert_eq!(open(&c[..len], &auth, to()).unwrap().0, header(None, Some(u32::MAX)));
+        assert_eq!(
+            open(&c[..len], &auth, to()).unwrap().0,
+            header(None, Some(u32::MAX))
+        );
         let (a, len) = control(&header(None, None), &Auth::Off, to());
         assert_eq!(len, HEADER_LEN);
         assert_eq!(open(&a[..len], &Auth::Off, to()).unwrap().0, header(None, None));
@@ -415,7 +428,11 @@ mod tests {
             } else {
                 d[at] = value;
             }
-            assert_eq!(open(&d, &Auth::Off, to()), Err(DatagramError::Malformed), "byte {at}");
+            assert_eq!(
+                open(&d, &Auth::Off, to()),
+                Err(DatagramError::Malformed),
+                "byte {at}"
+            );
         }
     }
 

@@ -508,9 +508,15 @@ mod tests {
         // they must have been sent since the receiver started (give or take the skew).
         let start = 1_000 * START_SKEW_MAX.as_nanos();
         assert!(meant_for(start, start, 0) && !meant_for(start, start - 1, 0));
-        assert!(!meant_for(start, start + 1, u64::MAX), "another run, whenever sent");
+        assert!(
+            !meant_for(start, start + 1, u64::MAX),
+            "another run, whenever sent"
+        );
         assert!(meant_for(start, 0, start) && meant_for(start, 0, start - START_SKEW_MAX.as_nanos()));
-        assert!(!meant_for(start, 0, start - START_SKEW_MAX.as_nanos() - 1), "sent before");
+        assert!(
+            !meant_for(start, 0, start - START_SKEW_MAX.as_nanos() - 1),
+            "sent before"
+        );
     }
 
     #[test]
