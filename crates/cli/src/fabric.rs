@@ -13,6 +13,7 @@ use onepipe_fabric::Topology;
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::controller::store::MemoryStore;
 use onepipe_runtime::udp::UdpConfig;
+use onepipe_runtime::udp::inject::InjectConfig;
 use onepipe_runtime::udp::{IdlePolicy, UdpCounters};
 use onepipe_wire::Duration;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,24 @@ pub struct SwitchArgs {
     /// its own, which `onepipe inspect` compares with the others only through its links
     #[arg(long, value_name = "US", default_value_t = 0, allow_hyphen_values = true)]
     clock_offset_us: i64,
+    /// Fault injection for tests: drop each datagram this switch receives with this
+    /// probability (docs/udp.md, "Injected faults")
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = probability)]
+    inject_loss: f64,
+    /// Fault injection for tests: flip one bit of each datagram this switch receives with
+    /// this probability
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = probability)]
+    inject_corrupt: f64,
+}
+
+/// A probability, 0 to 1.
+fn probability(s: &str) -> std::result::Result<f64, String> {
+    let p: f64 = s.parse().map_err(|e| format!("`{s}` is not a number: {e}"))?;
+    if (0.0..=1.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{p} is not a probability (0 to 1)"))
+    }
 }
 
 /// How the controller decides (paper 5.2).
@@ -249,6 +268,11 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         .clock_offset_us
         .checked_mul(1_000)
         .ok_or("--clock-offset-us is out of range")?;
+    options.udp.inject = InjectConfig {
+        loss: args.inject_loss,
+        corrupt: args.inject_corrupt,
+        seed: onepipe_fabric::hash::mix64(std::process::id() as u64),
+    };
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         supervise::stop_with_parent(&stop);

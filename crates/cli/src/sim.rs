@@ -64,6 +64,10 @@ pub struct CampaignArgs {
     /// Worker threads (default: one per core)
     #[arg(long)]
     threads: Option<usize>,
+    /// Most concurrent faults a seed draws (links, switches, processes, overlapping in
+    /// time); 1 draws what campaigns drew before several were possible
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    faults_max: u32,
     #[command(flatten)]
     output: JsonFlag,
 }
@@ -371,17 +375,18 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
             .expect("valid template"),
     );
-    let report = onepipe_sim::campaign::run_campaign(args.first_seed, args.seeds, threads, &|r| {
-        if r.violations > 0 {
-            bar.println(format!(
-                "seed={} FAILED ({} violations): {}",
-                r.seed,
-                r.violations,
-                r.problems.first().map_or("", |p| p.as_str())
-            ));
-        }
-        bar.inc(1);
-    });
+    let report =
+        onepipe_sim::campaign::run_campaign(args.first_seed, args.seeds, threads, args.faults_max, &|r| {
+            if r.violations > 0 {
+                bar.println(format!(
+                    "seed={} FAILED ({} violations): {}",
+                    r.seed,
+                    r.violations,
+                    r.problems.first().map_or("", |p| p.as_str())
+                ));
+            }
+            bar.inc(1);
+        });
     bar.finish_and_clear();
     if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report).expect("serializable"));
@@ -415,7 +420,10 @@ fn campaign(args: &CampaignArgs) -> Result<ExitCode, String> {
         );
     }
     if report.violations > 0 {
-        eprintln!("replay a failing seed S with `onepipe sim campaign --first-seed S --seeds 1`");
+        eprintln!(
+            "replay a failing seed S with `onepipe sim campaign --first-seed S --seeds 1 --faults-max {}`",
+            args.faults_max
+        );
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -59,8 +59,9 @@ fn chance(rng: &mut SplitMix, p: f64) -> bool {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 + f64::EPSILON < p
 }
 
-/// Draws a whole configuration from `seed`.
-pub fn draw(seed: u64) -> (SimConfig, String) {
+/// Draws a whole configuration from `seed`, with up to `faults_max` concurrent faults (the
+/// first with probability 0.4, each further one with the same chance as none).
+pub fn draw(seed: u64, faults_max: u32) -> (SimConfig, String) {
     let mut rng = SplitMix::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xca3b_a16e);
     let specs = [
         "single:2",
@@ -134,20 +135,13 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
         .iter()
         .map(|l| (switch_names[l.lower].clone(), switch_names[l.upper].clone()))
         .collect();
+    let targets = Targets {
+        switches: switch_names.clone(),
+        links,
+        processes,
+    };
     if chance(&mut rng, 0.4) {
-        let at = Duration::from_micros(uniform(&mut rng, 20, send_for.as_nanos() / 2000));
-        let lasts = Some(Duration::from_micros(uniform(&mut rng, 10, 100)));
-        let target = match rng.next_u64() % 3 {
-            0 if !links.is_empty() => {
-                let (a, b) = pick_link(&mut rng, &links);
-                FailTarget::Link(a, b)
-            }
-            1 => FailTarget::Switch(
-                switch_names[(rng.next_u64() % switch_names.len() as u64) as usize].clone(),
-            ),
-            _ => FailTarget::Process((rng.next_u64() % processes as u64) as u32),
-        };
-        failures.push(Failure { target, at, lasts });
+        failures.push(draw_failure(&mut rng, &targets, send_for));
     }
     // Drawn last, so that the draws above stay what they were before the controller existed.
     // With the controller a failure is permanent: processes it cuts off are declared failed,
@@ -162,7 +156,7 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
             f.lasts = None;
         }
     }
-    let config = SimConfig {
+    let mut config = SimConfig {
         seed,
         topology,
         controller,
@@ -185,7 +179,48 @@ pub fn draw(seed: u64) -> (SimConfig, String) {
         events_max: 200_000_000,
         ..SimConfig::default()
     };
+    // Further concurrent faults, drawn after everything else so that a campaign of one fault
+    // per seed draws what it drew before they existed. Each overlaps the first's window.
+    let extra = match faults_max {
+        0 | 1 => 0,
+        n => uniform(&mut rng, 0, n as u64 - 1),
+    };
+    for _ in 0..extra {
+        let mut f = draw_failure(&mut rng, &targets, send_for);
+        // The only switch of a fabric failing is a total outage (see above), and a
+        // controller's failures are permanent.
+        if switch_names.len() == 1 && matches!(f.target, FailTarget::Switch(_)) {
+            continue;
+        }
+        if config.controller {
+            f.lasts = None;
+        }
+        config.failures.push(f);
+    }
     (config, spec.to_string())
+}
+
+/// What a campaign's faults may hit.
+struct Targets {
+    switches: Vec<String>,
+    links: Vec<(String, String)>,
+    processes: u32,
+}
+
+/// One fault: a link, a switch or a process, failing somewhere in the first half of the
+/// traffic for 10-100 us.
+fn draw_failure(rng: &mut SplitMix, t: &Targets, send_for: Duration) -> Failure {
+    let at = Duration::from_micros(uniform(rng, 20, send_for.as_nanos() / 2000));
+    let lasts = Some(Duration::from_micros(uniform(rng, 10, 100)));
+    let target = match rng.next_u64() % 3 {
+        0 if !t.links.is_empty() => {
+            let (a, b) = pick_link(rng, &t.links);
+            FailTarget::Link(a, b)
+        }
+        1 => FailTarget::Switch(t.switches[(rng.next_u64() % t.switches.len() as u64) as usize].clone()),
+        _ => FailTarget::Process((rng.next_u64() % t.processes as u64) as u32),
+    };
+    Failure { target, at, lasts }
 }
 
 fn pick_link(rng: &mut SplitMix, links: &[(String, String)]) -> (String, String) {
@@ -271,10 +306,22 @@ fn declared_beyond_faults(config: &SimConfig, r: &SimReport) -> Option<String> {
         .then(|| format!("[declared] processes {extra:?} declared failed, but only {injected:?} were failed"))
 }
 
+/// What a panic said.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
 /// Runs one seed of a campaign.
-pub fn run_seed(seed: u64) -> CampaignRun {
-    let (config, spec) = draw(seed);
-    let result: Result<SimReport, SimError> = run(&config, &mut |_, _| {});
+pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
+    let (config, spec) = draw(seed, faults_max);
+    // A panic (an invariant a step broke) is this seed's failure, not the campaign's end.
+    let result: Result<SimReport, SimError> =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&config, &mut |_, _| {})))
+            .unwrap_or_else(|payload| Err(SimError::Panicked(panic_message(&*payload))));
     let mut out = CampaignRun {
         seed,
         topology: spec.clone(),
@@ -322,6 +369,7 @@ pub fn run_campaign(
     first_seed: u64,
     seeds: u64,
     threads: usize,
+    faults_max: u32,
     on_done: &(dyn Fn(&CampaignRun) + Sync),
 ) -> CampaignReport {
     let next = AtomicU64::new(first_seed);
@@ -335,7 +383,7 @@ pub fn run_campaign(
                     if seed >= end {
                         break;
                     }
-                    let r = run_seed(seed);
+                    let r = run_seed(seed, faults_max);
                     on_done(&r);
                     runs.lock().expect("no thread panicked holding it").push(r);
                 }

@@ -33,6 +33,10 @@ pub enum SimError {
     Wiring(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A step broke an invariant (or a bug panicked): caught by a campaign, so that the
+    /// seed is reported rather than the campaign ended.
+    #[error("panicked: {0}")]
+    Panicked(String),
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]

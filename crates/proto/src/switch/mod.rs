@@ -186,6 +186,11 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
+    /// Ticks on which an uplink half with no counted input advanced on the switch's clock
+    /// (`Registers::advance_empty`): a rack with no live process.
+    pub empty_half_ticks: u64,
+    /// Inputs that went silent without ever being heard, taken out of the commit lane too.
+    pub unheard_inputs_removed: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -574,6 +579,24 @@ impl Switch {
         self.counters.links_removed += 1;
     }
 
+    /// An input never heard since the switch started leaves the commit lane as well when it
+    /// times out: nothing of its ever passed this switch, so no prepared message of its can be
+    /// anywhere beyond, and nothing needs the controller's failure procedure (which is never
+    /// told: there is no last commit barrier to report). A process that never joined would
+    /// otherwise hold the commit barrier of the whole fabric at zero. Heard later, it is
+    /// admitted like any returning input (`CommitInput::Joining`).
+    fn forget_unheard(&mut self, port: usize) {
+        let p = &mut self.ports[port];
+        if p.commit != CommitInput::Counted {
+            return;
+        }
+        p.commit = CommitInput::Removed;
+        let slot = p.slot;
+        let half = self.half_of_input(port);
+        self.lanes[Lane::Commit as usize].half(half).set(slot, u64::MAX);
+        self.counters.unheard_inputs_removed += 1;
+    }
+
     /// Paper 4.2: a new link joins only once its barrier passes the current output barrier.
     fn try_admit(&mut self, port: usize, half: Half, lane: Lane) {
         let regs = &mut self.lanes[lane as usize];
@@ -883,6 +906,11 @@ impl Node for Switch {
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
         self.excuse_own_stall(now);
+        for lane in &mut self.lanes {
+            if lane.advance_empty(now) {
+                self.counters.empty_half_ticks += 1;
+            }
+        }
         let dead_before = now.saturating_sub(self.config.dead_after());
         let repeat = self.report_repeat_at.is_some_and(|t| t <= now);
         let mut unresolved = false;
@@ -899,6 +927,9 @@ impl Node for Switch {
                 // Paper 4.2: "If no beacon or data packet is received for a timeout ... the
                 // input link is considered to be dead and removed from the input link list."
                 self.kill_input(i);
+                if !self.ports[i].heard {
+                    self.forget_unheard(i);
+                }
                 if self.ports[i].heard && !self.ports[i].reported {
                     self.report(i);
                     continue;

@@ -96,7 +96,23 @@ impl Registers {
         }
     }
 
-    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input is live.
+    /// An uplink half with no counted input (every input below it dead, removed, or never
+    /// heard) advances on the switch's own clock: nothing can come up through it below its
+    /// output that a receiver would take for on time, and an input that returns is admitted
+    /// only once its barrier passes the output (docs/ordering.md, "A half with no inputs").
+    /// Without this, a rack with no live process holds its uplink barrier where it was, and
+    /// every spine above it, and so the whole fabric, waits for ever (issue 42). The downlink
+    /// half always counts the loopback from the uplink half, so it is never empty.
+    pub(super) fn advance_empty(&mut self, now: Instant) -> bool {
+        let empty = self.up.minimum().is_none() && self.up.output < now;
+        if empty {
+            self.up.output = now;
+        }
+        empty
+    }
+
+    /// Barrier of the uplink half (eq. 4.1); holds its last value while no input counts,
+    /// until the next tick advances it ([`Registers::advance_empty`]).
     pub(super) fn up_output(&mut self) -> Instant {
         if let Some(m) = self.up.minimum() {
             debug_assert!(m >= self.up.output, "uplink barrier went back");

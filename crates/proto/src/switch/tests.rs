@@ -752,3 +752,82 @@ fn every_routed_packet_passes_the_source_check_at_every_hop() {
         }
     }
 }
+
+/// A leaf of `leaf_spine(2, 1, 2)` (ports 0, 1: processes; port 2: up to the spine) whose
+/// processes never speak, ticked for 12 intervals while the spine beacons from above.
+fn leaf_with_a_rack_that_never_joined() -> Switch {
+    let mut leaf = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    for k in 1..=12u64 {
+        pass(&mut leaf, k * 1_000, 2, beacon(k * 1_000));
+        leaf.handle_timeout(t(k * 1_000));
+    }
+    leaf
+}
+
+fn beacon_up(leaf: &mut Switch, now: u64) -> Repr {
+    let mut buf = [0u8; 256];
+    let len = leaf
+        .poll_transmit(t(now), 2, &mut buf)
+        .expect("the uplink beacons");
+    Repr::parse(&Packet::new_checked(&buf[..len]).unwrap()).unwrap()
+}
+
+/// Issue 42: a rack with no live process must not hold the fabric back. Its inputs time out,
+/// and the uplink half, counting nobody, advances on the switch's clock, in both lanes: the
+/// never-heard inputs leave the commit lane too, since nothing of theirs ever passed.
+#[test]
+fn a_rack_with_no_live_process_advances_on_the_switch_clock() {
+    let mut leaf = leaf_with_a_rack_that_never_joined();
+    assert_eq!(leaf.counters().links_removed, 2);
+    assert_eq!(leaf.counters().unheard_inputs_removed, 2);
+    assert!(leaf.counters().empty_half_ticks > 0);
+    let up = beacon_up(&mut leaf, 12_000);
+    assert_eq!(up.barrier.raw(), 12_000, "best effort follows the clock");
+    assert_eq!(up.commit_barrier.raw(), 12_000, "and so does the commit barrier");
+    // Before the inputs timed out, the empty rack held both at zero, as every input had to
+    // speak first.
+    let mut young = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    young.handle_timeout(t(1_000));
+    assert_eq!(beacon_up(&mut young, 1_000).barrier.raw(), 0);
+}
+
+/// A process that joins the empty rack later is admitted once its barrier passes the output
+/// the half reached on its own (paper 4.2), so no barrier it sent went back; until then the
+/// output holds.
+#[test]
+fn a_process_joining_an_empty_rack_waits_until_its_barrier_passes_the_clock() {
+    let mut leaf = leaf_with_a_rack_that_never_joined();
+    // Its clock runs 500 ns behind the switch's: its barrier is below the output.
+    pass(&mut leaf, 12_200, 0, beacon(11_700));
+    leaf.handle_timeout(t(13_000));
+    let held = beacon_up(&mut leaf, 13_000);
+    assert_eq!(
+        held.barrier.raw(),
+        12_000,
+        "frozen where the half was when it joined"
+    );
+    assert_eq!(held.commit_barrier.raw(), 12_000);
+    assert_eq!(leaf.counters().links_joined, 0);
+    pass(&mut leaf, 13_500, 0, beacon(13_000));
+    assert_eq!(leaf.counters().links_joined, 1);
+    leaf.handle_timeout(t(14_000));
+    let up = beacon_up(&mut leaf, 14_000);
+    assert_eq!(up.barrier.raw(), 13_000, "the joined process counts again");
+    assert_eq!(up.commit_barrier.raw(), 13_000);
+}
+
+/// An input heard once and then silent keeps holding the commit barrier (only the
+/// controller's failure procedure may take it out), even when its half is otherwise empty.
+#[test]
+fn an_input_heard_once_still_holds_the_commit_lane_of_an_empty_half() {
+    let mut leaf = switch(Topology::leaf_spine(2, 1, 2).unwrap(), 0);
+    pass(&mut leaf, 500, 0, beacon(400));
+    for k in 1..=12u64 {
+        pass(&mut leaf, k * 1_000, 2, beacon(k * 1_000));
+        leaf.handle_timeout(t(k * 1_000));
+    }
+    assert_eq!(leaf.counters().unheard_inputs_removed, 1, "process 1 only");
+    let up = beacon_up(&mut leaf, 12_000);
+    assert_eq!(up.barrier.raw(), 12_000);
+    assert_eq!(up.commit_barrier.raw(), 400);
+}

@@ -60,6 +60,10 @@ pub struct UdpCounters {
     /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
     /// dropped rather than held for credit that will not come.
     pub peer_gone_frames: AtomicU64,
+    /// Datagrams dropped, and datagrams with one bit flipped, by fault injection
+    /// ([`super::inject`]).
+    pub injected_losses: AtomicU64,
+    pub injected_corruptions: AtomicU64,
 }
 
 impl UdpCounters {
@@ -98,6 +102,8 @@ impl UdpCounters {
             key_reloads: l(&self.key_reloads),
             key_reload_errors: l(&self.key_reload_errors),
             probes: l(&self.probes),
+            injected_losses: l(&self.injected_losses),
+            injected_corruptions: l(&self.injected_corruptions),
         }
     }
 }
@@ -143,4 +149,8 @@ pub struct UdpSnapshot {
     #[serde(default)]
     pub key_reload_errors: u64,
     pub probes: u64,
+    #[serde(default)]
+    pub injected_losses: u64,
+    #[serde(default)]
+    pub injected_corruptions: u64,
 }

@@ -17,6 +17,7 @@ pub mod answers;
 pub mod auth;
 mod counters;
 pub mod datagram;
+pub mod inject;
 pub mod link;
 pub mod local;
 pub mod plan;
@@ -30,6 +31,7 @@ use crate::inproc::Clock;
 use answers::LinkAnswers;
 use auth::Auth;
 use datagram::{DatagramError, HEADER_LEN, Header, Packer, frame_at};
+use inject::{Fate, InjectConfig, Injector};
 use link::{Arrival, Parked, PeerRun, ReceiveWindow, RunFit, SendWindow};
 use onepipe_fabric::hash::mix64;
 use onepipe_fabric::node::{FRAME_MAX, Node, PortId, Route};
@@ -87,10 +89,12 @@ pub struct UdpConfig {
     /// node's socket buffer cannot hold that many for each of its links). Every datagram in
     /// flight is queueing delay once senders outpace the receiver.
     pub window_datagrams_max: usize,
+    /// Loss and corruption injected into what the node receives (tests; none by default).
+    pub inject: InjectConfig,
     /// How datagrams are authenticated (docs/udp.md, "Authentication"). The default is a
     /// fresh random key: right for a fabric whose nodes all take this configuration in one
     /// process ([`local::LocalFabric`]); nodes in separate processes must be given the
-    /// fabric's key (`onepipe::udp::fabric_auth`).
+    /// fabric's key (`onepipe::keys::fabric_auth`).
     pub auth: Auth,
 }
 
@@ -102,6 +106,7 @@ impl Default for UdpConfig {
             socket_buffer_bytes: 4 << 20,
             threads: None,
             window_datagrams_max: 16,
+            inject: InjectConfig::default(),
             // Fails only if the OS has no random source, where std's HashMap panics too.
             auth: Auth::generate().expect("the OS random source"),
         }
@@ -245,6 +250,8 @@ pub struct UdpDriver {
     answers: std::sync::Arc<LinkAnswers>,
     /// The addresses of cut links: what they send is counted, not taken as a stranger's.
     cut_addrs: HashMap<SocketAddr, PortId>,
+    /// Faults injected into received datagrams, when asked for.
+    injector: Option<Injector>,
 }
 
 /// Addresses compare as the socket reports them: IPv4 may come back IPv6-mapped.
@@ -294,6 +301,7 @@ impl UdpDriver {
             cuts: Default::default(),
             answers: Default::default(),
             cut_addrs: HashMap::new(),
+            injector: config.inject.is_active().then(|| Injector::new(config.inject)),
         })
     }
 
@@ -548,7 +556,20 @@ impl UdpDriver {
             };
             let stride = if m.stride == 0 { m.len } else { m.stride };
             for datagram in buf[..m.len].chunks(stride) {
-                self.take_datagram(node, now, port, datagram, counters);
+                match self
+                    .injector
+                    .as_mut()
+                    .map_or(Fate::Keep, |i| i.fate(datagram.len()))
+                {
+                    Fate::Keep => self.take_datagram(node, now, port, datagram, counters),
+                    Fate::Drop => UdpCounters::add(&counters.injected_losses, 1),
+                    Fate::Flip { bit } => {
+                        UdpCounters::add(&counters.injected_corruptions, 1);
+                        let mut damaged = datagram.to_vec();
+                        inject::flip(&mut damaged, bit);
+                        self.take_datagram(node, now, port, &damaged, counters);
+                    }
+                }
             }
         }
         n
