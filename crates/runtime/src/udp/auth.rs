@@ -399,3 +399,26 @@ mod tests {
         assert_eq!(format!("{k1:?}"), "Key { id: 1 }", "never printed");
     }
 }
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+
+    #[test]
+    #[ignore = "prints how long a tag takes"]
+    fn tag_speed() {
+        let key = Key::new(1, [7; KEY_BYTES]);
+        let to: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        for len in [64usize, 1_500, 8_972] {
+            let body = vec![3u8; len];
+            let n = 200_000;
+            let t = std::time::Instant::now();
+            let mut x = 0u8;
+            for _ in 0..n {
+                x ^= key.tag(&body, to)[0];
+            }
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            println!("{len} bytes: {ns:.0} ns per tag ({x})");
+        }
+    }
+}

@@ -5,6 +5,7 @@ use super::*;
 
 /// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit
 /// (the caller checked [`Port::has_room`]).
+#[allow(clippy::too_many_arguments)] // the driver's fields, borrowed apart from its ports
 pub(super) fn enqueue(
     ports: &mut [Port],
     port: PortId,
