@@ -2,7 +2,8 @@
 //! one run, every check on the ordered run's event logs.
 
 use crate::flags::{
-    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TopologyFlags,
+    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TimeAheadFlag,
+    TopologyFlags,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -89,6 +90,8 @@ pub struct DemoArgs {
     barrier: BarrierFlags,
     #[command(flatten)]
     dead: DeadAfterFlag,
+    #[command(flatten)]
+    time_ahead: TimeAheadFlag,
     #[command(flatten)]
     rt: RuntimeFlags,
     #[command(flatten)]
@@ -185,6 +188,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         },
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
+        time_ahead_max: args.time_ahead.duration()?,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {

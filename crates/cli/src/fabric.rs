@@ -3,7 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::{DeadAfterFlag, KeyFlags};
+use crate::flags::{DeadAfterFlag, KeyFlags, TimeAheadFlag};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -42,6 +42,8 @@ pub struct FabricArgs {
     pub dead: DeadAfterFlag,
     #[command(flatten)]
     pub key: KeyFlags,
+    #[command(flatten)]
+    pub time_ahead: TimeAheadFlag,
 }
 
 impl FabricArgs {
@@ -54,6 +56,7 @@ impl FabricArgs {
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
         o.dead_after_intervals = self.dead_after_intervals();
+        o.time_ahead_max = self.time_ahead.duration()?;
         o.udp = UdpConfig {
             datagram_bytes_max: self.datagram_bytes,
             idle: if self.busy_poll {
@@ -78,6 +81,7 @@ impl FabricArgs {
             format!("--beacon-interval-us={}", self.beacon_interval_us),
             format!("--dead-after-intervals={}", self.dead_after_intervals()),
             format!("--datagram-bytes={}", self.datagram_bytes),
+            self.time_ahead.to_cli(),
         ];
         if self.busy_poll {
             v.push("--busy-poll".into());

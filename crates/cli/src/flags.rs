@@ -148,3 +148,37 @@ impl TopologyFlags {
         .map_err(|e| e.to_string())
     }
 }
+
+/// `--time-ahead-max-ms` (`demo`, `sim`, `switch`, `controller`, `up`; the examples' processes
+/// take the same flag): how far ahead of a node's clock a barrier or timestamp may be.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct TimeAheadFlag {
+    /// A barrier or message timestamp further ahead of a switch's or process's clock than this,
+    /// beyond the hosts' promise lead, is refused, counted and reported to the controller: the
+    /// fabric's clock skew bound plus a margin (docs/ordering.md, "Implausible time")
+    #[arg(long, value_name = "MS", default_value_t = TIME_AHEAD_MAX_MS)]
+    pub time_ahead_max_ms: f64,
+}
+
+/// The default `--time-ahead-max-ms` ([`onepipe_proto::plausible::TIME_AHEAD_MAX`]).
+const TIME_AHEAD_MAX_MS: f64 = onepipe_proto::plausible::TIME_AHEAD_MAX.as_nanos() as f64 / 1e6;
+
+/// The most `--time-ahead-max-ms` may say: half the 48-bit wire clock's range, past which a
+/// timestamp ahead cannot be told from one behind.
+const TIME_AHEAD_MAX_MS_MAX: f64 = (1u64 << 47) as f64 / 1e6;
+
+impl TimeAheadFlag {
+    pub fn duration(self) -> Result<onepipe_wire::Duration, String> {
+        let ms = self.time_ahead_max_ms;
+        if !(ms.is_finite() && (0.0..=TIME_AHEAD_MAX_MS_MAX).contains(&ms)) {
+            return Err(format!(
+                "--time-ahead-max-ms must be between 0 and {TIME_AHEAD_MAX_MS_MAX} (half the wire clock's range)"
+            ));
+        }
+        Ok(onepipe_wire::Duration::from_nanos((ms * 1e6).round() as u64))
+    }
+
+    pub fn to_cli(self) -> String {
+        format!("--time-ahead-max-ms={}", self.time_ahead_max_ms)
+    }
+}

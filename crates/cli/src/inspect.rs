@@ -113,12 +113,13 @@ fn print(i: &Inspection, stall_ms: f64) {
     for s in &i.switches {
         let k = &s.socket;
         println!(
-            "{}: forwarded {}, beacons sent {} received {}, links removed {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}, of no protocol here {}",
+            "{}: forwarded {}, beacons sent {} received {}, links removed {}, barriers implausibly ahead {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}, of no protocol here {}",
             s.node,
             s.forwarded,
             s.beacons_sent,
             s.beacons_received,
             s.links_removed,
+            s.barrier_implausible,
             k.datagrams_in,
             k.datagrams_out,
             k.lost,

@@ -1,7 +1,7 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
-use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TopologyFlags};
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TimeAheadFlag, TopologyFlags};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_sim::config::parse_time;
@@ -193,6 +193,8 @@ pub struct RunArgs {
     #[command(flatten)]
     dead: DeadAfterFlag,
     #[command(flatten)]
+    time_ahead: TimeAheadFlag,
+    #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
     output: JsonFlag,
@@ -217,6 +219,7 @@ impl RunArgs {
             beacon_interval: self.beacon_interval,
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
+            time_ahead_max: self.time_ahead.duration()?,
             link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
             fabric_link_bits_per_s: self.fabric_gbps.map(|g| (g * 1e9).round() as u64),
             link_delay: self.link_delay,

@@ -197,6 +197,12 @@ mod tests {
                 failures: vec![(2, 1_234).into()],
             },
             ControlMsg::Hello,
+            ControlMsg::Input(Input::Implausible {
+                member: Member::Switch(2),
+                port: 1,
+                ahead_ns: 86_400_000_000_000,
+                refused: 12,
+            }),
             ControlMsg::Input(Input::Heard {
                 member: Member::Switch(1),
                 port: 3,

@@ -290,6 +290,16 @@ pub enum ControlEvent {
     },
     /// `switch` is told to cut its input at `port` (the far end is to be declared failed).
     Cut { at: Instant, switch: usize, port: u16 },
+    /// `member` refused `refused` frames on its input at `port` for barriers or timestamps
+    /// implausibly far ahead of its clock, the furthest `ahead_ns` ahead: recorded, nobody
+    /// declared failed (docs/failures.md, "Implausible time").
+    Implausible {
+        at: Instant,
+        member: Member,
+        port: u16,
+        ahead_ns: u64,
+        refused: u64,
+    },
     /// A frame on `port` that was not an input of node `port`, or an input the controller
     /// could not use (`reason`).
     Refused {
@@ -512,7 +522,9 @@ impl<S: Store + Send> Node for ControllerNode<S> {
             | Input::Rejoin { process, .. }
             | Input::Forward { from: process, .. }
             | Input::Forwarded { process, .. } => Member::Process(process),
-            Input::LinkDown { member, .. } | Input::Heard { member, .. } => member,
+            Input::LinkDown { member, .. }
+            | Input::Heard { member, .. }
+            | Input::Implausible { member, .. } => member,
         };
         let from = match member {
             Member::Switch(s) => s,
@@ -533,6 +545,21 @@ impl<S: Store + Send> Node for ControllerNode<S> {
                 member,
                 port: input_port,
                 last_commit: Instant::from_nanos(last_commit_ns),
+            });
+        }
+        if let Input::Implausible {
+            member,
+            port: input_port,
+            ahead_ns,
+            refused,
+        } = input
+        {
+            self.event(ControlEvent::Implausible {
+                at: now,
+                member,
+                port: input_port,
+                ahead_ns,
+                refused,
             });
         }
         match self.service.handle_input(now, input) {
@@ -636,6 +663,7 @@ mod tests {
             dead_after_intervals: 10,
             ecmp_seed: 1,
             promise_lead: Duration::ZERO,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         };
         let t = Instant::from_nanos;
         let switch = Switch::new(0, &wiring, routes, config, t(0));

@@ -57,6 +57,10 @@ pub struct SwitchStatus {
     #[serde(default)]
     pub spoofed_source: u64,
     pub links_removed: u64,
+    /// Frames refused for a barrier implausibly far ahead of the switch's clock
+    /// (docs/ordering.md, "Implausible time").
+    #[serde(default)]
+    pub barrier_implausible: u64,
     pub socket: UdpSnapshot,
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
@@ -257,6 +261,7 @@ impl SwitchStatus {
             control_malformed: 0,
             spoofed_source: c.spoofed_source,
             links_removed: c.links_removed,
+            barrier_implausible: c.barrier_implausible,
             socket: socket.snapshot(),
             inputs: switch
                 .inputs(now)

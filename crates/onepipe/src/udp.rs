@@ -93,6 +93,10 @@ pub struct UdpOptions {
     pub rto_min: Duration,
     /// Promise mode ([`PROMISE_LEAD`]; `None` turns it off).
     pub promise_lead: Option<Duration>,
+    /// How far ahead of a switch's or process's clock, beyond the promise lead, a barrier or
+    /// timestamp may be before it is refused: the fabric's clock skew bound plus a margin
+    /// ([`onepipe_proto::plausible::TIME_AHEAD_MAX`]; docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl UdpOptions {
@@ -113,6 +117,7 @@ impl UdpOptions {
             join_timeout: Duration::from_secs(10),
             rto_min: RTO_MIN,
             promise_lead: Some(PROMISE_LEAD),
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         }
     }
 
@@ -122,6 +127,7 @@ impl UdpOptions {
             dead_after_intervals: self.dead_after_intervals.max(1),
             ecmp_seed: self.ecmp_seed,
             promise_lead: self.promise_lead.unwrap_or(Duration::ZERO),
+            time_ahead_max: self.time_ahead_max,
         }
     }
 }
@@ -300,6 +306,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
     ec.beacon_interval = options.beacon_interval;
     ec.promise_lead = options.promise_lead;
+    ec.time_ahead_max = options.time_ahead_max;
     ec.mtu_bytes = options.mtu_bytes;
     ec.message_bytes_max = options.message_bytes_max;
     ec.clock_offset_ns = options.clock_offset_ns;

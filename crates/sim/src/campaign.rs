@@ -354,6 +354,15 @@ pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
                 out.violations += 1;
                 out.problems.push(problem);
             }
+            // Nothing forged: every frame came from a correct sender, and refusing one means
+            // the bound on time (docs/ordering.md, "Implausible time") is below the run's skew.
+            if config.forged_beacons.is_empty() && r.implausible_refused > 0 {
+                out.violations += 1;
+                out.problems.push(format!(
+                    "[implausible] {} frames of correct senders refused as too far ahead",
+                    r.implausible_refused
+                ));
+            }
         }
         Err(e) => {
             out.violations = 1;

@@ -30,6 +30,10 @@ pub struct JoinArgs {
     /// Join a fabric that runs without authentication (`onepipe up --insecure-no-auth`)
     #[arg(long, conflicts_with = "key_file")]
     pub insecure_no_auth: bool,
+    /// Must match the switches' (`onepipe up --time-ahead-max-ms`): a barrier or timestamp
+    /// further ahead of this process's clock, beyond the promise lead, is refused
+    #[arg(long, value_name = "MS")]
+    pub time_ahead_max_ms: Option<u64>,
 }
 
 /// Joins the fabric as `args.process`; the handle leaves when dropped.
@@ -41,5 +45,12 @@ pub fn join_fabric(args: &JoinArgs) -> Result<Process, Box<dyn std::error::Error
     options.beacon_interval = Duration::from_micros(args.beacon_interval_us);
     options.processes_per_host = args.processes_per_host;
     options.clock_offset_ns = args.clock_offset_us * 1_000;
+    if let Some(ms) = args.time_ahead_max_ms {
+        // Past half the 48-bit wire clock's range, ahead cannot be told from behind.
+        if ms > (1 << 47) / 1_000_000 {
+            return Err(format!("--time-ahead-max-ms {ms} is past half the wire clock's range").into());
+        }
+        options.time_ahead_max = Duration::from_millis(ms);
+    }
     Ok(join(&options, args.process)?.0)
 }

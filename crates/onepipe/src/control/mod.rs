@@ -20,6 +20,7 @@ use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output,
 };
 use onepipe_proto::endpoint::Endpoint;
+use onepipe_proto::plausible::ImplausibleReport;
 use onepipe_proto::switch::{Switch, SwitchEvent};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
@@ -182,6 +183,9 @@ impl ControlPort {
                 }
             }
         }
+        if let Some(r) = endpoint.poll_implausible() {
+            self.send(implausible_input(self.member, r));
+        }
         // Recalls for failed receivers go before the answers that say Recall is done.
         self.send_lost_recalls(endpoint);
         // The answer goes per announcement, once the endpoint is done with every process it
@@ -309,6 +313,17 @@ pub fn switch_input(member: Member, event: SwitchEvent) -> Input {
             last_commit_ns: r.last_commit.as_nanos(),
         },
         SwitchEvent::InputHeard(port) => Input::Heard { member, port },
+        SwitchEvent::Implausible(r) => implausible_input(member, r),
+    }
+}
+
+/// What the controller is told of frames a switch or endpoint refused for implausible time.
+pub fn implausible_input(member: Member, r: ImplausibleReport) -> Input {
+    Input::Implausible {
+        member,
+        port: r.port,
+        ahead_ns: r.ahead_ns,
+        refused: r.refused,
     }
 }
 

@@ -12,6 +12,8 @@
 //! barrier for the loopback link.
 
 use crate::hash::mix64;
+pub use crate::plausible::ImplausibleReport;
+use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
 use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
@@ -51,6 +53,10 @@ pub struct SwitchConfig {
     /// (`EndpointConfig::promise_lead`); taken off the clock samples, which would otherwise
     /// show every process that far ahead of the switch.
     pub promise_lead: Duration,
+    /// How far ahead of this switch's clock, beyond `promise_lead`, a barrier may be: the
+    /// fabric's clock skew bound plus a margin ([`TIME_AHEAD_MAX`] by default). A frame with
+    /// one further ahead is refused (docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl SwitchConfig {
@@ -69,6 +75,7 @@ impl Default for SwitchConfig {
             dead_after_intervals: 10,
             ecmp_seed: 0,
             promise_lead: Duration::ZERO,
+            time_ahead_max: TIME_AHEAD_MAX,
         }
     }
 }
@@ -118,6 +125,9 @@ pub enum SwitchEvent {
     /// A quarantined input was heard again: the process behind it is back (Receiver Recovery,
     /// switch/recovery.rs).
     InputHeard(PortId),
+    /// Frames on an input were refused for barriers implausibly far ahead of this switch's
+    /// clock: at most one report per input every [`crate::plausible::REPORT_INTERVAL`].
+    Implausible(ImplausibleReport),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -186,6 +196,8 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
+    /// Frames refused for a barrier past `promise_lead + time_ahead_max` ahead of the clock.
+    pub barrier_implausible: u64,
     /// Ticks on which an uplink half with no counted input advanced on the switch's clock
     /// (`Registers::advance_empty`): a rack with no live process.
     pub empty_half_ticks: u64,
@@ -223,6 +235,8 @@ struct Port {
     beacon_pending: bool,
     /// Eager beacons left until the next tick.
     eager_budget: u8,
+    /// Frames refused for implausible barriers, for the next report.
+    implausible: ImplausibleInput,
 }
 
 impl Port {
@@ -280,6 +294,8 @@ pub struct Switch {
     report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
+    /// Inputs with a report of implausible barriers due (each at most once, so bounded).
+    implausible: Vec<PortId>,
     counters: SwitchCounters,
 }
 
@@ -326,6 +342,7 @@ impl Switch {
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
                     eager_budget: EAGER_BEACONS_PER_INTERVAL,
+                    implausible: ImplausibleInput::default(),
                 }
             })
             .collect();
@@ -338,6 +355,7 @@ impl Switch {
             report_repeat_at: None,
             report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
+            implausible: Vec::new(),
             config,
             routes,
             ports,
@@ -397,8 +415,14 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B").
-    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) {
+    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B"),
+    /// unless one is implausibly far ahead: then the frame is refused and nothing of the input
+    /// changes (it neither pins its register nor keeps a dead link alive). Whether taken.
+    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) -> bool {
+        if let Some(ahead_ns) = self.implausible_ahead_ns(now, heard) {
+            self.refuse_implausible(now, port, ahead_ns);
+            return false;
+        }
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
@@ -464,6 +488,7 @@ impl Switch {
             }
             CommitInput::Joining => self.try_admit(port, half, Lane::Commit),
         }
+        true
     }
 
     /// A joining input's register holds the half's output of this moment.
@@ -479,10 +504,14 @@ impl Switch {
     }
 
     /// What the switch has to tell the management plane: inputs that went down (Detect), in the
-    /// order they did, then quarantined inputs heard again.
+    /// order they did, then inputs that carried implausible barriers, then quarantined inputs
+    /// heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
+        }
+        if let Some(report) = self.poll_implausible() {
+            return Some(SwitchEvent::Implausible(report));
         }
         self.heard_again.pop().map(SwitchEvent::InputHeard)
     }
@@ -694,7 +723,7 @@ impl Switch {
     /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
     /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
     /// each half's minimum is the minimum of its registers;
-    /// the count of ports owing a beacon is exact, and the reports stay within their bound.
+    /// the count of ports owing a beacon is exact, and the reports stay within their bounds.
     pub fn invariants(&self) {
         for p in &self.ports {
             for lane in LANES {
@@ -726,6 +755,10 @@ impl Switch {
         let pending = self.ports.iter().filter(|p| p.beacon_pending).count();
         assert_eq!(pending, self.beacons_pending, "ports owing a beacon");
         assert!(self.reports.len() <= REPORTS_MAX_PER_PORT * self.ports.len().max(1));
+        assert!(
+            self.implausible.len() <= self.ports.len(),
+            "one report per input at a time"
+        );
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
@@ -768,11 +801,18 @@ fn heard_barriers<T: AsRef<[u8]>>(packet: &Packet<T>, now: Instant) -> [Instant;
 impl Node for Switch {
     /// A switch checks what it needs to forward (length, version, opcode), as a hardware
     /// pipeline would; the fragment and payload rules are the endpoints' to enforce.
-    fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
         if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
+            return Route::Drop;
+        }
+        // Refused, not forwarded (`hear` counts and reports it).
+        if self
+            .implausible_ahead_ns(now, heard_barriers(&packet, now))
+            .is_some()
+        {
             return Route::Drop;
         }
         match Opcode::from_u8(packet.opcode_raw()) {
@@ -812,8 +852,10 @@ impl Node for Switch {
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
         let heard = heard_barriers(&packet, now);
-        self.hear(now, port, heard);
+        let taken = self.hear(now, port, heard);
         match route {
+            // Refused for an implausible barrier: `classify` dropped it, `hear` counted it.
+            Route::Consume | Route::Drop if !taken => {}
             Route::Consume => {
                 self.counters.beacons_received += 1;
                 self.propagate();
@@ -972,6 +1014,7 @@ impl Hints for Switch {
     }
 }
 
+mod plausible;
 mod recovery;
 mod registers;
 

@@ -20,6 +20,7 @@ fn switch(topology: Topology, id: usize) -> Switch {
         dead_after_intervals: 10,
         ecmp_seed: 3,
         promise_lead: Duration::ZERO,
+        time_ahead_max: crate::plausible::TIME_AHEAD_MAX,
     };
     Switch::new(id, &wiring, routes, config, t(0))
 }
@@ -685,7 +686,7 @@ fn reported_down_lists_dead_inputs_until_they_are_heard_again() {
 fn reported(s: &mut Switch) -> Option<InputReport> {
     std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
         SwitchEvent::InputDown(r) => Some(r),
-        SwitchEvent::InputHeard(_) => None,
+        _ => None,
     })
 }
 
@@ -693,7 +694,7 @@ fn reported(s: &mut Switch) -> Option<InputReport> {
 fn heard(s: &mut Switch) -> Option<PortId> {
     std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
         SwitchEvent::InputHeard(port) => Some(port),
-        SwitchEvent::InputDown(_) => None,
+        _ => None,
     })
 }
 
@@ -751,6 +752,94 @@ fn every_routed_packet_passes_the_source_check_at_every_hop() {
             }
         }
     }
+}
+
+/// The next report of implausible barriers; events of other kinds before it are passed over.
+fn implausible(s: &mut Switch) -> Option<ImplausibleReport> {
+    std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
+        SwitchEvent::Implausible(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// Issue 42: one forged beacon pinned an input's register far in the future; later barriers
+/// of the link were ignored as regressions and the half's minimum moved without it. A barrier
+/// (best-effort or commit) further ahead of the switch's clock than `promise_lead +
+/// time_ahead_max` is refused: no register update, not forwarded, counted, reported once.
+#[test]
+fn a_barrier_implausibly_far_ahead_is_refused_counted_and_reported() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let max = s.config.time_ahead_max.as_nanos();
+    let now = 1_000_000;
+    pass(&mut s, now, 1, beacon(now));
+    pass(&mut s, now, 2, beacon(now));
+    // At the bound: a correct sender's, taken.
+    pass(&mut s, now, 0, beacon(now + max));
+    assert_eq!(
+        s.inputs(t(now)).find(|r| r.port == 0).unwrap().barrier,
+        t(now + max)
+    );
+    // Past it, as a beacon, as data, and in the commit lane alone: refused.
+    let forged = now + max + 1_000_000_000;
+    assert_eq!(pass(&mut s, now, 0, beacon(forged)).0, Route::Drop);
+    let (route, _) = pass(&mut s, now, 0, frame(Opcode::Data, 0, 2, now, forged));
+    assert_eq!(route, Route::Drop, "not forwarded");
+    let commit_only = Repr::beacon(t(now).to_wire(), t(forged).to_wire(), 0).to_vec();
+    assert_eq!(pass(&mut s, now, 0, commit_only).0, Route::Drop);
+    let r = s.inputs(t(now)).find(|r| r.port == 0).unwrap();
+    assert_eq!((r.barrier, r.commit_barrier), (t(now + max), t(now + max)));
+    let c = s.counters();
+    assert_eq!((c.barrier_implausible, c.no_route, c.beacons_received), (3, 0, 3));
+    assert_eq!(
+        implausible(&mut s),
+        Some(ImplausibleReport {
+            port: 0,
+            ahead_ns: forged - now,
+            refused: 3
+        })
+    );
+    assert_eq!(implausible(&mut s), None, "one report for the burst");
+    // The link's real barriers go on rising: none is taken as a regression.
+    pass(&mut s, now + max + 1, 0, beacon(now + max + 1));
+    assert_eq!(s.counters().barrier_regressions, 0);
+    // Refusals within the report interval are summed into the next report.
+    let later = now + crate::plausible::REPORT_INTERVAL.as_nanos();
+    pass(&mut s, now + 1, 0, beacon(forged));
+    assert_eq!(implausible(&mut s), None);
+    pass(&mut s, later, 0, beacon(forged + later));
+    let r = implausible(&mut s).unwrap();
+    assert_eq!((r.port, r.refused), (0, 2));
+    s.invariants();
+}
+
+/// Hosts promise their barriers `promise_lead` ahead of their clocks: the bound is that much
+/// higher, and a forged frame keeps no dead link alive.
+#[test]
+fn the_bound_adds_the_promise_lead_and_a_refused_frame_proves_nothing_alive() {
+    let mut s = switch(Topology::single_switch(2).unwrap(), 0);
+    s.config.promise_lead = Duration::from_millis(5);
+    s.config.time_ahead_max = Duration::from_millis(1);
+    let now = 2_000_000;
+    // The switch's first tick, late since it started at 0, excuses the gap as its own stall.
+    s.handle_timeout(t(now));
+    pass(&mut s, now, 1, beacon(now));
+    pass(&mut s, now, 0, beacon(now + 6_000_000));
+    assert_eq!(s.counters().barrier_implausible, 0);
+    pass(&mut s, now, 0, beacon(now + 6_000_001));
+    assert_eq!(s.counters().barrier_implausible, 1);
+    // Silent but for forged beacons: the link dies all the same.
+    let dead_after = s.config.dead_after().as_nanos();
+    for k in 1..=dead_after / 1_000 + 1 {
+        let at = now + k * 1_000;
+        pass(&mut s, at, 1, beacon(at));
+        pass(&mut s, at, 0, beacon(at + 6_000_001));
+        s.handle_timeout(t(at));
+    }
+    assert_eq!(
+        s.inputs(t(now)).find(|r| r.port == 0).unwrap().state,
+        InputState::Dead
+    );
+    s.invariants();
 }
 
 /// A leaf of `leaf_spine(2, 1, 2)` (ports 0, 1: processes; port 2: up to the spine) whose
