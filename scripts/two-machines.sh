@@ -182,7 +182,7 @@ sum_counter() {
   cat "$work"/status/*.json | grep -o "\"$1\": *[0-9]*" | awk -F: '{ s += $2 } END { print s + 0 }'
 }
 if [ "$loss" != 0 ] || [ "$corrupt" != 0 ]; then
-  echo "datagrams dropped by injection: $(sum_counter injected_losses), corrupted: $(sum_counter injected_corruptions), refused as malformed or unauthenticated: $(sum_counter malformed)"
+  echo "datagrams dropped by injection: $(sum_counter injected_losses), corrupted: $(sum_counter injected_corruptions), refused as malformed: $(sum_counter malformed), with a bad tag: $(sum_counter bad_tag)"
   if [ "$loss" != 0 ] && [ "$(sum_counter injected_losses)" -eq 0 ]; then
     echo "no datagram was dropped: the injection did not run"
     failed=1

@@ -296,6 +296,7 @@ fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
     a.beacons_received += b.beacons_received;
     a.malformed += b.malformed;
     a.no_route += b.no_route;
+    a.spoofed_source += b.spoofed_source;
     a.barrier_regressions += b.barrier_regressions;
     a.links_removed += b.links_removed;
     a.links_joined += b.links_joined;

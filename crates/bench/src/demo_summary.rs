@@ -52,6 +52,8 @@ pub struct Summary {
     pub oversized_drops: u64,
     pub links_removed: u64,
     pub malformed: u64,
+    /// Packets switches dropped as sent in another process's name (docs/wire.md, "Sources").
+    pub spoofed_sources: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
     pub events_checked: usize,
@@ -197,6 +199,7 @@ pub fn summarize(
         oversized_drops: ordered.endpoint.oversized,
         links_removed: ordered.switch.links_removed,
         malformed: ordered.endpoint.malformed + ordered.switch.malformed,
+        spoofed_sources: ordered.switch.spoofed_source,
         reorder_bytes_peak: ordered.reorder_bytes_peak,
         reorder_messages_peak: ordered.reorder_messages_peak,
         events_checked,

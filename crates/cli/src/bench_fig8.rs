@@ -29,6 +29,10 @@ pub struct Fig8Args {
     /// one build spread 0.6-1.4 on a bad day; a median of three still swung 0.8-1.0)
     #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
     ratio_pairs: usize,
+    /// udp runtime: pairs of 1pipe-be runs at the most processes with and without
+    /// authentication, alternating which goes first: what authentication costs (0 skips them)
+    #[arg(long, default_value_t = 0)]
+    auth_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     limit_seconds: f64,
@@ -56,6 +60,8 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
         datagram_bytes: args.rt.datagram_bytes,
         udp_threads: args.rt.udp_threads,
         udp_window_datagrams: args.rt.udp_window_datagrams,
+        insecure_no_auth: args.rt.insecure_no_auth,
+        auth_pairs: args.auth_pairs,
         ratio_pairs: args.ratio_pairs,
         limit_seconds: args.limit_seconds,
         beacon_interval_us: args.barrier.beacon_interval_us,
@@ -122,6 +128,17 @@ fn print_report(r: &Fig8Report) {
         println!(
             "  at {} processes: unordered / raw datagrams x{:.2}, unordered / raw packed x{:.2}",
             u.processes, u.unordered_to_raw_datagrams, u.unordered_to_raw_packed
+        );
+    }
+    if let Some(c) = &r.auth_cost {
+        let pairs: Vec<String> = c.ratios.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "  1pipe-be authenticated / not at {} processes: throughput x{:.2}, the median of {} pairs ({}); p50 latency x{:.2}",
+            c.processes,
+            c.median,
+            c.ratios.len(),
+            pairs.join(", "),
+            c.latency_p50_median
         );
     }
     if let Some(c) = &r.ordering_cost {

@@ -206,7 +206,12 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     }
     if args.rt.runtime == RuntimeKind::Udp {
         let threads = udp_threads(args.rt.udp_threads);
-        let udp = udp_config(args.rt.datagram_bytes, threads, args.rt.udp_window_datagrams)?;
+        let udp = udp_config(
+            args.rt.datagram_bytes,
+            threads,
+            args.rt.udp_window_datagrams,
+            args.rt.insecure_no_auth,
+        )?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());

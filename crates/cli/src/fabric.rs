@@ -3,7 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::{DeadAfterFlag, TimeAheadFlag};
+use crate::flags::{DeadAfterFlag, KeyFlags, TimeAheadFlag};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -41,6 +41,8 @@ pub struct FabricArgs {
     #[command(flatten)]
     pub dead: DeadAfterFlag,
     #[command(flatten)]
+    pub key: KeyFlags,
+    #[command(flatten)]
     pub time_ahead: TimeAheadFlag,
 }
 
@@ -62,6 +64,7 @@ impl FabricArgs {
             } else {
                 UdpConfig::default().idle
             },
+            auth: self.key.auth(&o.topology)?,
             ..UdpConfig::default()
         };
         Ok(o)
@@ -83,6 +86,7 @@ impl FabricArgs {
         if self.busy_poll {
             v.push("--busy-poll".into());
         }
+        v.extend(self.key.to_cli());
         v
     }
 }
@@ -419,9 +423,11 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
     up_inner(args).map_err(|e| e.to_string())
 }
 
-fn up_inner(args: UpArgs) -> Res<ExitCode> {
+fn up_inner(mut args: UpArgs) -> Res<ExitCode> {
     let topology = load(&args.topology)?;
     let options = args.fabric.options(topology.clone())?;
+    // The key was found or made above: every child reads that file, whatever its environment.
+    args.fabric.key.pin(&topology);
     let plan = UpPlan {
         topology_file: args.topology.clone(),
         topology: topology.clone(),

@@ -5,6 +5,7 @@
 use crate::demo::RuntimeKind;
 use clap::Args;
 use onepipe_fabric::Topology;
+use onepipe_runtime::udp::auth::Auth;
 use std::path::PathBuf;
 
 /// `--json`.
@@ -43,6 +44,47 @@ pub struct DeadAfterFlag {
     pub dead_after_intervals: Option<u32>,
 }
 
+/// How a udp fabric's datagrams are authenticated: `--key-file` and `--insecure-no-auth`
+/// (`up`, `switch`, `controller`; docs/udp.md, "Authentication").
+#[derive(Args, Clone, Debug)]
+pub struct KeyFlags {
+    /// The fabric's key file [default: $ONEPIPE_KEY_FILE, else the topology's `key_file`, else
+    /// a key made for the topology in this user's private directory]
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Send and take datagrams without authentication: anyone who can send to the fabric's
+    /// addresses can then forge its traffic (barriers, acknowledgements, controller orders)
+    #[arg(long, conflicts_with = "key_file")]
+    pub insecure_no_auth: bool,
+}
+
+impl KeyFlags {
+    /// The fabric's keys (made if none is named and none was made before), or none if asked.
+    pub fn auth(&self, topology: &Topology) -> Result<Auth, String> {
+        onepipe::keys::fabric_auth(topology, self.key_file.as_deref(), self.insecure_no_auth)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Names the key file these flags resolve to, so that processes started with them read
+    /// that file whatever their environment.
+    pub fn pin(&mut self, topology: &Topology) {
+        if !self.insecure_no_auth {
+            self.key_file = Some(onepipe::keys::key_source(topology, self.key_file.as_deref()).path);
+        }
+    }
+
+    pub fn to_cli(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(path) = &self.key_file {
+            v.push(format!("--key-file={}", path.display()));
+        }
+        if self.insecure_no_auth {
+            v.push("--insecure-no-auth".into());
+        }
+        v
+    }
+}
+
 /// How 1Pipe's hosts keep barriers moving on a real runtime: `--beacon-interval-us` and
 /// `--promise-lead-us` (`demo`, `bench fig8`).
 #[derive(Args, Clone, Copy, Debug)]
@@ -76,6 +118,10 @@ pub struct RuntimeFlags {
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
     #[arg(long, default_value_t = 16, value_parser = crate::bounds::int::<usize>(2..=crate::bounds::PACKETS_MAX))]
     pub udp_window_datagrams: usize,
+    /// udp runtime: datagrams without authentication (by default each carries a tag under a
+    /// key made for the run; docs/udp.md, "Authentication")
+    #[arg(long)]
+    pub insecure_no_auth: bool,
 }
 
 /// Which fabric a run builds: `--topology`, `--topology-file`, `--processes-per-host`

@@ -131,6 +131,10 @@ fn print(i: &Inspection, stall_ms: f64) {
             s.unknown_protocol
         );
         println!(
+            "  authentication: unauthenticated {}, bad tags {}, stale epochs {}, spoofed sources {}; peers restarted {} (their waiting datagrams dropped {})",
+            k.unauthenticated, k.bad_tag, k.stale_epoch, s.spoofed_source, k.resyncs, k.restart_dropped
+        );
+        println!(
             "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",
             "port", "peer", "state", "barrier lag ms", "commit lag ms", "silent ms", "clock ahead us"
         );

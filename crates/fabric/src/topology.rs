@@ -77,6 +77,10 @@ pub struct Topology {
     pub links: Vec<LinkSpec>,
     /// Files with a `[controller]` table; presets have none.
     pub controller: Option<ControllerSpec>,
+    /// The fabric's key file (`key_file = "..."`, relative to the topology file): the keys
+    /// that authenticate every udp datagram (docs/udp.md, "Authentication"). `None`: the
+    /// environment's `ONEPIPE_KEY_FILE`, or a key made for the topology.
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// What is wrong with a topology; each names the offending element.
@@ -153,6 +157,7 @@ struct FileTopology {
     #[serde(default)]
     link: Vec<FileLink>,
     controller: Option<FileController>,
+    key_file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -400,7 +405,13 @@ impl Topology {
         let bytes = std::fs::metadata(path).map_err(io)?.len();
         limit("bytes in the topology file", u128::from(bytes), FILE_BYTES_MAX)?;
         let text = std::fs::read_to_string(path).map_err(io)?;
-        Topology::from_toml(&text)
+        let mut t = Topology::from_toml(&text)?;
+        // A key file named in the topology is found from the topology file, wherever the
+        // command runs.
+        if let (Some(key), Some(dir)) = (&t.key_file, path.parent()) {
+            t.key_file = Some(dir.join(key));
+        }
+        Ok(t)
     }
 
     /// Parses and validates a TOML topology (format in docs/topology.md).
@@ -479,6 +490,7 @@ impl Topology {
             hosts,
             links,
             controller: file.controller.map(FileController::spec).transpose()?,
+            key_file: file.key_file.map(Into::into),
         };
         t.assign_layers()?;
         for (i, declared) in declared_layers.into_iter().enumerate() {
@@ -665,6 +677,7 @@ impl Builder {
                 hosts: Vec::new(),
                 links: Vec::new(),
                 controller: None,
+                key_file: None,
             },
         }
     }
@@ -785,6 +798,25 @@ mod tests {
         assert!(message("etcd = \"http://\"").contains("expected http://HOST:PORT"));
         assert!(message("replicas = -1").contains("invalid topology file"));
         assert!(message("etcd = 5").contains("invalid topology file"));
+    }
+
+    #[test]
+    fn a_key_file_is_found_from_the_topology_file() {
+        let dir = std::env::temp_dir().join(format!("onepipe-topology-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.toml");
+        std::fs::write(&path, format!("key_file = \"keys/fabric.key\"\n{GOOD}")).unwrap();
+        let t = Topology::from_file(&path).unwrap();
+        assert_eq!(t.key_file, Some(dir.join("keys/fabric.key")));
+        std::fs::write(&path, format!("key_file = \"/etc/onepipe.key\"\n{GOOD}")).unwrap();
+        let t = Topology::from_file(&path).unwrap();
+        assert_eq!(
+            t.key_file,
+            Some("/etc/onepipe.key".into()),
+            "an absolute path stays"
+        );
+        assert_eq!(Topology::from_toml(GOOD).unwrap().key_file, None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub struct SwitchStatus {
     /// Frames on the management port that were not control messages for this switch.
     #[serde(default)]
     pub control_malformed: u64,
+    /// Packets in another process's name than their input port allows (dropped).
+    #[serde(default)]
+    pub spoofed_source: u64,
     pub links_removed: u64,
     /// Frames refused for a barrier implausibly far ahead of the switch's clock
     /// (docs/ordering.md, "Implausible time").
@@ -256,6 +259,7 @@ impl SwitchStatus {
             malformed: c.malformed,
             unknown_protocol: dropped.unknown_protocol + dropped.empty,
             control_malformed: 0,
+            spoofed_source: c.spoofed_source,
             links_removed: c.links_removed,
             barrier_implausible: c.barrier_implausible,
             socket: socket.snapshot(),

@@ -72,7 +72,7 @@ pub struct UdpOptions {
     pub beacon_interval: Duration,
     pub dead_after_intervals: u32,
     /// The largest frame an endpoint sends (header included); longer messages are fragmented.
-    /// The default, [`PATH_FRAME_BYTES_MAX`] (1218), fits in a datagram on any path between
+    /// The default, [`PATH_FRAME_BYTES_MAX`] (1182), fits in a datagram on any path between
     /// machines, down to IPv6's minimum MTU: a frame no datagram of some path could carry
     /// would be dropped there on every retransmission.
     pub mtu_bytes: usize,
@@ -156,13 +156,16 @@ pub enum UdpSystemError {
     TooManyNodes(usize),
     #[error(
         "process {process}: its switch at {tor} did not answer within {waited_ms} ms; is the \
-         fabric up (`onepipe up`)?"
+         fabric up (`onepipe up`), and does this process have its key (docs/udp.md, \
+         \"Authentication\")?"
     )]
     NoAnswer {
         process: u32,
         tor: std::net::SocketAddr,
         waited_ms: u64,
     },
+    #[error(transparent)]
+    Key(#[from] onepipe_runtime::udp::auth::KeyError),
     #[error("process {process}: its endpoint thread stopped while joining (a bug: see its panic above)")]
     EndpointStopped { process: u32 },
 }

@@ -178,6 +178,9 @@ pub struct SwitchCounters {
     /// Frames with no way on: no route, or their output leads to a port cut on the
     /// controller's order.
     pub no_route: u64,
+    /// Packets whose source could not have sent them in on their input port
+    /// ([`Switch::source_matches`]): a process speaking in another's name.
+    pub spoofed_source: u64,
     /// A packet whose barrier was below the register of its link (a FIFO or upstream bug).
     pub barrier_regressions: u64,
     pub links_removed: u64,
@@ -673,6 +676,21 @@ impl Switch {
         }
     }
 
+    /// Whether a packet from process `src` may come in on `port`: the reverse path check of
+    /// routers (RFC 3704's strict mode) against this switch's own routes. A process hangs on
+    /// one port of its ToR, which is where the ToR routes to it; upstream, the port must be one
+    /// this switch would send toward the source. So a process can send data, ACKs, NAKs and
+    /// recalls only in its own name: 1Pipe's receivers and senders act on the source a packet
+    /// names (an ACK releases the named sender's buffer, a NAK fails its send). Beacons are
+    /// not checked: they name no source and speak only for their link.
+    pub fn source_matches(&self, port: PortId, src: u32) -> bool {
+        match self.routes.next_hops(src) {
+            Ok(NextHops::Local(p)) => p == port,
+            Ok(NextHops::Ecmp(choices)) => choices.contains(&port),
+            Err(_) => false,
+        }
+    }
+
     fn choose_output(&self, in_port: usize, packet: &Packet<&[u8]>) -> Result<usize, NoRoute> {
         let hops = self.routes.next_hops(packet.dst())?;
         // Per-packet spraying: any choice keeps ordering correct, since barriers only need
@@ -800,6 +818,9 @@ impl Node for Switch {
         match Opcode::from_u8(packet.opcode_raw()) {
             Some(Opcode::Beacon) => Route::Consume,
             Some(Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack) => {
+                if !self.source_matches(port, packet.src()) {
+                    return Route::Drop;
+                }
                 match self.choose_output(port as usize, &packet) {
                     // Nothing reaches a cut neighbour: a quarantined process must not hear
                     // commit barriers before it recovers.
@@ -838,6 +859,9 @@ impl Node for Switch {
             Route::Consume => {
                 self.counters.beacons_received += 1;
                 self.propagate();
+            }
+            Route::Drop if !self.source_matches(port as PortId, packet.src()) => {
+                self.counters.spoofed_source += 1
             }
             Route::Drop => self.counters.no_route += 1,
             Route::Forward(out) => {

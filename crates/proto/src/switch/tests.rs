@@ -83,6 +83,55 @@ fn packet_from_above_is_never_sent_up() {
     assert_eq!(route, Route::Forward(0));
 }
 
+/// A process speaks only in its own name (docs/wire.md, "Sources"): a packet whose source is
+/// not behind its input port, as this switch's routes see it, is dropped and counted, so no
+/// process can send data, ACKs, NAKs or recalls as another. Its beacon still counts for its
+/// own link.
+#[test]
+fn a_packet_in_another_processs_name_is_dropped_and_counted() {
+    // leaf0: ports 0-3 = processes 0-3 (two hosts of two processes); port 4 = up to the spine.
+    let topology = Topology::leaf_spine(2, 1, 2).unwrap();
+    let wiring = Wiring::new(topology, 2).unwrap();
+    let routes = routing::build(&wiring).unwrap().swap_remove(0);
+    let mut leaf = Switch::new(0, &wiring, routes, SwitchConfig::default(), t(0));
+    // (An ACK needs a payload to be well formed; classify routes it like these.)
+    for opcode in [Opcode::Data, Opcode::Nak, Opcode::Prepare] {
+        // Process 1 (port 1) in the name of process 0, its neighbour on the same host.
+        let (route, _) = pass(&mut leaf, 10, 1, frame(opcode, 0, 2, 10, 10));
+        assert_eq!(route, Route::Drop, "{opcode:?}");
+        // From above, in the name of a process below this switch.
+        let (route, _) = pass(&mut leaf, 10, 4, frame(opcode, 3, 0, 10, 10));
+        assert_eq!(route, Route::Drop, "{opcode:?}");
+    }
+    let c = leaf.counters();
+    assert_eq!((c.spoofed_source, c.no_route, c.malformed), (6, 0, 0), "{c:?}");
+    // In its own name, locally and up; and a remote process's packet from above.
+    assert_eq!(
+        pass(&mut leaf, 11, 1, frame(Opcode::Data, 1, 2, 11, 11)).0,
+        Route::Forward(2)
+    );
+    assert_eq!(
+        pass(&mut leaf, 11, 3, frame(Opcode::Ack, 3, 5, 11, 11)).0,
+        Route::Forward(4)
+    );
+    assert_eq!(
+        pass(&mut leaf, 11, 4, frame(Opcode::Nak, 6, 0, 11, 11)).0,
+        Route::Forward(0)
+    );
+    assert_eq!(leaf.counters().spoofed_source, 6);
+    assert_eq!(
+        leaf.classify(t(12), 1, &frame(Opcode::Ack, 0, 2, 12, 12)),
+        Route::Drop
+    );
+    // The spine takes process 0's packet from leaf0 only.
+    let wiring = Wiring::new(Topology::leaf_spine(2, 1, 2).unwrap(), 2).unwrap();
+    let routes = routing::build(&wiring).unwrap().swap_remove(2);
+    let spine = Switch::new(2, &wiring, routes, SwitchConfig::default(), t(0));
+    assert!(spine.source_matches(0, 0) && !spine.source_matches(1, 0));
+    assert!(spine.source_matches(1, 7) && !spine.source_matches(0, 7));
+    assert!(!spine.source_matches(0, 99), "no such process");
+}
+
 /// One switch, three processes; ports 0 and 1 beacon every interval, port 2 never speaks.
 fn switch_with_port_2_silent_for_12_intervals() -> Switch {
     let mut s = switch(Topology::single_switch(3).unwrap(), 0);
@@ -647,6 +696,62 @@ fn heard(s: &mut Switch) -> Option<PortId> {
         SwitchEvent::InputHeard(port) => Some(port),
         _ => None,
     })
+}
+
+/// Every way a packet can take through the fabric passes the source check at every hop: the
+/// check drops no packet that routing itself would send (paper testbed, a leaf-spine with
+/// several processes per host, and a fat tree).
+#[test]
+fn every_routed_packet_passes_the_source_check_at_every_hop() {
+    for (topology, pph) in [
+        (Topology::paper_testbed(), 1),
+        (Topology::leaf_spine(3, 2, 2).unwrap(), 2),
+        (Topology::fat_tree(4).unwrap(), 1),
+    ] {
+        let wiring = Wiring::new(topology, pph).unwrap();
+        let tables = routing::build(&wiring).unwrap();
+        let switches: Vec<Switch> = (0..wiring.switch_count())
+            .map(|i| Switch::new(i, &wiring, tables[i].clone(), SwitchConfig::default(), t(0)))
+            .collect();
+        let processes = wiring.process_count() as u32;
+        for src in 0..processes {
+            for dst in (0..processes).filter(|&d| d != src) {
+                // Every (switch, input port) a packet from src to dst can reach.
+                let first = wiring.processes[src as usize];
+                let mut frontier = vec![(first.tor, first.tor_port)];
+                let mut seen = std::collections::HashSet::new();
+                while let Some((at, port)) = frontier.pop() {
+                    if !seen.insert((at, port)) {
+                        continue;
+                    }
+                    let s = &switches[at];
+                    assert!(
+                        s.source_matches(port, src),
+                        "switch {at} port {port}: {src} -> {dst}"
+                    );
+                    let packet = crate::test_packets::packet(Opcode::Data, src, dst, 1, 5, 5, (0, 1), &[]);
+                    let Route::Forward(out) = s.classify(t(1), port, &packet) else {
+                        panic!("switch {at} drops {src} -> {dst} from port {port}");
+                    };
+                    // Every ECMP choice, not just the one this packet's hash takes.
+                    let hops = match tables[at].next_hops(dst).unwrap() {
+                        routing::NextHops::Local(p) => vec![p],
+                        routing::NextHops::Ecmp(c) => c.to_vec(),
+                    };
+                    let from_above = wiring.switch_ports[at][port as usize].direction == PortDirection::Up;
+                    for out in hops.into_iter().chain([out]) {
+                        let spec = wiring.switch_ports[at][out as usize];
+                        if from_above && spec.direction == PortDirection::Up {
+                            continue;
+                        }
+                        if let Peer::Switch { switch, port } = spec.peer {
+                            frontier.push((switch, port));
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The next report of implausible barriers; events of other kinds before it are passed over.

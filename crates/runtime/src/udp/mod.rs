@@ -14,6 +14,7 @@
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
 pub mod answers;
+pub mod auth;
 mod counters;
 pub mod datagram;
 pub mod inject;
@@ -28,9 +29,10 @@ use send::{enqueue, path_datagram_bytes, port_datagram_bytes, send, try_send};
 
 use crate::inproc::Clock;
 use answers::LinkAnswers;
-use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
+use auth::Auth;
+use datagram::{DatagramError, HEADER_LEN, Header, Packer, frame_at};
 use inject::{Fate, InjectConfig, Injector};
-use link::{Arrival, Parked, ReceiveWindow, SendWindow};
+use link::{Arrival, Parked, PeerRun, ReceiveWindow, RunFit, SendWindow};
 use onepipe_fabric::hash::mix64;
 use onepipe_fabric::node::{FRAME_MAX, Node, PortId, Route};
 use onepipe_fabric::wiring::Wiring;
@@ -57,6 +59,8 @@ pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// The least credit window a link gets, in datagrams, however many links share a socket.
 const WINDOW_MIN_DATAGRAMS: usize = 2;
+/// How often a running node looks whether its key file changed (a key rotation).
+const KEY_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// What a node does when a pass found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +91,11 @@ pub struct UdpConfig {
     pub window_datagrams_max: usize,
     /// Loss and corruption injected into what the node receives (tests; none by default).
     pub inject: InjectConfig,
+    /// How datagrams are authenticated (docs/udp.md, "Authentication"). The default is a
+    /// fresh random key: right for a fabric whose nodes all take this configuration in one
+    /// process ([`local::LocalFabric`]); nodes in separate processes must be given the
+    /// fabric's key (`onepipe::keys::fabric_auth`).
+    pub auth: Auth,
 }
 
 impl Default for UdpConfig {
@@ -98,6 +107,8 @@ impl Default for UdpConfig {
             threads: None,
             window_datagrams_max: 16,
             inject: InjectConfig::default(),
+            // Fails only if the OS has no random source, where std's HashMap panics too.
+            auth: Auth::generate().expect("the OS random source"),
         }
     }
 }
@@ -149,6 +160,11 @@ struct Port {
     packer: Packer,
     send: SendWindow,
     recv: ReceiveWindow,
+    /// The peer's run this link hears.
+    run: PeerRun,
+    /// The peer sent a datagram meant for an earlier run of this node: it must hear this
+    /// run's epoch, in a datagram of its own if nothing else goes to it soon.
+    announce_due: bool,
 }
 
 impl Port {
@@ -210,10 +226,22 @@ impl RecvBufs {
     }
 }
 
+/// What every datagram a node sends is stamped and signed with.
+pub(crate) struct Sealing {
+    /// This node's run: its start, in ns since 1970.
+    epoch: u64,
+    auth: Auth,
+}
+
 /// Drives one node over one UDP socket.
 pub struct UdpDriver {
     socket: UdpSocket,
     state: quinn_udp::UdpSocketState,
+    /// Where the socket listens, as its neighbours address it: what received tags cover.
+    local: SocketAddr,
+    sealing: Sealing,
+    /// When to look at the key file again ([`KEY_CHECK_PERIOD`]).
+    key_check_at: Instant,
     ports: Vec<Port>,
     by_addr: HashMap<SocketAddr, PortId>,
     config: UdpConfig,
@@ -256,9 +284,16 @@ impl UdpDriver {
         let _ = sock.set_recv_buffer_size(config.socket_buffer_bytes);
         let _ = sock.set_send_buffer_size(config.socket_buffer_bytes);
         let state = quinn_udp::UdpSocketState::new((&socket).into())?;
+        let local = canonical(socket.local_addr()?);
         Ok(UdpDriver {
             socket,
             state,
+            local,
+            sealing: Sealing {
+                epoch: start_epoch(),
+                auth: config.auth.clone(),
+            },
+            key_check_at: Instant::ZERO,
             ports: Vec::new(),
             by_addr: HashMap::new(),
             config: config.clone(),
@@ -275,10 +310,9 @@ impl UdpDriver {
         self.by_addr.clear();
         self.answers = std::sync::Arc::new(LinkAnswers::new(ports.len()));
         let window = self.receive_window(ports.iter().flatten().count());
-        // A random first sequence number per start, so that a peer can tell a restart.
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        // A random first sequence number per start: a limit granted to an earlier run then
+        // falls far from this run's numbers.
+        let nonce = start_epoch();
         let local = self.socket.local_addr().map_or(0, |a| a.port() as u64);
         self.ports = ports
             .iter()
@@ -297,6 +331,8 @@ impl UdpDriver {
                     packer: Packer::new(port_datagram_bytes(self.config.datagram_bytes_max, path)),
                     send: SendWindow::new(initial_seq),
                     recv: ReceiveWindow::new(window),
+                    run: PeerRun::default(),
+                    announce_due: false,
                 }
             })
             .collect();
@@ -400,6 +436,7 @@ impl UdpDriver {
     /// Runs one pass of `node` with the frames already received: waiting frames, timers,
     /// frames the node originates, and datagrams out. Returns whether anything happened.
     fn work<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
+        self.check_keys(now, counters);
         let mut worked = self.drain_inboxes(node, now, counters);
         if node.poll_timeout().is_some_and(|t| t <= now) {
             node.handle_timeout(now);
@@ -420,6 +457,31 @@ impl UdpDriver {
             self.set_overdraft(0);
         }
         worked
+    }
+
+    /// Takes the keys of a key file that changed (a rotation, docs/udp.md); keeps the old
+    /// ones, and counts, if the new file cannot be read.
+    fn check_keys(&mut self, now: Instant, counters: &UdpCounters) {
+        if now < self.key_check_at {
+            return;
+        }
+        self.key_check_at = now + KEY_CHECK_PERIOD;
+        let Auth::Keys(ring) = &self.sealing.auth else {
+            return;
+        };
+        match ring.reloaded() {
+            None => {}
+            Some(Ok(ring)) => {
+                self.sealing.auth = Auth::Keys(std::sync::Arc::new(ring));
+                UdpCounters::add(&counters.key_reloads, 1);
+            }
+            Some(Err(_)) => UdpCounters::add(&counters.key_reload_errors, 1),
+        }
+    }
+
+    /// This node's run, as its datagrams name it.
+    pub fn epoch(&self) -> u64 {
+        self.sealing.epoch
     }
 
     fn set_overdraft(&mut self, datagrams: u32) {
@@ -522,11 +584,36 @@ impl UdpDriver {
         counters: &UdpCounters,
     ) {
         UdpCounters::add(&counters.datagrams_in, 1);
-        let Ok(header) = parse_header(datagram) else {
-            UdpCounters::add(&counters.malformed, 1);
-            return;
+        let (header, datagram) = match datagram::open(datagram, &self.sealing.auth, self.local) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let counter = match e {
+                    DatagramError::Malformed => &counters.malformed,
+                    DatagramError::Unauthenticated => &counters.unauthenticated,
+                    DatagramError::BadTag => &counters.bad_tag,
+                };
+                return UdpCounters::add(counter, 1);
+            }
         };
         let p = &mut self.ports[port as usize];
+        if !link::meant_for(self.sealing.epoch, header.peer_epoch, header.sent_at_ns) {
+            // For an earlier run of ours, or sent before this one started (a replay): it says
+            // nothing to this run, not even which run of the peer is current.
+            p.announce_due = true;
+            return UdpCounters::add(&counters.stale_epoch, 1);
+        }
+        match p.run.observe(header.epoch) {
+            RunFit::Same | RunFit::First => {}
+            RunFit::Old => return UdpCounters::add(&counters.stale_epoch, 1),
+            RunFit::Restarted => {
+                // Reported (counted, and shown by `onepipe inspect`): the peer's earlier run
+                // is gone, with what of it still waited here.
+                let dropped = p.recv.restart();
+                p.send.on_peer_restart(now);
+                UdpCounters::add(&counters.resyncs, 1);
+                UdpCounters::add(&counters.restart_dropped, dropped as u64);
+            }
+        }
         if let Some(limit) = header.limit {
             if p.send.on_limit(limit, now) {
                 self.answers.mark(port);
@@ -540,11 +627,6 @@ impl UdpDriver {
             Arrival::Take { lost } => UdpCounters::add(&counters.lost, lost as u64),
             Arrival::Reordered => return UdpCounters::add(&counters.reordered, 1),
             Arrival::Overrun => return UdpCounters::add(&counters.overrun, 1),
-            Arrival::Resync { dropped } => {
-                p.send.on_peer_restart(now);
-                UdpCounters::add(&counters.resyncs, 1);
-                UdpCounters::add(&counters.overrun, dropped as u64);
-            }
         }
         if !p.recv.inbox.is_empty() {
             // Earlier datagrams of this link are waiting: this one waits behind them.
@@ -610,7 +692,16 @@ impl UdpDriver {
                     node.mark_congestion(f);
                     UdpCounters::add(&counters.ecn_marked, 1);
                 }
-                enqueue(&mut self.ports, out, f, &self.socket, &self.state, now, counters);
+                enqueue(
+                    &mut self.ports,
+                    out,
+                    f,
+                    &self.socket,
+                    &self.state,
+                    &self.sealing,
+                    now,
+                    counters,
+                );
             }
             at = next;
         }
@@ -653,7 +744,7 @@ impl UdpDriver {
         let mut worked = false;
         for port in 0..self.ports.len() {
             // The largest frame this port's datagrams (cut to its path) can carry.
-            let frame_max = self.ports[port].packer.capacity() - HEADER_LEN - 2;
+            let frame_max = self.ports[port].packer.frame_max();
             for _ in 0..budget {
                 if !self.ports[port].has_room(frame_max) {
                     break;
@@ -669,6 +760,7 @@ impl UdpDriver {
                     frame,
                     &self.socket,
                     &self.state,
+                    &self.sealing,
                     now,
                     counters,
                 );
@@ -678,27 +770,55 @@ impl UdpDriver {
     }
 
     /// Sends each port's datagram if its window allows (or a probe is due), then the credits
-    /// that did not ride on one.
+    /// that did not ride on one, and the announcements owed to peers that named an earlier
+    /// run of this node.
     fn flush(&mut self, now: Instant, counters: &UdpCounters) -> bool {
         let mut worked = false;
         for p in &mut self.ports {
             if p.send.is_open() || p.send.should_probe(now) {
-                worked |= send(p, &self.socket, &self.state, now, counters);
+                worked |= send(p, &self.socket, &self.state, &self.sealing, now, counters);
             }
-            if let (Some(peer), true) = (p.peer, p.recv.credit_due()) {
-                let limit = p
-                    .recv
-                    .report()
-                    .expect("a credit is due only once the limit is known");
-                let contents = datagram::credit(limit);
-                if try_send(&self.socket, &self.state, peer, &contents).is_ok() {
-                    UdpCounters::add(&counters.credits_out, 1);
-                }
-                worked = true;
+            let Some(peer) = p.peer else {
+                continue;
+            };
+            let credit_due = p.recv.credit_due();
+            if !credit_due && !p.announce_due {
+                continue;
             }
+            let header = Header {
+                epoch: self.sealing.epoch,
+                peer_epoch: p.run.epoch(),
+                sent_at_ns: wall_clock_ns(),
+                seq: None,
+                limit: if credit_due { p.recv.report() } else { None },
+            };
+            let (contents, len) = datagram::control(&header, &self.sealing.auth, peer);
+            if try_send(&self.socket, &self.state, peer, &contents[..len]).is_ok() {
+                let counter = match credit_due {
+                    true => &counters.credits_out,
+                    false => &counters.announcements_out,
+                };
+                UdpCounters::add(counter, 1);
+                p.announce_due = false;
+            }
+            worked = true;
         }
         worked
     }
+}
+
+/// This run's epoch: the time it started, in ns since 1970 (never 0). A restarted node reads a
+/// later clock, so its peers tell its datagrams from its earlier run's.
+fn start_epoch() -> u64 {
+    wall_clock_ns().max(1)
+}
+
+/// The system clock in ns since 1970 (0 before 1970), what epochs and send times are read on:
+/// not the node's clock, which may be shifted to test skew.
+pub(crate) fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// What a pass of one or more nodes did.
