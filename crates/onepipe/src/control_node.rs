@@ -62,6 +62,8 @@ pub struct MgmtCounters {
     pub forward_requests_dropped: u64,
     /// Registrations and reports repeated while an equal one still waited for the link.
     pub repeats_merged: u64,
+    /// Orders naming a port or process the node does not have ([`ControlPort::refused`]).
+    pub refused: u64,
 }
 
 /// How a node's management messages travel.
@@ -133,13 +135,17 @@ impl<N: Node + Manage> Mgmt<N> {
         let Some(l) = &self.link else {
             return MgmtCounters::default();
         };
+        let counters = MgmtCounters {
+            refused: l.port.refused(),
+            ..l.counters.clone()
+        };
         match &l.transport {
             Transport::Port { pending, .. } => MgmtCounters {
                 forward_requests_dropped: pending.forwards_dropped,
                 repeats_merged: pending.repeats_merged,
-                ..l.counters.clone()
+                ..counters
             },
-            Transport::Channel { .. } => l.counters.clone(),
+            Transport::Channel { .. } => counters,
         }
     }
 
