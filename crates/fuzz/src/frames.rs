@@ -57,12 +57,16 @@ impl<'a> Draw<'a> {
             _ => self.u64() % small.max(1),
         }
     }
-    /// A time near `now` (within about a millisecond either way), or anywhere.
+    /// A time near `now`: mostly a little behind it (as an honest peer's barrier is), a
+    /// little ahead sometimes, up to a millisecond ahead rarely (a barrier that far ahead
+    /// makes later traffic late, which ends the interesting part of an input), or anywhere.
     pub fn time_near(&mut self, now: Instant) -> Instant {
-        match self.u8() % 8 {
+        let ns = now.as_nanos();
+        match self.u8() % 16 {
             0 => Instant::from_nanos(self.u64()),
-            1 => Instant::from_nanos(now.as_nanos().saturating_sub(self.u32() as u64 % 1_000_000)),
-            _ => Instant::from_nanos(now.as_nanos().saturating_add(self.u32() as u64 % 1_000_000)),
+            1 => Instant::from_nanos(ns.saturating_add(self.u32() as u64 % 1_000_000)),
+            2..=4 => Instant::from_nanos(ns.saturating_add(self.u32() as u64 % 10_000)),
+            _ => Instant::from_nanos(ns.saturating_sub(self.u32() as u64 % 1_000_000)),
         }
     }
     /// A wire timestamp near `now`, or any 48-bit value.

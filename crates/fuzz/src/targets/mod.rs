@@ -22,9 +22,9 @@ const TRANSMITS_PER_STEP_MAX: usize = 64;
 /// Moves the clock on as a runtime's would: by nothing, by nanoseconds to a few beacon
 /// intervals, or, rarely, by up to a second. Never backwards.
 pub fn advance(d: &mut Draw, now: Instant) -> Instant {
-    let step_ns = match d.u8() % 8 {
-        0 => 0,
-        1 => d.u32() as u64 % 1_000_000_000,
+    let step_ns = match d.u8() % 32 {
+        0..=3 => 0,
+        4 => d.u32() as u64 % 1_000_000_000,
         _ => d.u16() as u64 % 20_000,
     };
     now + Duration::from_nanos(step_ns)
