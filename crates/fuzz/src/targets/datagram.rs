@@ -12,6 +12,7 @@ use onepipe_fabric::PortId;
 use onepipe_proto::switch::Switch;
 use onepipe_runtime::udp::datagram::{self, HEADER_LEN, Packer};
 use onepipe_runtime::udp::{UdpConfig, UdpCounters, UdpDriver};
+use std::cell::RefCell;
 use std::net::{SocketAddr, UdpSocket};
 
 /// Datagrams one input sends through the driver at most.
@@ -80,7 +81,30 @@ fn datagram(d: &mut Draw, now: onepipe_wire::Instant, seq: u32) -> Vec<u8> {
     out
 }
 
+thread_local! {
+    /// One driver per thread, its ports set afresh for each input (which resets every link's
+    /// state): binding sockets for each input made this target forty times slower. The
+    /// neighbours' datagrams go to a socket nobody reads; what cannot be sent is counted.
+    static DRIVER: RefCell<Option<(UdpSocket, UdpDriver)>> = const { RefCell::new(None) };
+}
+
 fn through_driver(d: &mut Draw) {
+    DRIVER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+            let sink = UdpSocket::bind(local).expect("a loopback socket");
+            let driver = UdpDriver::bind_addr(local, &UdpConfig::default()).expect("a loopback socket");
+            *slot = Some((sink, driver));
+        }
+        let (sink, driver) = slot.as_mut().expect("bound above");
+        let peer = sink.local_addr().expect("a bound socket");
+        feed(d, driver, peer);
+    });
+}
+
+/// Datagrams drawn from `d`, through `driver` into a switch whose neighbours are at `peer`.
+fn feed(d: &mut Draw, driver: &mut UdpDriver, peer: SocketAddr) {
     let fabric = fixture::fabric();
     let id = d.below(fabric.wiring.switch_count());
     let mut node = Switch::new(
@@ -92,17 +116,6 @@ fn through_driver(d: &mut Draw) {
     )
     .into_node();
     let ports = fabric.wiring.switch_ports[id].len();
-    // The neighbours' datagrams land in a socket nobody reads; what cannot be sent is counted.
-    let Ok(sink) = UdpSocket::bind("127.0.0.1:0") else {
-        return;
-    };
-    let Ok(peer) = sink.local_addr() else {
-        return;
-    };
-    let local: SocketAddr = "127.0.0.1:0".parse().expect("an address");
-    let Ok(mut driver) = UdpDriver::bind_addr(local, &UdpConfig::default()) else {
-        return;
-    };
     let peers: Vec<Option<SocketAddr>> = (0..ports).map(|p| (p % 3 != 2).then_some(peer)).collect();
     driver.set_ports(&peers);
     let counters = UdpCounters::default();
