@@ -433,7 +433,17 @@ impl Topology {
         }
         let mut hosts = Vec::new();
         for (i, s) in file.switch.iter().enumerate() {
-            for h in 0..s.hosts.unwrap_or(0) {
+            // Checked before the hosts are made: a count from the file must not size an
+            // allocation (or a loop) past what a switch can have.
+            let count = s.hosts.unwrap_or(0);
+            if count > PORTS_PER_SWITCH_MAX {
+                return Err(TopologyError::TooManyPorts {
+                    name: s.name.clone(),
+                    ports: count,
+                    max: PORTS_PER_SWITCH_MAX,
+                });
+            }
+            for h in 0..count {
                 let name = format!("{}-h{h}", s.name);
                 claim(&mut names, &name, Named::Host)?;
                 hosts.push(HostSpec {
@@ -600,7 +610,9 @@ impl Topology {
         }
         for l in &self.links {
             let (la, lb) = (self.switches[l.lower].layer, self.switches[l.upper].layer);
-            if lb != la + 1 {
+            // Layers saturate at u8::MAX: a chain deeper than that is refused here, not added
+            // past it.
+            if la.checked_add(1) != Some(lb) {
                 return Err(TopologyError::LayerSkip {
                     a: name(l.lower),
                     b: name(l.upper),
@@ -882,6 +894,40 @@ mod tests {
             TopologyError::LayerMismatch {
                 declared: 3,
                 derived: 2,
+                ..
+            }
+        ));
+    }
+
+    /// Counts from a file are checked before they size anything: a host count past what a
+    /// switch can have is refused at once (it used to make a host per count first, so a file
+    /// of 40 bytes ran out of memory; found by the `topology` fuzz target), and a chain of
+    /// switches deeper than the layer counter goes is refused, not wrapped.
+    #[test]
+    fn counts_from_a_file_are_bounded_before_they_size_anything() {
+        let huge = err("[[switch]]\nname = \"tor0\"\nhosts = 4294967296");
+        assert!(
+            matches!(
+                huge,
+                TopologyError::TooManyPorts {
+                    ports: 4294967296,
+                    ..
+                }
+            ),
+            "{huge}"
+        );
+        let mut chain = String::from("[[switch]]\nname = \"s0\"\nhosts = 1\n");
+        for i in 1..300 {
+            chain += &format!(
+                "[[switch]]\nname = \"s{i}\"\n[[link]]\nbetween = [\"s{}\", \"s{i}\"]\n",
+                i - 1
+            );
+        }
+        assert!(matches!(
+            err(&chain),
+            TopologyError::LayerSkip {
+                layer_a: 255,
+                layer_b: 255,
                 ..
             }
         ));

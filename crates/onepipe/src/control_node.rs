@@ -63,6 +63,8 @@ pub struct MgmtCounters {
     /// Messages for the controller merged with an equal one that still waited for the link,
     /// or dropped from a full queue ([`onepipe_proto::mgmt_outbox`]).
     pub queue: QueueCounters,
+    /// Orders naming a port or process the node does not have ([`ControlPort::refused`]).
+    pub refused: u64,
 }
 
 /// How a node's management messages travel.
@@ -134,13 +136,17 @@ impl<N: Node + Manage> Mgmt<N> {
         let Some(l) = &self.link else {
             return MgmtCounters::default();
         };
+        let counters = MgmtCounters {
+            refused: l.port.refused(),
+            ..l.counters.clone()
+        };
         match &l.transport {
             Transport::Port { pending, .. } => MgmtCounters {
                 forward_requests_dropped: pending.forwards_dropped,
                 queue: pending.counters().clone(),
-                ..l.counters.clone()
+                ..counters
             },
-            Transport::Channel { .. } => l.counters.clone(),
+            Transport::Channel { .. } => counters,
         }
     }
 

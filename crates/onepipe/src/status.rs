@@ -50,7 +50,8 @@ pub struct SwitchStatus {
     /// empty ones.
     #[serde(default)]
     pub unknown_protocol: u64,
-    /// Frames on the management port that were not control messages for this switch.
+    /// Frames on the management port that were not control messages for this switch, and
+    /// orders naming a port it does not have.
     #[serde(default)]
     pub control_malformed: u64,
     /// Packets in another process's name than their input port allows (dropped).

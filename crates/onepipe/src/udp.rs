@@ -257,7 +257,8 @@ pub fn run_switch_reporting(
     };
     let mut observe = |s: &mut Mgmt<SwitchNode>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
-        status.control_malformed = s.counters().malformed;
+        let control = s.counters();
+        status.control_malformed = control.malformed + control.refused;
         status.clock_id.clone_from(&clock_id);
         for neighbour in report(&status) {
             if let Some(port) = peers.iter().position(|p| *p == neighbour) {

@@ -60,6 +60,9 @@ pub struct ControlPort {
     routes: Option<SharedRoutes>,
     /// A process: the recovery in progress, if it was declared failed.
     recovery: recovery::PortRecovery,
+    /// Orders from the controller naming a port or process this node does not have (a
+    /// controller of another topology, or a forged frame): refused and counted.
+    refused: u64,
 }
 
 impl ControlPort {
@@ -73,6 +76,7 @@ impl ControlPort {
             inbox: VecDeque::new(),
             routes: None,
             recovery: Default::default(),
+            refused: 0,
         }
     }
 
@@ -95,6 +99,18 @@ impl ControlPort {
 
     pub fn send(&mut self, input: Input) {
         self.outbox.push(input);
+    }
+
+    /// Orders refused so far for naming a port or process the node does not have.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Counts an order the node refused, if `result` says it did.
+    pub fn count_refused<E>(&mut self, result: Result<(), E>) {
+        if result.is_err() {
+            self.refused += 1;
+        }
     }
 
     pub fn try_message(&mut self) -> Option<ControlMsg> {
@@ -156,7 +172,8 @@ impl ControlPort {
                 // Failures it may have missed before the controller knew it; a repeated one
                 // changes nothing. Only then may it deliver reliable messages.
                 for f in &failures {
-                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                    let result = endpoint.on_process_failed(now, f.process, f.ts);
+                    self.count_refused(result);
                 }
                 endpoint.registration_confirmed();
                 self.confirmed = true;
@@ -177,7 +194,8 @@ impl ControlPort {
                 for f in &failures {
                     // The controller never names the process it announces to, nor one that does
                     // not exist; a repeated announcement changes nothing.
-                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                    let result = endpoint.on_process_failed(now, f.process, f.ts);
+                    self.count_refused(result);
                 }
                 if !self.unanswered.iter().any(|(e, _)| *e == epoch) {
                     self.unanswered
@@ -257,12 +275,10 @@ impl Manage for Switch {
             match c {
                 ControlMsg::RemoveInputs(ports) => {
                     for p in ports {
-                        let _ = self.remove_input(p);
+                        port.count_refused(self.remove_input(p));
                     }
                 }
-                ControlMsg::CutInput(p) => {
-                    let _ = self.cut_input(p);
-                }
+                ControlMsg::CutInput(p) => port.count_refused(self.cut_input(p)),
                 ControlMsg::Avoid(down) => {
                     if let Some(t) = port.routes_avoiding(self.id(), down) {
                         self.set_routes(t);
@@ -270,7 +286,7 @@ impl Manage for Switch {
                 }
                 ControlMsg::Readmit(ports) => {
                     for p in ports {
-                        let _ = self.readmit_input(now, p);
+                        port.count_refused(self.readmit_input(now, p));
                     }
                 }
                 ControlMsg::Announce { .. }

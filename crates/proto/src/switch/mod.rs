@@ -16,7 +16,7 @@ pub use crate::plausible::ImplausibleReport;
 use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
-use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
+use onepipe_wire::packet::{Opcode, Packet, Repr};
 use onepipe_wire::protocol::ONEPIPE;
 use onepipe_wire::{Duration, Instant};
 use registers::{ClockSamples, Registers};
@@ -805,7 +805,10 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
-        if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
+        // The whole header is checked here, not only what routing reads: a frame the hosts
+        // would refuse (unknown flags, a bad fragment, a beacon with a payload) is dropped and
+        // counted at the first switch rather than forwarded, or its barrier taken.
+        if self.ports.get(port as usize).is_none_or(|p| p.cut) || Repr::parse(&packet).is_err() {
             return Route::Drop;
         }
         // Refused, not forwarded (`hear` counts and reports it).

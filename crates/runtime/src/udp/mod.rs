@@ -575,6 +575,24 @@ impl UdpDriver {
         n
     }
 
+    /// Takes `datagram` as if it had just come from the neighbour behind `port`, then retries
+    /// what waits in the links' inboxes: the receive path without a socket's traffic, for the
+    /// fuzz targets (crates/fuzz). A port the driver does not have counts as a stranger's.
+    pub fn receive_datagram<N: Node>(
+        &mut self,
+        node: &mut N,
+        now: Instant,
+        port: PortId,
+        datagram: &[u8],
+        counters: &UdpCounters,
+    ) {
+        if port as usize >= self.ports.len() {
+            return UdpCounters::add(&counters.unknown_source, 1);
+        }
+        self.take_datagram(node, now, port, datagram, counters);
+        self.drain_inboxes(node, now, counters);
+    }
+
     fn take_datagram<N: Node>(
         &mut self,
         node: &mut N,
@@ -672,7 +690,12 @@ impl UdpDriver {
                     return Handed::Malformed;
                 }
             };
-            let f = &mut self.scratch[..range.len()];
+            // A frame longer than any node takes (FRAME_MAX) is damage, like a frame running
+            // past the datagram's end.
+            let Some(f) = self.scratch.get_mut(..range.len()) else {
+                UdpCounters::add(&counters.malformed, 1);
+                return Handed::Malformed;
+            };
             f.copy_from_slice(&datagram[range]);
             let route = node.classify(now, port, f);
             let gone = matches!(route, Route::Forward(out) if node.peer_gone(out));
@@ -932,6 +955,44 @@ mod tests {
             self.closing = true;
             1
         }
+    }
+
+    /// A datagram from a neighbour whose frame is longer than any frame a node takes
+    /// (FRAME_MAX, the driver's buffer) is counted as malformed and dropped; the frames before
+    /// it are handed on. It used to index past the buffer and end the process (found by the
+    /// `datagram` fuzz target; crates/fuzz/regressions/datagram).
+    #[test]
+    fn a_frame_longer_than_a_node_takes_is_counted_not_a_crash() {
+        let config = UdpConfig {
+            auth: Auth::Off,
+            ..UdpConfig::default()
+        };
+        let mut d = UdpDriver::bind_addr("127.0.0.1:0".parse().unwrap(), &config).unwrap();
+        d.set_ports(&[None]);
+        let counters = UdpCounters::default();
+        let mut node = Closing { closing: false };
+        let mut packer = Packer::new(DATAGRAM_BYTES_LIMIT);
+        packer.push(&[1; 64]);
+        packer.push(&vec![2; FRAME_MAX + 1]);
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let header = datagram::Header {
+            epoch: now_ns,
+            peer_epoch: 0,
+            sent_at_ns: now_ns,
+            seq: Some(7),
+            limit: None,
+        };
+        let datagram = packer.seal(&header, &Auth::Off, d.local_addr().unwrap()).to_vec();
+        let now = Instant::from_nanos(1_000_000_000);
+        d.receive_datagram(&mut node, now, 0, &datagram, &counters);
+        let seen = counters.snapshot();
+        assert_eq!((seen.datagrams_in, seen.frames_in, seen.malformed), (1, 1, 1));
+        // A port the driver does not have is a stranger's.
+        d.receive_datagram(&mut node, now, 1, &datagram, &counters);
+        assert_eq!(counters.snapshot().unknown_source, 1);
     }
 
     /// Under load a link's window is spent when a visit ends; the frames that close it (a
