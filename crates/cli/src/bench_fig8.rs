@@ -31,7 +31,7 @@ pub struct Fig8Args {
     ratio_pairs: usize,
     /// udp runtime: pairs of 1pipe-be runs at the most processes with and without
     /// authentication, alternating which goes first: what authentication costs (0 skips them)
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
     auth_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
     #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]

@@ -161,6 +161,7 @@ fn every_kind_of_bad_frame_is_an_error_and_counted_at_a_switch_and_a_host() {
 }
 
 #[test]
+#[allow(clippy::disallowed_methods)] // the driver checks a sender's run against the system clock
 fn bad_datagrams_are_errors_and_counted_by_the_udp_driver() {
     let mut sw = switch(0);
     // Unauthenticated, so that what is refused here is refused for its framing (the tags'

@@ -70,6 +70,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("bench fig8", "--seconds", "86400", "86401"),
     ("bench fig8", "--window", "16777216", "16777217"),
     ("bench fig8", "--ratio-pairs", "1000", "1001"),
+    ("bench fig8", "--auth-pairs", "1000", "1001"),
     ("bench fig8", "--limit-seconds", "86400", "86401"),
     ("bench fig8", "--datagram-bytes", "65507", "65508"),
     ("bench fig8", "--udp-threads", "1024", "1025"),
