@@ -254,7 +254,7 @@ impl Broadcast {
             // one broadcast per visit. After a stall longer than CATCH_UP_MAX, resume from now
             // rather than burst.
             let gap = self.rng.exponential(self.send_gap);
-            self.next_send_at = self.next_send_at + gap;
+            self.next_send_at += gap;
             if now.saturating_since(self.next_send_at) > CATCH_UP_MAX {
                 self.next_send_at = now;
             }
