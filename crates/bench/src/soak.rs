@@ -144,6 +144,10 @@ pub struct SoakReport {
     pub no_loss: Option<onepipe_check::CheckResult>,
     pub checker: OnlineStats,
     pub drops: Drops,
+    /// What the switches counted, at the end: input links declared dead (silent past
+    /// dead-after intervals; their frames then arrive late), frames with no route.
+    pub switch_links_removed: u64,
+    pub switch_no_route: u64,
     /// No violation, memory not growing, and every send tracked by the checker.
     pub ok: bool,
 }
@@ -419,6 +423,8 @@ fn report(
         no_loss: driver.checker.no_loss().cloned(),
         checker: stats,
         drops,
+        switch_links_removed: result.switch.links_removed,
+        switch_no_route: result.switch.no_route,
         ok,
     }
 }

@@ -86,7 +86,7 @@ fn mib(bytes: u64) -> f64 {
 
 fn drops_line(d: &Drops) -> String {
     format!(
-        "late {}, incomplete {}, reorder-full {}, NAKs {}, send failures {}, link frames {}, datagrams lost {} / overrun {}, undelivered {}",
+        "late {}, incomplete {}, reorder-full {}, NAKs {}, send failures {}, link frames {}, datagrams lost {} / overrun {}, frames for a gone peer {}, undelivered {}",
         d.late,
         d.incomplete,
         d.reorder_full,
@@ -95,6 +95,7 @@ fn drops_line(d: &Drops) -> String {
         d.fabric.link_frames,
         d.fabric.lost_datagrams,
         d.fabric.overrun_datagrams,
+        d.fabric.peer_gone_frames,
         d.undelivered_messages
     )
 }
@@ -152,7 +153,12 @@ fn print_report(r: &SoakReport) {
         mib(m.peak_rss_bytes),
         m.slope_bytes_per_minute / (1u64 << 20) as f64
     );
-    println!("drops        {}", drops_line(&r.drops));
+    println!(
+        "drops        {}; switches removed {} links, {} frames had no route",
+        drops_line(&r.drops),
+        r.switch_links_removed,
+        r.switch_no_route
+    );
     println!(
         "checks       {} violations over {} events checked online ({} sends given up)",
         r.violations, r.checker.events, r.checker.sends_given_up
