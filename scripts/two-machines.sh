@@ -9,8 +9,13 @@
 # broadcaster and one printer per machine, reliable. Checks: both printers deliver every
 # broadcast, in one and the same order, in timestamp order; no process or namespace is left.
 #
+# Faults between the machines: --loss P and --corrupt P make every switch drop, or flip one
+# bit of, each datagram it receives with probability P (our own injection: no tc/netem here);
+# --cut-ms MS takes the cable down for MS milliseconds in the middle of the traffic (a
+# partition; longer than the switches' dead-link timeout, 0.5 s, the links die and rejoin).
+#
 #   sudo scripts/two-machines.sh [--count N] [--rate R] [--skew-us US] [--keep DIR] [--debug]
-#                                [--no-build]
+#                                [--no-build] [--loss P] [--corrupt P] [--cut-ms MS]
 #
 # Needs root (namespaces), iproute2 and a Rust toolchain; builds the binaries first (release,
 # or with --debug the debug ones that `cargo test` builds anyway, as CI does; --no-build runs
@@ -24,6 +29,9 @@ skew_us=2000
 keep=""
 profile=release
 build=yes
+loss=0
+corrupt=0
+cut_ms=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --count) count="$2"; shift 2 ;;
@@ -32,7 +40,10 @@ while [ $# -gt 0 ]; do
     --keep) keep="$2"; shift 2 ;;
     --debug) profile=debug; shift ;;
     --no-build) build=""; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --loss) loss="$2"; shift 2 ;;
+    --corrupt) corrupt="$2"; shift 2 ;;
+    --cut-ms) cut_ms="$2"; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -90,12 +101,16 @@ on() {
 }
 
 echo "== switches: tor0 on A; tor1 and spine on B, clocks ${skew_us} us ahead"
+inject=(--inject-loss "$loss" --inject-corrupt "$corrupt")
+if [ "$loss" != 0 ] || [ "$corrupt" != 0 ]; then
+  echo "   each drops a received datagram with probability $loss, flips a bit of one with $corrupt"
+fi
 # Each switch says what it forwarded when it stops; into a file of its own, not interleaved.
 on op-a "$bin/onepipe" switch --topology "$topology" --node tor0 --status-file "$work/status/tor0.json" \
-  2>"$work/switch-tor0.log"
+  "${inject[@]}" 2>"$work/switch-tor0.log"
 for s in tor1 spine; do
   on op-b "$bin/onepipe" switch --topology "$topology" --node "$s" \
-    --status-file "$work/status/$s.json" --clock-offset-us "$skew_us" 2>"$work/switch-$s.log"
+    --status-file "$work/status/$s.json" --clock-offset-us "$skew_us" "${inject[@]}" 2>"$work/switch-$s.log"
 done
 sleep 1
 
@@ -121,6 +136,13 @@ echo "== the cable's MTU drops from 1500 to 1280 under traffic"
 ip -n op-a link set op-a0 mtu 1280
 ip -n op-b link set op-b0 mtu 1280
 sleep 0.5
+if [ "$cut_ms" != 0 ]; then
+  echo "== the cable between the machines goes down for $cut_ms ms under traffic"
+  ip -n op-a link set op-a0 down
+  sleep "$(awk -v ms="$cut_ms" 'BEGIN { print ms / 1000 }')"
+  ip -n op-a link set op-a0 up
+  sleep 0.5
+fi
 echo "== onepipe inspect (switch reports from both machines)"
 "$bin/onepipe" inspect "$topology" --status-dir "$work/status" | tee "$work/inspect.txt"
 
@@ -156,6 +178,16 @@ else
 fi
 cuts=$(cat "$work"/status/*.json | grep -o '"path_mtu_cuts": *[0-9]*' | awk -F: '{ s += $2 } END { print s + 0 }')
 echo "links cut to the smaller MTU: $cuts"
+sum_counter() {
+  cat "$work"/status/*.json | grep -o "\"$1\": *[0-9]*" | awk -F: '{ s += $2 } END { print s + 0 }'
+}
+if [ "$loss" != 0 ] || [ "$corrupt" != 0 ]; then
+  echo "datagrams dropped by injection: $(sum_counter injected_losses), corrupted: $(sum_counter injected_corruptions), refused as malformed: $(sum_counter malformed), with a bad tag: $(sum_counter bad_tag)"
+  if [ "$loss" != 0 ] && [ "$(sum_counter injected_losses)" -eq 0 ]; then
+    echo "no datagram was dropped: the injection did not run"
+    failed=1
+  fi
+fi
 # The skew inspect measured, through the links between the machines, against the injected one
 # (one-way delays differ by tens of microseconds here).
 measured=$(sed -n 's/^clock skew between processes: \([0-9.]*\) us .*joined through.*/\1/p' "$work/inspect.txt")

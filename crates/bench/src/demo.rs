@@ -59,6 +59,9 @@ pub struct DemoConfig {
     pub reliable: bool,
     /// Hosts' promise lead ([`EndpointConfig::promise_lead`]).
     pub promise_lead: Option<Duration>,
+    /// How far ahead of a node's clock a barrier or timestamp may be
+    /// ([`EndpointConfig::time_ahead_max`]).
+    pub time_ahead_max: Duration,
     /// Loss, duplication and jitter on every link.
     pub faults: LinkFaults,
     /// Serialization rate of every link; `None` is as fast as the workers go.
@@ -142,6 +145,7 @@ impl Default for DemoConfig {
             reorder_bytes_max: 64 << 20,
             reliable: false,
             promise_lead: None,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
             faults: LinkFaults::default(),
             link_bits_per_s: None,
             ecn_threshold_bytes: 1024,
@@ -287,6 +291,8 @@ fn sum_endpoint(a: &mut EndpointCounters, b: &EndpointCounters) {
     a.naks_sent += b.naks_sent;
     a.naks_dropped += b.naks_dropped;
     a.naks_received += b.naks_received;
+    a.time_implausible += b.time_implausible;
+    a.oversized += b.oversized;
 }
 
 fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
@@ -295,9 +301,11 @@ fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
     a.beacons_received += b.beacons_received;
     a.malformed += b.malformed;
     a.no_route += b.no_route;
+    a.spoofed_source += b.spoofed_source;
     a.barrier_regressions += b.barrier_regressions;
     a.links_removed += b.links_removed;
     a.links_joined += b.links_joined;
+    a.barrier_implausible += b.barrier_implausible;
 }
 
 /// What a run's driver sees every 50 ms while it runs.
@@ -383,6 +391,7 @@ pub fn run_phase_watched(
     endpoint.mtu_bytes = config.mtu_bytes;
     endpoint.ordering = ordering;
     endpoint.promise_lead = config.promise_lead;
+    endpoint.time_ahead_max = config.time_ahead_max;
     let per_broadcast = count as usize * config.message_bytes.div_ceil(config.mtu_bytes - 48).max(1);
     endpoint.send_buffer_packets_max = config.send_buffer_packets_max.max(per_broadcast);
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
@@ -398,6 +407,7 @@ pub fn run_phase_watched(
             dead_after_intervals: config.dead_after_intervals,
             ecmp_seed: config.seed,
             promise_lead: config.promise_lead.unwrap_or(Duration::ZERO),
+            time_ahead_max: config.time_ahead_max,
         },
         endpoint,
         inproc: InprocConfig {

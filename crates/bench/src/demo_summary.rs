@@ -46,8 +46,14 @@ pub struct Summary {
     pub late_drops: u64,
     pub incomplete_drops: u64,
     pub reorder_full_drops: u64,
+    /// Frames switches and endpoints refused for barriers or timestamps implausibly far ahead
+    /// of their clocks (docs/ordering.md, "Implausible time"); fragments no sender makes.
+    pub implausible_refused: u64,
+    pub oversized_drops: u64,
     pub links_removed: u64,
     pub malformed: u64,
+    /// Packets switches dropped as sent in another process's name (docs/wire.md, "Sources").
+    pub spoofed_sources: u64,
     pub reorder_bytes_peak: usize,
     pub reorder_messages_peak: usize,
     pub events_checked: usize,
@@ -189,8 +195,11 @@ pub fn summarize(
         late_drops: ordered.endpoint.late,
         incomplete_drops: ordered.endpoint.incomplete,
         reorder_full_drops: ordered.endpoint.reorder_full,
+        implausible_refused: ordered.endpoint.time_implausible + ordered.switch.barrier_implausible,
+        oversized_drops: ordered.endpoint.oversized,
         links_removed: ordered.switch.links_removed,
         malformed: ordered.endpoint.malformed + ordered.switch.malformed,
+        spoofed_sources: ordered.switch.spoofed_source,
         reorder_bytes_peak: ordered.reorder_bytes_peak,
         reorder_messages_peak: ordered.reorder_messages_peak,
         events_checked,

@@ -61,6 +61,11 @@ pub struct Fig8Options {
     pub udp_threads: Option<usize>,
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
     pub udp_window_datagrams: usize,
+    /// udp runtime: the table's runs without authentication
+    pub insecure_no_auth: bool,
+    /// udp runtime: pairs of 1pipe-be runs at the most processes with and without
+    /// authentication, alternating which goes first (0 skips them)
+    pub auth_pairs: usize,
     /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
     /// goes first: this machine's speed drifts by tens of percent within a minute, so
     /// ordered over unordered is the median over the table's pair and these (single pairs of
@@ -134,6 +139,9 @@ pub struct Fig8Report {
     /// 1Pipe best effort over unordered at the most processes, over alternating pairs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordering_cost: Option<OrderingCost>,
+    /// udp runtime: 1Pipe best effort with authentication over without, alternating pairs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_cost: Option<AuthCost>,
     /// The systems run, in order.
     #[serde(skip)]
     pub systems: Vec<&'static str>,
@@ -146,6 +154,19 @@ pub struct OrderingCost {
     /// `--ratio-pairs` more, alternating which of the two runs first.
     pub ratios: Vec<f64>,
     pub median: f64,
+}
+
+/// What authenticating every datagram costs 1Pipe best effort (docs/udp.md).
+#[derive(Serialize)]
+pub struct AuthCost {
+    pub processes: usize,
+    /// Throughput with authentication over without, one per pair, alternating which runs
+    /// first.
+    pub ratios: Vec<f64>,
+    pub median: f64,
+    /// p50 latency with over without, per pair.
+    pub latency_p50_ratios: Vec<f64>,
+    pub latency_p50_median: f64,
 }
 
 #[derive(Serialize)]
@@ -203,9 +224,11 @@ pub fn run(args: &Fig8Options, bar: &ProgressBar) -> Result<Fig8Report, String> 
     let udp = args.runtime == RuntimeKind::Udp;
     let with_limit = udp && args.limit_seconds > 0.0;
     let paired = ratio_processes(args, &systems);
+    let auth_pairs = if udp { args.auth_pairs } else { 0 };
     let runs = ((systems.len() + 1) * args.processes.len()) as u64
         + with_limit as u64
-        + 2 * paired.map_or(0, |_| args.ratio_pairs) as u64;
+        + 2 * paired.map_or(0, |_| args.ratio_pairs) as u64
+        + 2 * auth_pairs as u64;
     bar.set_length(runs);
     let udp_limit = if with_limit {
         bar.set_message("raw udp datagram rate");
@@ -235,6 +258,10 @@ pub fn run(args: &Fig8Options, bar: &ProgressBar) -> Result<Fig8Report, String> 
         Some(p) => Some(ordering_cost(args, &systems, &rows, p, bar)?),
         None => None,
     };
+    let auth_cost = match (auth_pairs, args.processes.iter().max()) {
+        (1.., Some(&p)) => Some(auth_cost(args, auth_pairs, p, bar)?),
+        _ => None,
+    };
     bar.finish_and_clear();
     let flatness = flatness(&rows, &systems);
     let udp_ratios = udp_limit
@@ -253,6 +280,7 @@ pub fn run(args: &Fig8Options, bar: &ProgressBar) -> Result<Fig8Report, String> 
         udp_limit,
         udp_ratios,
         ordering_cost,
+        auth_cost,
         systems,
     };
     Ok(report)
@@ -305,7 +333,12 @@ fn udp_threads(args: &Fig8Options) -> usize {
 }
 
 fn udp(args: &Fig8Options) -> Result<onepipe_runtime::udp::UdpConfig, String> {
-    udp_config(args.datagram_bytes, udp_threads(args), args.udp_window_datagrams)
+    udp_config(
+        args.datagram_bytes,
+        udp_threads(args),
+        args.udp_window_datagrams,
+        args.insecure_no_auth,
+    )
 }
 
 fn onepipe_row(
@@ -445,6 +478,59 @@ fn ratio_processes(args: &Fig8Options, systems: &[&'static str]) -> Option<usize
     both.then(|| args.processes.iter().copied().max()).flatten()
 }
 
+/// 1pipe-be with authentication over without at `processes`: `pairs` pairs, alternating
+/// which goes first.
+fn auth_cost(
+    args: &Fig8Options,
+    pairs: usize,
+    processes: usize,
+    bar: &ProgressBar,
+) -> Result<AuthCost, String> {
+    let mut ratios = Vec::new();
+    let mut latency_p50_ratios = Vec::new();
+    for k in 0..pairs {
+        bar.set_message(format!(
+            "authenticated/not pair {}/{pairs} at {processes} processes",
+            k + 1
+        ));
+        let run = |insecure_no_auth| -> Result<Row, String> {
+            let options = Fig8Options {
+                insecure_no_auth,
+                ..args.clone()
+            };
+            let r = run_row(&options, "1pipe-be", processes);
+            bar.inc(1);
+            r
+        };
+        let (with, without) = if k % 2 == 0 {
+            let w = run(false)?;
+            (w, run(true)?)
+        } else {
+            let wo = run(true)?;
+            (run(false)?, wo)
+        };
+        ratios.push(with.throughput_msgs_per_s / without.throughput_msgs_per_s.max(1.0));
+        latency_p50_ratios.push(with.latency_us.p50 / without.latency_us.p50.max(1e-9));
+    }
+    Ok(AuthCost {
+        processes,
+        median: median(&ratios),
+        latency_p50_median: median(&latency_p50_ratios),
+        ratios,
+        latency_p50_ratios,
+    })
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
 /// Ordered over unordered at `processes`: the table's pair, then `--ratio-pairs` more runs of
 /// the two, alternating which goes first, starting with the other one than in the table.
 fn ordering_cost(
@@ -484,12 +570,7 @@ fn ordering_cost(
         };
         ratios.push(ratio(&ordered, &unordered));
     }
-    let mut sorted = ratios.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = match sorted.len() % 2 {
-        1 => sorted[sorted.len() / 2],
-        _ => (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0,
-    };
+    let median = median(&ratios);
     Ok(OrderingCost {
         processes,
         ratios,

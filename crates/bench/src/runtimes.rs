@@ -51,11 +51,13 @@ pub fn check_datagram_bytes(bytes: usize) -> Result<(), String> {
 }
 
 /// The udp runtime as the demo and the benchmarks run it: every node in this process, on a
-/// thread of its own (`threads` 0) or on `threads` shared ones. Checks the options given.
+/// thread of its own (`threads` 0) or on `threads` shared ones, its datagrams authenticated
+/// under a fresh key unless `insecure_no_auth`. Checks the options given.
 pub fn udp_config(
     datagram_bytes: usize,
     threads: usize,
     window_datagrams_max: usize,
+    insecure_no_auth: bool,
 ) -> Result<onepipe_runtime::udp::UdpConfig, String> {
     check_datagram_bytes(datagram_bytes)?;
     if window_datagrams_max < 2 {
@@ -67,6 +69,10 @@ pub fn udp_config(
         window_datagrams_max,
         // Dozens of node threads share the cores: park soon.
         idle: onepipe_runtime::udp::IdlePolicy::SpinThenPark { spins: 64 },
+        auth: match insecure_no_auth {
+            true => onepipe_runtime::udp::auth::Auth::Off,
+            false => onepipe_runtime::udp::auth::Auth::generate().map_err(|e| e.to_string())?,
+        },
         ..Default::default()
     })
 }

@@ -52,6 +52,8 @@ pub struct SoakOptions {
     pub datagram_bytes: usize,
     pub udp_threads: Option<usize>,
     pub udp_window_datagrams: usize,
+    /// udp: datagrams not authenticated (`--insecure-no-auth`).
+    pub insecure_no_auth: bool,
 }
 
 /// Everything dropped so far, by reason (counts of messages, frames or datagrams as named).
@@ -179,6 +181,7 @@ fn demo_config(o: &SoakOptions) -> Result<DemoConfig, String> {
             o.datagram_bytes,
             runtimes::udp_threads(o.udp_threads),
             o.udp_window_datagrams,
+            o.insecure_no_auth,
         )?),
     };
     Ok(DemoConfig {

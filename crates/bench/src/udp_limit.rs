@@ -74,11 +74,11 @@ fn pair(duration: Duration, bytes: usize) -> io::Result<(f64, f64)> {
 pub fn measure(duration: Duration, message_bytes: usize, datagram_bytes: usize) -> io::Result<LimitReport> {
     let (datagrams_per_s, datagram_loss) = pair(duration, message_bytes)?;
     let (packed_datagrams_per_s, _) = pair(duration, datagram_bytes)?;
-    // As the udp runtime packs: a datagram header, then per message its packet header and a
-    // 2-byte length.
+    // As the udp runtime packs: a datagram header and room for its tag, then per message its
+    // packet header and a 2-byte length.
+    use onepipe_runtime::udp::datagram::{HEADER_LEN, TRAILER_LEN};
     let per_message = onepipe_wire::HEADER_LEN + message_bytes + 2;
-    let messages_per_datagram =
-        datagram_bytes.saturating_sub(onepipe_runtime::udp::datagram::HEADER_LEN) / per_message;
+    let messages_per_datagram = datagram_bytes.saturating_sub(HEADER_LEN + TRAILER_LEN) / per_message;
     Ok(LimitReport {
         seconds: duration.as_secs_f64(),
         message_bytes,

@@ -28,26 +28,27 @@ pub enum BenchCommand {
 #[derive(Args, Debug)]
 pub struct ModesArgs {
     /// Length of each saturated run
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::bounds::seconds())]
     seconds: f64,
     /// Saturated best-effort and reliable runs, in pairs alternating which goes first: this
     /// machine's speed drifts by tens of percent within a minute, so the reliable-to-best-effort
     /// ratio is the median over pairs, and the rows show the median pair. Five: single pairs
     /// range 0.55-1.0 on a noisy day, and a median of three still swung 0.64-0.84 run to run
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::REPEATS_MAX))]
     pairs: usize,
     /// Length of each run of the loss table
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     loss_seconds: f64,
     /// Broadcasts per second per process in the loss table (paced, Poisson)
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::bounds::float(0.0, crate::bounds::RATE_PER_S_MAX))]
     rate: f64,
     /// End-to-end loss probabilities of a packet for the loss table, as in paper Fig. 9b; each
     /// link drops with 1-(1-p)^(1/6), the six links of the testbed's longest path
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "0.000001,0.00001,0.0001,0.001,0.01,0.1"
+        default_value = "0.000001,0.00001,0.0001,0.001,0.01,0.1",
+        value_parser = crate::bounds::probability()
     )]
     losses: Vec<f64>,
     #[command(flatten)]

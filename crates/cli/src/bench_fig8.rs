@@ -10,27 +10,31 @@ use std::process::ExitCode;
 
 #[derive(Args, Clone, Debug)]
 pub struct Fig8Args {
-    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32")]
+    #[arg(long, value_delimiter = ',', default_value = "2,4,8,16,32", value_parser = crate::bounds::int::<usize>(1..=crate::bounds::PROCESSES_MAX))]
     processes: Vec<usize>,
     /// Systems to run (default all): 1pipe-be, 1pipe-r, unordered, host-seq, switch-seq, token,
     /// lamport
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Length of each run
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     seconds: f64,
     /// Own broadcasts a process may have undelivered back to itself: every system runs this
     /// closed loop [default: 2048 messages' worth, ceil(2048 / processes) broadcasts]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::PACKETS_MAX))]
     window: Option<usize>,
     /// More runs of 1pipe-be and unordered at the most processes, in pairs alternating which
     /// goes first: this machine's speed drifts by tens of percent within a minute, so
     /// ordered over unordered is the median over the table's pair and these (single pairs of
     /// one build spread 0.6-1.4 on a bad day; a median of three still swung 0.8-1.0)
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
     ratio_pairs: usize,
+    /// udp runtime: pairs of 1pipe-be runs at the most processes with and without
+    /// authentication, alternating which goes first: what authentication costs (0 skips them)
+    #[arg(long, default_value_t = 0, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
+    auth_pairs: usize,
     /// udp runtime: seconds of the raw datagram measurement run alongside (0 skips it)
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     limit_seconds: f64,
     /// Also draw throughput per process and p50 latency against processes into this PNG
     #[arg(long, value_name = "FILE")]
@@ -56,6 +60,8 @@ pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
         datagram_bytes: args.rt.datagram_bytes,
         udp_threads: args.rt.udp_threads,
         udp_window_datagrams: args.rt.udp_window_datagrams,
+        insecure_no_auth: args.rt.insecure_no_auth,
+        auth_pairs: args.auth_pairs,
         ratio_pairs: args.ratio_pairs,
         limit_seconds: args.limit_seconds,
         beacon_interval_us: args.barrier.beacon_interval_us,
@@ -122,6 +128,17 @@ fn print_report(r: &Fig8Report) {
         println!(
             "  at {} processes: unordered / raw datagrams x{:.2}, unordered / raw packed x{:.2}",
             u.processes, u.unordered_to_raw_datagrams, u.unordered_to_raw_packed
+        );
+    }
+    if let Some(c) = &r.auth_cost {
+        let pairs: Vec<String> = c.ratios.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "  1pipe-be authenticated / not at {} processes: throughput x{:.2}, the median of {} pairs ({}); p50 latency x{:.2}",
+            c.processes,
+            c.median,
+            c.ratios.len(),
+            pairs.join(", "),
+            c.latency_p50_median
         );
     }
     if let Some(c) = &r.ordering_cost {

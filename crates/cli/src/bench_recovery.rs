@@ -9,19 +9,19 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct RecoveryArgs {
     /// Host counts (2 or multiples of 4; the paper's are 2, 8, 16, 32)
-    #[arg(long, value_delimiter = ',', default_value = "2,8,16,32")]
+    #[arg(long, value_delimiter = ',', default_value = "2,8,16,32", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::PROCESSES_MAX))]
     hosts: Vec<u32>,
     /// Simulated runs per point (the failure's phase against the beacons moves with the seed)
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = crate::bounds::int::<u32>(1..=crate::bounds::REPEATS_MAX))]
     seeds: u32,
     /// Where to run: sim, inproc or both
     #[arg(long, default_value = "both")]
     runtime: Where,
     /// Host counts for the inproc runtime (each point is a real run of --inproc-seconds)
-    #[arg(long, value_delimiter = ',', default_value = "4,16,32")]
+    #[arg(long, value_delimiter = ',', default_value = "4,16,32", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::PROCESSES_MAX))]
     inproc_hosts: Vec<u32>,
     /// Length of each inproc run; the failure comes at 40% of it
-    #[arg(long, default_value_t = 1.2)]
+    #[arg(long, default_value_t = 1.2, value_parser = crate::bounds::seconds())]
     inproc_seconds: f64,
     #[command(flatten)]
     out: JsonFlag,

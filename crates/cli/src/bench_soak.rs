@@ -10,22 +10,22 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct SoakArgs {
     /// Length of the soak, in minutes (fractions allowed: 0.25 is 15 s)
-    #[arg(long, default_value_t = 30.0)]
+    #[arg(long, default_value_t = 30.0, value_parser = crate::bounds::float(0.0, 1440.0))]
     minutes: f64,
     /// Fraction of the measured capacity to offer, open loop (Poisson)
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, value_parser = crate::bounds::probability())]
     load: f64,
     /// Length of the saturated run that measures capacity first
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = crate::bounds::seconds())]
     capacity_seconds: f64,
     /// Seconds between samples of memory, deliveries, drops and violations
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = crate::bounds::seconds())]
     sample_seconds: f64,
     /// Memory is flat when the last sample's resident size is at most (1 + this) times the
     /// first one after warm-up (a fifth of the run, at most a minute). Queues and buffers reach
     /// a new high-water mark after a stall (a thread waiting for a core) and the allocator
     /// keeps it, a few MiB at a time; a leak of one byte per message doubles it in minutes
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, value_parser = crate::bounds::float(0.0, 1000.0))]
     flat_tolerance: f64,
     /// Use reliable 1Pipe instead of best effort (then every undelivered message is a violation)
     #[arg(long)]
@@ -62,6 +62,7 @@ pub fn run(args: SoakArgs) -> Result<ExitCode, String> {
         datagram_bytes: args.rt.datagram_bytes,
         udp_threads: args.rt.udp_threads,
         udp_window_datagrams: args.rt.udp_window_datagrams,
+        insecure_no_auth: args.rt.insecure_no_auth,
     };
     let mut last: Option<(f64, u64)> = None;
     let report = onepipe_bench::soak::run(&options, &mut |phase| eprintln!("soak: {phase}"), &mut |s| {

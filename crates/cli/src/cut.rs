@@ -22,7 +22,7 @@ pub struct CutLinkArgs {
     /// A neighbour of A: a switch, or a host (every process on it is cut off from A)
     b: String,
     /// Processes per host, as given to `onepipe up`
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u32>(1..=onepipe_fabric::limits::PROCESSES_PER_HOST_MAX as u64))]
     processes_per_host: u32,
 }
 

@@ -2,7 +2,8 @@
 //! one run, every check on the ordered run's event logs.
 
 use crate::flags::{
-    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TopologyFlags,
+    BarrierFlags, DeadAfterFlag, JsonFlag, MessageBytesFlag, RuntimeFlags, SeedFlag, TimeAheadFlag,
+    TopologyFlags,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -25,30 +26,30 @@ pub struct DemoArgs {
     #[command(flatten)]
     fabric: TopologyFlags,
     /// Largest clock offset of a host from the shared clock; each host draws uniformly in ±skew
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     skew_us: f64,
     /// Extra one-way delay on every link
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     link_delay_us: f64,
     /// Broadcasts per second per process (open loop, Poisson arrivals); 0 sends as fast as the fabric takes them
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::float(0.0, crate::bounds::RATE_PER_S_MAX))]
     rate: f64,
     /// Length of each phase (ordered, then unordered)
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = crate::bounds::seconds())]
     seconds: f64,
     /// Worker threads (default: one per core)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     workers: Option<usize>,
     /// Capacity of every link's queue in bytes (a 64-byte message is a 122-byte frame)
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::BYTES_MAX))]
     link_capacity_bytes: usize,
     /// inproc: hosts are visited once in this many passes of their worker thread (or sooner
     /// when half a ring waits for them); switches every pass. 1 visits every node every pass;
     /// 0 chooses 2 where there are several switches, 1 behind a single switch
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::bounds::int::<u32>(0..=crate::bounds::INTERVALS_MAX))]
     edge_visit_interval_passes: u32,
     /// Start the shared clock this many ns before the 48-bit wire timestamps wrap
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<u64>(0..=crate::bounds::BEFORE_WRAP_NS_MAX))]
     start_before_wrap_ns: Option<u64>,
     /// Skip the unordered baseline phase
     #[arg(long)]
@@ -65,23 +66,23 @@ pub struct DemoArgs {
     #[arg(long, value_name = "TARGET@TIME")]
     fail: Vec<String>,
     /// Probability that a link drops a frame (every link, seeded by --seed)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     loss: f64,
     /// Probability that a link delivers a frame twice
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     dup: f64,
     /// Probability that a link holds a frame back until the next one has passed it (links stop
     /// being FIFO: best effort drops what arrives below the barrier and NAKs it)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     reorder: f64,
     /// Extra delay per frame, uniform up to this; links stay FIFO
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     jitter_us: f64,
     /// Serialization rate of every link in Gbit/s (queues build and switches mark ECN past
     /// --ecn-threshold-bytes); 0 is as fast as the workers go
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::float(0.0, crate::bounds::GBPS_MAX))]
     link_gbps: f64,
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::BYTES_MAX))]
     ecn_threshold_bytes: usize,
     #[command(flatten)]
     msg: MessageBytesFlag,
@@ -89,6 +90,8 @@ pub struct DemoArgs {
     barrier: BarrierFlags,
     #[command(flatten)]
     dead: DeadAfterFlag,
+    #[command(flatten)]
+    time_ahead: TimeAheadFlag,
     #[command(flatten)]
     rt: RuntimeFlags,
     #[command(flatten)]
@@ -185,6 +188,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         },
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
+        time_ahead_max: args.time_ahead.duration()?,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {
@@ -202,7 +206,12 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
     }
     if args.rt.runtime == RuntimeKind::Udp {
         let threads = udp_threads(args.rt.udp_threads);
-        let udp = udp_config(args.rt.datagram_bytes, threads, args.rt.udp_window_datagrams)?;
+        let udp = udp_config(
+            args.rt.datagram_bytes,
+            threads,
+            args.rt.udp_window_datagrams,
+            args.rt.insecure_no_auth,
+        )?;
         let faults = args.loss > 0.0 || args.dup > 0.0 || args.jitter_us > 0.0 || args.reorder > 0.0;
         if faults || args.link_gbps > 0.0 {
             return Err("link faults and rates belong to the inproc runtime; over udp the kernel's sockets are the links".into());

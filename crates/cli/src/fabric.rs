@@ -3,7 +3,7 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::DeadAfterFlag;
+use crate::flags::{DeadAfterFlag, KeyFlags, TimeAheadFlag};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
@@ -13,6 +13,7 @@ use onepipe_fabric::Topology;
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::controller::store::MemoryStore;
 use onepipe_runtime::udp::UdpConfig;
+use onepipe_runtime::udp::inject::InjectConfig;
 use onepipe_runtime::udp::{IdlePolicy, UdpCounters};
 use onepipe_wire::Duration;
 use std::path::{Path, PathBuf};
@@ -26,19 +27,23 @@ const DEAD_AFTER_INTERVALS: u32 = 1_000;
 /// What every participant of a udp fabric must agree on.
 #[derive(Args, Clone, Debug)]
 pub struct FabricArgs {
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u32>(1..=onepipe_fabric::limits::PROCESSES_PER_HOST_MAX as u64))]
     pub processes_per_host: u32,
     /// Beacon interval; ordering costs about half of it in latency
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::MICROS_MAX as u64))]
     pub beacon_interval_us: u64,
     /// Largest datagram, header included (loopback takes up to 65507)
-    #[arg(long, default_value_t = 8_972)]
+    #[arg(long, default_value_t = 8_972, value_parser = crate::bounds::int::<usize>(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT as u64))]
     pub datagram_bytes: usize,
     /// Poll without ever blocking (a core per node) instead of parking when idle
     #[arg(long)]
     pub busy_poll: bool,
     #[command(flatten)]
     pub dead: DeadAfterFlag,
+    #[command(flatten)]
+    pub key: KeyFlags,
+    #[command(flatten)]
+    pub time_ahead: TimeAheadFlag,
 }
 
 impl FabricArgs {
@@ -51,6 +56,7 @@ impl FabricArgs {
         o.processes_per_host = self.processes_per_host;
         o.beacon_interval = Duration::from_micros(self.beacon_interval_us);
         o.dead_after_intervals = self.dead_after_intervals();
+        o.time_ahead_max = self.time_ahead.duration()?;
         o.udp = UdpConfig {
             datagram_bytes_max: self.datagram_bytes,
             idle: if self.busy_poll {
@@ -58,6 +64,7 @@ impl FabricArgs {
             } else {
                 UdpConfig::default().idle
             },
+            auth: self.key.auth(&o.topology)?,
             ..UdpConfig::default()
         };
         Ok(o)
@@ -74,10 +81,12 @@ impl FabricArgs {
             format!("--beacon-interval-us={}", self.beacon_interval_us),
             format!("--dead-after-intervals={}", self.dead_after_intervals()),
             format!("--datagram-bytes={}", self.datagram_bytes),
+            self.time_ahead.to_cli(),
         ];
         if self.busy_poll {
             v.push("--busy-poll".into());
         }
+        v.extend(self.key.to_cli());
         v
     }
 }
@@ -94,7 +103,7 @@ pub struct ReplicaArgs {
     pub replica: Option<String>,
     /// Lease TTL: a standby takes over one to one and a third TTLs after the active replica
     /// stops renewing its lease (etcd raises a TTL under its minimum, 2 s by default)
-    #[arg(long, default_value_t = DEFAULT_LEASE_TTL_SECS)]
+    #[arg(long, default_value_t = DEFAULT_LEASE_TTL_SECS, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::LEASE_TTL_SECS_MAX))]
     pub lease_ttl_secs: u64,
 }
 
@@ -122,22 +131,31 @@ pub struct SwitchArgs {
     /// Skew injection for tests: run this switch's clock this far ahead of the system clock
     /// (negative: behind), as if it ran on another machine. Its status then names a clock of
     /// its own, which `onepipe inspect` compares with the others only through its links
-    #[arg(long, value_name = "US", default_value_t = 0, allow_hyphen_values = true)]
+    #[arg(long, value_name = "US", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i64).range(-crate::bounds::CLOCK_OFFSET_US_MAX..=crate::bounds::CLOCK_OFFSET_US_MAX))]
     clock_offset_us: i64,
+    /// Fault injection for tests: drop each datagram this switch receives with this
+    /// probability (docs/udp.md, "Injected faults")
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = crate::bounds::probability())]
+    inject_loss: f64,
+    /// Fault injection for tests: flip one bit of each datagram this switch receives with
+    /// this probability
+    #[arg(long, value_name = "P", default_value_t = 0.0, value_parser = crate::bounds::probability())]
+    inject_corrupt: f64,
 }
 
+/// A probability, 0 to 1.
 /// How the controller decides (paper 5.2).
 #[derive(Args, Clone, Debug)]
 pub struct DecideArgs {
     /// After a first link-down report, wait this long for the others one failure causes
     /// before deciding (neighbours time out at slightly different times)
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = crate::bounds::int::<u64>(0..=crate::bounds::MILLIS_MAX))]
     pub settle_ms: u64,
     /// A correct process that has not answered a failure announcement this long after it is
     /// declared failed too (paper 5.2); generous, since processes share the cores here.
     /// [default: 2000; on etcd, 2000 plus two lease TTLs, since answers sent while a standby
     /// takes over reach no controller]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::MILLIS_MAX))]
     pub answer_timeout_ms: Option<u64>,
 }
 
@@ -199,7 +217,7 @@ pub struct UpArgs {
     #[arg(long, value_name = "PATH")]
     controller_log: Option<PathBuf>,
     /// The controller replicas' lease TTL (topologies whose [controller] names etcd)
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", value_parser = crate::bounds::int::<u64>(1..=crate::bounds::LEASE_TTL_SECS_MAX))]
     lease_ttl_secs: Option<u64>,
     /// Skew injection for tests: run switch NAME's clock US microseconds ahead (negative:
     /// behind), as if on another machine (repeatable; `onepipe switch --clock-offset-us`)
@@ -212,8 +230,10 @@ fn parse_switch_offset(s: &str) -> std::result::Result<(String, i64), String> {
     let us = us
         .parse::<i64>()
         .map_err(|e| format!("`{us}` is not a whole number of microseconds: {e}"))?;
-    us.checked_mul(1_000)
-        .ok_or_else(|| format!("{us} us is out of range"))?;
+    let max = crate::bounds::CLOCK_OFFSET_US_MAX;
+    if !(-max..=max).contains(&us) {
+        return Err(format!("{us} is not in -{max}..={max}"));
+    }
     Ok((name.to_string(), us))
 }
 
@@ -245,6 +265,11 @@ fn switch_inner(args: SwitchArgs) -> Res<ExitCode> {
         .clock_offset_us
         .checked_mul(1_000)
         .ok_or("--clock-offset-us is out of range")?;
+    options.udp.inject = InjectConfig {
+        loss: args.inject_loss,
+        corrupt: args.inject_corrupt,
+        seed: onepipe_fabric::hash::mix64(std::process::id() as u64),
+    };
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         supervise::stop_with_parent(&stop);
@@ -398,9 +423,11 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
     up_inner(args).map_err(|e| e.to_string())
 }
 
-fn up_inner(args: UpArgs) -> Res<ExitCode> {
+fn up_inner(mut args: UpArgs) -> Res<ExitCode> {
     let topology = load(&args.topology)?;
     let options = args.fabric.options(topology.clone())?;
+    // The key was found or made above: every child reads that file, whatever its environment.
+    args.fabric.key.pin(&topology);
     let plan = UpPlan {
         topology_file: args.topology.clone(),
         topology: topology.clone(),

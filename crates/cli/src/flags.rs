@@ -5,6 +5,7 @@
 use crate::demo::RuntimeKind;
 use clap::Args;
 use onepipe_fabric::Topology;
+use onepipe_runtime::udp::auth::Auth;
 use std::path::PathBuf;
 
 /// `--json`.
@@ -27,7 +28,7 @@ pub struct SeedFlag {
 #[derive(Args, Clone, Copy, Debug)]
 pub struct MessageBytesFlag {
     /// Payload of each message, in bytes
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::MESSAGE_BYTES_MAX))]
     pub message_bytes: usize,
 }
 
@@ -39,8 +40,49 @@ pub struct DeadAfterFlag {
     /// command's own: 500 for `demo` (the paper uses 10 at 3 us with a core per switch; here
     /// switches share two cores and a worker can be descheduled for milliseconds), 1000 over
     /// udp (`up`, `switch`, `controller`: 0.5 s), 10 in `sim`]
-    #[arg(long, alias = "dead-after-beacons", value_name = "INTERVALS")]
+    #[arg(long, alias = "dead-after-beacons", value_name = "INTERVALS", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::INTERVALS_MAX))]
     pub dead_after_intervals: Option<u32>,
+}
+
+/// How a udp fabric's datagrams are authenticated: `--key-file` and `--insecure-no-auth`
+/// (`up`, `switch`, `controller`; docs/udp.md, "Authentication").
+#[derive(Args, Clone, Debug)]
+pub struct KeyFlags {
+    /// The fabric's key file [default: $ONEPIPE_KEY_FILE, else the topology's `key_file`, else
+    /// a key made for the topology in this user's private directory]
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// Send and take datagrams without authentication: anyone who can send to the fabric's
+    /// addresses can then forge its traffic (barriers, acknowledgements, controller orders)
+    #[arg(long, conflicts_with = "key_file")]
+    pub insecure_no_auth: bool,
+}
+
+impl KeyFlags {
+    /// The fabric's keys (made if none is named and none was made before), or none if asked.
+    pub fn auth(&self, topology: &Topology) -> Result<Auth, String> {
+        onepipe::keys::fabric_auth(topology, self.key_file.as_deref(), self.insecure_no_auth)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Names the key file these flags resolve to, so that processes started with them read
+    /// that file whatever their environment.
+    pub fn pin(&mut self, topology: &Topology) {
+        if !self.insecure_no_auth {
+            self.key_file = Some(onepipe::keys::key_source(topology, self.key_file.as_deref()).path);
+        }
+    }
+
+    pub fn to_cli(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(path) = &self.key_file {
+            v.push(format!("--key-file={}", path.display()));
+        }
+        if self.insecure_no_auth {
+            v.push("--insecure-no-auth".into());
+        }
+        v
+    }
 }
 
 /// How 1Pipe's hosts keep barriers moving on a real runtime: `--beacon-interval-us` and
@@ -49,12 +91,12 @@ pub struct DeadAfterFlag {
 pub struct BarrierFlags {
     /// How often hosts and idle links send beacons, and the Lamport baseline's exchange
     /// interval [default: each runtime's own: 50 inproc, 500 udp (`onepipe up`'s)]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     pub beacon_interval_us: Option<f64>,
     /// Hosts promise their barrier this far ahead of their clock at the end of each visit of
     /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
     /// runtime's own: off inproc, 5000 udp]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
     pub promise_lead_us: Option<f64>,
 }
 
@@ -67,15 +109,19 @@ pub struct RuntimeFlags {
     #[arg(long, value_enum, default_value_t = RuntimeKind::Inproc)]
     pub runtime: RuntimeKind,
     /// udp runtime: largest datagram, header included
-    #[arg(long, default_value_t = 8_972)]
+    #[arg(long, default_value_t = 8_972, value_parser = crate::bounds::int::<usize>(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT as u64))]
     pub datagram_bytes: usize,
     /// udp runtime: OS threads that run the nodes, each node keeping its own socket; 0 is a
     /// thread per node, as `onepipe up` runs them [default: one per core]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::THREADS_MAX))]
     pub udp_threads: Option<usize>,
     /// udp runtime: most datagrams in flight on a link (its credit window, at least 2)
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = crate::bounds::int::<usize>(2..=crate::bounds::PACKETS_MAX))]
     pub udp_window_datagrams: usize,
+    /// udp runtime: datagrams without authentication (by default each carries a tag under a
+    /// key made for the run; docs/udp.md, "Authentication")
+    #[arg(long)]
+    pub insecure_no_auth: bool,
 }
 
 /// Which fabric a run builds: `--topology`, `--topology-file`, `--processes-per-host`
@@ -88,7 +134,7 @@ pub struct TopologyFlags {
     /// Topology from a TOML file (docs/topology.md)
     #[arg(long, value_name = "FILE")]
     pub topology_file: Option<PathBuf>,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u32>(1..=onepipe_fabric::limits::PROCESSES_PER_HOST_MAX as u64))]
     pub processes_per_host: u32,
 }
 
@@ -100,5 +146,39 @@ impl TopologyFlags {
             None => Topology::preset(&self.topology),
         }
         .map_err(|e| e.to_string())
+    }
+}
+
+/// `--time-ahead-max-ms` (`demo`, `sim`, `switch`, `controller`, `up`; the examples' processes
+/// take the same flag): how far ahead of a node's clock a barrier or timestamp may be.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct TimeAheadFlag {
+    /// A barrier or message timestamp further ahead of a switch's or process's clock than this,
+    /// beyond the hosts' promise lead, is refused, counted and reported to the controller: the
+    /// fabric's clock skew bound plus a margin (docs/ordering.md, "Implausible time")
+    #[arg(long, value_name = "MS", default_value_t = TIME_AHEAD_MAX_MS, value_parser = crate::bounds::float(0.0, TIME_AHEAD_MAX_MS_MAX))]
+    pub time_ahead_max_ms: f64,
+}
+
+/// The default `--time-ahead-max-ms` ([`onepipe_proto::plausible::TIME_AHEAD_MAX`]).
+const TIME_AHEAD_MAX_MS: f64 = onepipe_proto::plausible::TIME_AHEAD_MAX.as_nanos() as f64 / 1e6;
+
+/// The most `--time-ahead-max-ms` may say: half the 48-bit wire clock's range, past which a
+/// timestamp ahead cannot be told from one behind.
+const TIME_AHEAD_MAX_MS_MAX: f64 = (1u64 << 47) as f64 / 1e6;
+
+impl TimeAheadFlag {
+    pub fn duration(self) -> Result<onepipe_wire::Duration, String> {
+        let ms = self.time_ahead_max_ms;
+        if !(ms.is_finite() && (0.0..=TIME_AHEAD_MAX_MS_MAX).contains(&ms)) {
+            return Err(format!(
+                "--time-ahead-max-ms must be between 0 and {TIME_AHEAD_MAX_MS_MAX} (half the wire clock's range)"
+            ));
+        }
+        Ok(onepipe_wire::Duration::from_nanos((ms * 1e6).round() as u64))
+    }
+
+    pub fn to_cli(self) -> String {
+        format!("--time-ahead-max-ms={}", self.time_ahead_max_ms)
     }
 }

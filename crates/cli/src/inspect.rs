@@ -22,7 +22,7 @@ pub struct InspectArgs {
     /// The topology file given to `onepipe up`
     topology: PathBuf,
     /// A barrier lagging its switch's clock by more than this counts as stalled
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::bounds::float(0.0, crate::bounds::MILLIS_MAX as f64))]
     stall_ms: f64,
     /// Read `DIR/NAME.json` for each switch instead of what `onepipe up` started: the files
     /// that switches run by hand write with `onepipe switch --status-file` (across machines,
@@ -113,12 +113,13 @@ fn print(i: &Inspection, stall_ms: f64) {
     for s in &i.switches {
         let k = &s.socket;
         println!(
-            "{}: forwarded {}, beacons sent {} received {}, links removed {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}, of no protocol here {}",
+            "{}: forwarded {}, beacons sent {} received {}, links removed {}, barriers implausibly ahead {}; datagrams in {} out {}, lost {}, reordered {}, overrun {}, waited for credit {}, from strangers {}, malformed {}, of no protocol here {}",
             s.node,
             s.forwarded,
             s.beacons_sent,
             s.beacons_received,
             s.links_removed,
+            s.barrier_implausible,
             k.datagrams_in,
             k.datagrams_out,
             k.lost,
@@ -128,6 +129,10 @@ fn print(i: &Inspection, stall_ms: f64) {
             k.unknown_source,
             k.malformed + s.malformed + s.control_malformed,
             s.unknown_protocol
+        );
+        println!(
+            "  authentication: unauthenticated {}, bad tags {}, stale epochs {}, spoofed sources {}; peers restarted {} (their waiting datagrams dropped {})",
+            k.unauthenticated, k.bad_tag, k.stale_epoch, s.spoofed_source, k.resyncs, k.restart_dropped
         );
         println!(
             "  {:>4} {:<14} {:<8} {:>14} {:>14} {:>10} {:>14}",

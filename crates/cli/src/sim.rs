@@ -1,7 +1,7 @@
 //! `onepipe sim`: the deterministic simulator. One run from a seed (`onepipe sim --seed S`),
 //! replayable exactly; campaigns and paper figures are subcommands.
 
-use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TopologyFlags};
+use crate::flags::{DeadAfterFlag, JsonFlag, MessageBytesFlag, SeedFlag, TimeAheadFlag, TopologyFlags};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_sim::config::parse_time;
@@ -41,10 +41,10 @@ enum SimCommand {
 pub struct FigureArgs {
     /// Swept values (fig9a: processes; fig9b: end-to-end loss probabilities; fig13: beacon
     /// intervals in us; scale: hosts), comma-separated
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = crate::bounds::float(0.0, crate::bounds::PROCESSES_MAX as f64))]
     points: Vec<f64>,
     /// Processes for fig9b
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = crate::bounds::int::<u32>(1..=crate::bounds::PROCESSES_MAX))]
     processes: u32,
     /// Directory for NAME.json and NAME.png
     #[arg(long, default_value = "figures")]
@@ -56,13 +56,13 @@ pub struct FigureArgs {
 #[derive(Args, Debug)]
 pub struct CampaignArgs {
     /// Number of seeds to run
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::SEEDS_MAX))]
     seeds: u64,
     /// The first seed (replay one failing seed S with --first-seed S --seeds 1)
     #[arg(long, default_value_t = 1)]
     first_seed: u64,
     /// Worker threads (default: one per core)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     threads: Option<usize>,
     /// Most concurrent faults a seed draws (links, switches, processes, overlapping in
     /// time); 1 draws what campaigns drew before several were possible
@@ -75,8 +75,14 @@ pub struct CampaignArgs {
 /// The simulator's `--dead-after-intervals`: the paper's 10.
 const DEAD_AFTER_INTERVALS: u32 = 10;
 
+/// A simulated time, at most [`crate::bounds::SIM_SECONDS_MAX`].
 fn time(s: &str) -> Result<Duration, String> {
-    parse_time(s)
+    let t = parse_time(s)?;
+    let max = Duration::from_secs(crate::bounds::SIM_SECONDS_MAX);
+    if t > max {
+        return Err(format!("{s} is not in 0s..={}s", crate::bounds::SIM_SECONDS_MAX));
+    }
+    Ok(t)
 }
 
 /// One simulated run; times take a unit (ns, us, ms, s).
@@ -90,13 +96,13 @@ pub struct RunArgs {
     #[arg(long, default_value = "300ns", value_parser = time)]
     skew: Duration,
     /// Largest clock rate error of a host, in parts per million
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::float(0.0, onepipe_proto::clock::DRIFT_PPB_MAX as f64 / 1000.0))]
     drift_ppm: f64,
     /// Rate of every link with a process at one end (0: infinitely fast)
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = crate::bounds::float(0.0, crate::bounds::GBPS_MAX))]
     link_gbps: f64,
     /// Rate of the links between switches, if not --link-gbps (a bundle of cables as one link)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::float(0.0, crate::bounds::GBPS_MAX))]
     fabric_gbps: Option<f64>,
     /// Propagation delay of every link
     #[arg(long, default_value = "100ns", value_parser = time)]
@@ -110,24 +116,24 @@ pub struct RunArgs {
     /// CPU time of a host per frame sent or received (bounds a process's message rate)
     #[arg(long, default_value = "65ns", value_parser = time)]
     host_frame_cost: Duration,
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 20, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::BYTES_MAX))]
     queue_capacity_bytes: usize,
-    #[arg(long, default_value_t = 100 * 1024)]
+    #[arg(long, default_value_t = 100 * 1024, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::BYTES_MAX))]
     ecn_threshold_bytes: usize,
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value_t = 1500, value_parser = crate::bounds::int::<usize>(64..=u16::MAX as u64))]
     mtu_bytes: usize,
     /// Send buffer of each process, in packets (best effort; reliable too if given)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::PACKETS_MAX))]
     send_buffer_packets: Option<usize>,
     /// Probability that a link loses a frame
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     loss: f64,
     /// Probability that a link delivers a frame twice
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     dup: f64,
     /// Probability that a link holds a frame back (up to 2 us) so later frames pass it: links
     /// stop being FIFO, which late drops and NAKs must handle
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     reorder: f64,
     /// Loss, duplication and reordering stop this long after traffic starts (default: never)
     #[arg(long, value_parser = time)]
@@ -142,7 +148,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "20us", value_parser = time)]
     gap: Duration,
     /// Draw message sizes uniformly from --message-bytes up to this
-    #[arg(long)]
+    #[arg(long, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::MESSAGE_BYTES_MAX))]
     message_bytes_max: Option<usize>,
     #[arg(long)]
     reliable: bool,
@@ -183,15 +189,17 @@ pub struct RunArgs {
     #[arg(long, default_value = "100us", value_parser = time)]
     settle: Duration,
     /// Stop with an error after this many events
-    #[arg(long, default_value_t = 2_000_000_000)]
+    #[arg(long, default_value_t = 2_000_000_000, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::EVENTS_MAX))]
     events_max: u64,
     /// Stop with an error when the process uses more memory than this
-    #[arg(long, default_value_t = 16 * 1024)]
+    #[arg(long, default_value_t = 16 * 1024, value_parser = crate::bounds::int::<u64>(1..=crate::bounds::MEMORY_MB_MAX))]
     memory_mb_max: u64,
     #[command(flatten)]
     msg: MessageBytesFlag,
     #[command(flatten)]
     dead: DeadAfterFlag,
+    #[command(flatten)]
+    time_ahead: TimeAheadFlag,
     #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
@@ -217,6 +225,7 @@ impl RunArgs {
             beacon_interval: self.beacon_interval,
             skew_mean: self.skew,
             drift_ppb_max: (self.drift_ppm * 1000.0).round() as u32,
+            time_ahead_max: self.time_ahead.duration()?,
             link_bits_per_s: (self.link_gbps * 1e9).round() as u64,
             fabric_link_bits_per_s: self.fabric_gbps.map(|g| (g * 1e9).round() as u64),
             link_delay: self.link_delay,

@@ -10,10 +10,10 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct UdpLimitArgs {
     /// Length of each of the two measurements
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     seconds: f64,
     /// Size of a full datagram, as the udp runtime packs them
-    #[arg(long, default_value_t = 8_972)]
+    #[arg(long, default_value_t = 8_972, value_parser = crate::bounds::int::<usize>(64..=onepipe_runtime::udp::DATAGRAM_BYTES_LIMIT as u64))]
     datagram_bytes: usize,
     #[command(flatten)]
     msg: MessageBytesFlag,

@@ -21,6 +21,8 @@ fn short_demo_prints_json_and_passes_every_check() {
     let v = run_json(&["demo", "--seconds", "0.4", "--json"], Some(&logs));
     assert_eq!(v["processes"], 32);
     assert!(v["delivered"].as_u64().unwrap() > 1000, "{v}");
+    // Correct senders only: the bound on time never trips (docs/ordering.md).
+    assert_eq!(v["implausible_refused"], 0, "{v}");
     for key in [
         "seconds",
         "throughput_msgs_per_s",

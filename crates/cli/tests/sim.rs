@@ -86,7 +86,7 @@ fn bad_config_names_the_field_and_budgets_stop_runs() {
     let out = onepipe(&["sim", "--loss", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("`loss`"), "{err}");
+    assert!(err.contains("--loss") && err.contains("0..=1"), "{err}");
     let out = onepipe(&["sim", "--fail", "switch:nowhere@10us"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no switch named `nowhere`"), "{err}");

@@ -90,7 +90,10 @@ fn up_join_verify_down() {
     let running = common::processes_naming(file.to_str().unwrap());
     assert_eq!(running.len(), 4, "up and three switches: {running:?}");
 
-    let mut opts = UdpOptions::new(Topology::from_file(&file).unwrap());
+    let topology = Topology::from_file(&file).unwrap();
+    let mut opts = UdpOptions::new(topology.clone());
+    // The key `up` made for the topology (docs/udp.md, "Authentication").
+    opts.udp.auth = onepipe::keys::fabric_auth(&topology, None, false).unwrap();
     opts.beacon_interval = Duration::from_micros(200);
     // The clocks of processes 2 and 3 (rack 1) run 5 ms ahead: skew to measure (1Pipe pays it
     // in latency only).
@@ -206,6 +209,9 @@ fn up_join_verify_down() {
         common::processes_naming(file.to_str().unwrap()).is_empty(),
         "processes left behind"
     );
+    let status_dir = onepipe::supervise::status_dir(&file).unwrap();
+    assert!(!status_dir.exists(), "{} left behind", status_dir.display());
+    assert!(!onepipe::supervise::state_path(&file).unwrap().exists());
 
     // The checker's logs: a scattering's timestamp is the one its receivers delivered it at.
     let mut ts_of = HashMap::new();

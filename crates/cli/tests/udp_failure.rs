@@ -113,6 +113,8 @@ impl Drop for Run {
         for (pid, _) in common::processes_naming(self.file.to_str().unwrap()) {
             kill(pid);
         }
+        // An `up` killed above cleaned nothing up.
+        common::remove_up_state(&self.file);
     }
 }
 
@@ -305,7 +307,10 @@ fn app_process() {
     let parts: Vec<&str> = spec.split('|').collect();
     let (file, me, log_path) = (parts[0], parts[1].parse::<u32>().unwrap(), parts[2]);
     let send_for = std::time::Duration::from_millis(parts[3].parse().unwrap());
-    let mut options = UdpOptions::new(Topology::from_file(Path::new(file)).unwrap());
+    let topology = Topology::from_file(Path::new(file)).unwrap();
+    let mut options = UdpOptions::new(topology.clone());
+    // The key `up` made for the topology (docs/udp.md, "Authentication").
+    options.udp.auth = onepipe::keys::fabric_auth(&topology, None, false).unwrap();
     options.beacon_interval = Duration::from_micros(BEACON_US);
     options.dead_after_intervals = DEAD_AFTER_BEACONS;
     let mut log = std::fs::File::create(log_path).unwrap();

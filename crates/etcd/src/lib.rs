@@ -17,7 +17,7 @@
 //! Keys, under a prefix shared by the replicas (e.g. `/onepipe/controller`):
 //! - `<prefix>/leader`: the leader's id, attached to its lease;
 //! - `<prefix>/log/<seq>`: record `seq` (zero-padded to 20 digits, so key order is log order),
-//!   the record's JSON.
+//!   the record's JSON. A compacted log starts past 0, at a snapshot (`Store::compact`).
 
 pub mod client;
 pub mod election;

@@ -4,9 +4,10 @@ use crate::Keys;
 use crate::client::{Client, EtcdError};
 use crate::election::Leadership;
 use crate::gateway::{
-    Compare, Int, KeyValue, PutRequest, RangeRequest, RequestOp, SortOrder, SortTarget, TxnRequest,
+    Compare, DeleteRangeRequest, Int, KeyValue, PutRequest, RangeRequest, RequestOp, SortOrder, SortTarget,
+    TxnRequest,
 };
-use onepipe_proto::controller::store::{Record, Store, StoreError};
+use onepipe_proto::controller::store::{Event, Record, Store, StoreError};
 
 /// Records per range call when loading.
 const PAGE: i64 = 1000;
@@ -50,7 +51,7 @@ impl EtcdStore {
 
     /// Every record of the log under `prefix`, oldest first, without needing to lead.
     pub fn read(client: &Client, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        read_log(client, &Keys::new(prefix), PAGE)
+        read_log(client, &Keys::new(prefix), PAGE).map(|(_, records)| records)
     }
 
     fn where_(&self) -> String {
@@ -110,8 +111,10 @@ impl EtcdStore {
     }
 }
 
-impl Store for EtcdStore {
-    fn append(&mut self, record: &Record) -> Result<(), StoreError> {
+impl EtcdStore {
+    /// Runs `ops` and a put of `record` at the log's end in one transaction, while this
+    /// replica's term lasts and the slot is free.
+    fn write_at_end(&mut self, mut ops: Vec<RequestOp>, record: &Record) -> Result<(), StoreError> {
         if self.in_doubt {
             return Err(StoreError::Io {
                 path: self.where_(),
@@ -125,6 +128,13 @@ impl Store for EtcdStore {
             None => self.find_next()?,
         };
         let (leader, key) = (self.keys.leader(), self.keys.log(seq));
+        ops.push(RequestOp::RequestPut(PutRequest {
+            key: key.as_slice().into(),
+            value: serde_json::to_vec(record)
+                .expect("records always serialize")
+                .into(),
+            lease: Int(0),
+        }));
         let request = TxnRequest {
             compare: vec![
                 Compare::value_is(&leader, &self.id),
@@ -132,13 +142,7 @@ impl Store for EtcdStore {
                 Compare::lease_is(&leader, self.term.lease),
                 Compare::absent(&key),
             ],
-            success: vec![RequestOp::RequestPut(PutRequest {
-                key: key.as_slice().into(),
-                value: serde_json::to_vec(record)
-                    .expect("records always serialize")
-                    .into(),
-                lease: Int(0),
-            })],
+            success: ops,
             failure: vec![
                 RequestOp::RequestRange(RangeRequest::key(&leader)),
                 RequestOp::RequestRange(RangeRequest {
@@ -173,10 +177,31 @@ impl Store for EtcdStore {
             reason: format!("log entry {seq} exists already: reopen the service on this log"),
         })
     }
+}
+
+impl Store for EtcdStore {
+    fn append(&mut self, record: &Record) -> Result<(), StoreError> {
+        self.write_at_end(Vec::new(), record)
+    }
+
+    /// Deletes every record and puts the snapshot after them, in one fenced transaction: the
+    /// log's first key is then the snapshot's, past 0. A snapshot larger than etcd takes in one
+    /// request (`--max-request-bytes`, 1.5 MiB by default) is refused, and the log stays whole.
+    fn compact(&mut self, snapshot: &Record) -> Result<(), StoreError> {
+        let seq = match self.next {
+            Some(n) => n,
+            None => self.find_next()?,
+        };
+        let delete = RequestOp::RequestDeleteRange(DeleteRangeRequest {
+            key: self.keys.log_prefix().into(),
+            range_end: self.keys.log(seq).into(),
+        });
+        self.write_at_end(vec![delete], snapshot)
+    }
 
     fn load(&mut self) -> Result<Vec<Record>, StoreError> {
-        let records = read_log(&self.client, &self.keys, self.page)?;
-        self.next = Some(records.len() as u64);
+        let (first, records) = read_log(&self.client, &self.keys, self.page)?;
+        self.next = Some(first + records.len() as u64);
         self.in_doubt = false;
         Ok(records)
     }
@@ -194,8 +219,9 @@ fn corrupt(client: &Client, key: &[u8], seq: u64, reason: String) -> StoreError 
     }
 }
 
-/// The log, a page at a time, all pages read at the revision of the first.
-fn read_log(client: &Client, keys: &Keys, page: i64) -> Result<Vec<Record>, StoreError> {
+/// The log, a page at a time, all pages read at the revision of the first, and the sequence
+/// number of its first record: 0, or a snapshot's (a compacted log).
+fn read_log(client: &Client, keys: &Keys, page: i64) -> Result<(u64, Vec<Record>), StoreError> {
     let io = |e: EtcdError| StoreError::Io {
         path: format!("etcd at {} under {}", client.endpoint(), keys.prefix()),
         reason: e.to_string(),
@@ -204,15 +230,18 @@ fn read_log(client: &Client, keys: &Keys, page: i64) -> Result<Vec<Record>, Stor
         limit: Int(page),
         ..RangeRequest::prefix(&keys.log_prefix())
     };
-    let mut records = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
+    let mut first = None;
     loop {
         let answer = client.range(&request).map_err(io)?;
         if request.revision.is_zero() {
             request.revision = answer.header.revision;
         }
         for kv in &answer.kvs {
-            let expected = records.len() as u64;
-            match keys.seq_of(&kv.key.0) {
+            let seq_of = keys.seq_of(&kv.key.0);
+            let base = *first.get_or_insert(seq_of.unwrap_or(0));
+            let expected = base.saturating_add(records.len() as u64);
+            match seq_of {
                 Some(seq) if seq == expected => {}
                 Some(seq) => {
                     return Err(corrupt(
@@ -224,12 +253,19 @@ fn read_log(client: &Client, keys: &Keys, page: i64) -> Result<Vec<Record>, Stor
                 }
                 None => return Err(corrupt(client, &kv.key.0, expected, "not a log key".to_string())),
             }
-            let record = serde_json::from_slice(&kv.value.0)
+            let record: Record = serde_json::from_slice(&kv.value.0)
                 .map_err(|e| corrupt(client, &kv.key.0, expected, e.to_string()))?;
+            if records.is_empty() && base > 0 && !matches!(record.event, Event::Snapshot(_)) {
+                let reason = format!(
+                    "records 0 to {} are missing, and no snapshot replaces them",
+                    base - 1
+                );
+                return Err(corrupt(client, &kv.key.0, expected, reason));
+            }
             records.push(record);
         }
         if !answer.more {
-            return Ok(records);
+            return Ok((first.unwrap_or(0), records));
         }
         let Some(last) = answer.kvs.last() else {
             return Err(io(EtcdError::BadAnswer {

@@ -7,6 +7,7 @@
 //! `onepipe-proto` crate and plug in through [`Node`].
 
 pub mod hash;
+pub mod limits;
 pub mod node;
 pub mod pipeline;
 pub mod routing;

@@ -5,6 +5,7 @@
 //! the rest of the code can rely on: unique names, hosts attached to layer-1 switches, links only
 //! between adjacent layers, one connected fabric.
 
+use crate::limits::{FILE_BYTES_MAX, limit, limit_counts, limit_delay, limit_name, mul};
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -76,6 +77,10 @@ pub struct Topology {
     pub links: Vec<LinkSpec>,
     /// Files with a `[controller]` table; presets have none.
     pub controller: Option<ControllerSpec>,
+    /// The fabric's key file (`key_file = "..."`, relative to the topology file): the keys
+    /// that authenticate every udp datagram (docs/udp.md, "Authentication"). `None`: the
+    /// environment's `ONEPIPE_KEY_FILE`, or a key made for the topology.
+    pub key_file: Option<std::path::PathBuf>,
 }
 
 /// What is wrong with a topology; each names the offending element.
@@ -114,6 +119,8 @@ pub enum TopologyError {
     LayerMismatch { name: String, declared: u8, derived: u8 },
     #[error("switch `{name}` has {ports} ports; at most {max} are supported")]
     TooManyPorts { name: String, ports: usize, max: usize },
+    #[error("{what}: {count}, more than the limit of {max} (docs/topology.md)")]
+    TooLarge { what: String, count: u64, max: u64 },
     #[error("preset `{0}`: {1}")]
     BadPreset(String, String),
     #[error("[controller]: {0}")]
@@ -150,6 +157,7 @@ struct FileTopology {
     #[serde(default)]
     link: Vec<FileLink>,
     controller: Option<FileController>,
+    key_file: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -158,6 +166,35 @@ struct FileController {
     addr: Option<String>,
     etcd: Option<String>,
     replicas: Option<u32>,
+}
+
+impl FileTopology {
+    /// Every limit a file can break, before anything is built from it: `hosts = N` of a
+    /// switch would otherwise make N hosts before any check.
+    fn check_limits(&self) -> Result<(), TopologyError> {
+        let shorthand = self
+            .switch
+            .iter()
+            .map(|s| s.hosts.unwrap_or(0) as u128)
+            .fold(0u128, u128::saturating_add);
+        let hosts = shorthand.saturating_add(self.host.len() as u128);
+        limit_counts(self.switch.len() as u128, hosts, self.link.len() as u128)?;
+        limit_delay("link_delay_ns", self.link_delay_ns)?;
+        for s in &self.switch {
+            limit_name(&s.name)?;
+            let what = format!("hosts under switch `{}`", s.name);
+            limit(&what, s.hosts.unwrap_or(0) as u128, PORTS_PER_SWITCH_MAX as u64)?;
+        }
+        for h in &self.host {
+            limit_name(&h.name)?;
+            limit_delay(&format!("delay_ns of host `{}`", h.name), h.delay_ns)?;
+        }
+        for l in &self.link {
+            let [a, b] = &l.between;
+            limit_delay(&format!("delay_ns of link {a}-{b}"), l.delay_ns)?;
+        }
+        Ok(())
+    }
 }
 
 impl FileController {
@@ -231,6 +268,11 @@ impl Topology {
         spines: usize,
         hosts_per_leaf: usize,
     ) -> Result<Topology, TopologyError> {
+        limit_counts(
+            (leaves as u128).saturating_add(spines as u128),
+            mul(leaves, hosts_per_leaf),
+            mul(leaves, spines),
+        )?;
         let mut b = Builder::new(format!("leaf-spine:{leaves},{spines},{hosts_per_leaf}"));
         let leaf: Vec<_> = (0..leaves).map(|i| b.switch(format!("leaf{i}"), 1)).collect();
         let spine: Vec<_> = (0..spines).map(|i| b.switch(format!("spine{i}"), 2)).collect();
@@ -252,6 +294,15 @@ impl Topology {
         cores: usize,
         hosts_per_tor: usize,
     ) -> Result<Topology, TopologyError> {
+        let per_pod = (tors_per_pod as u128).saturating_add(spines_per_pod as u128);
+        let links_per_pod = mul(tors_per_pod, spines_per_pod).saturating_add(mul(spines_per_pod, cores));
+        limit_counts(
+            (pods as u128)
+                .saturating_mul(per_pod)
+                .saturating_add(cores as u128),
+            mul(pods, tors_per_pod).saturating_mul(hosts_per_tor as u128),
+            (pods as u128).saturating_mul(links_per_pod),
+        )?;
         let mut b = Builder::new(format!(
             "three-layer:{pods},{tors_per_pod},{spines_per_pod},{cores},{hosts_per_tor}"
         ));
@@ -295,6 +346,11 @@ impl Topology {
             ));
         }
         let half = k / 2;
+        limit_counts(
+            mul(half, half).saturating_add(mul(k, k)),
+            mul(k, half).saturating_mul(half as u128),
+            mul(k, half).saturating_mul(k as u128),
+        )?;
         let mut b = Builder::new(format!("fat-tree:{k}"));
         let core: Vec<_> = (0..half * half)
             .map(|i| b.switch(format!("core{i}"), 3))
@@ -342,16 +398,26 @@ impl Topology {
     }
 
     pub fn from_file(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError::Io {
+        let io = |e: std::io::Error| TopologyError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
-        })?;
-        Topology::from_toml(&text)
+        };
+        let bytes = std::fs::metadata(path).map_err(io)?.len();
+        limit("bytes in the topology file", u128::from(bytes), FILE_BYTES_MAX)?;
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        let mut t = Topology::from_toml(&text)?;
+        // A key file named in the topology is found from the topology file, wherever the
+        // command runs.
+        if let (Some(key), Some(dir)) = (&t.key_file, path.parent()) {
+            t.key_file = Some(dir.join(key));
+        }
+        Ok(t)
     }
 
     /// Parses and validates a TOML topology (format in docs/topology.md).
     pub fn from_toml(text: &str) -> Result<Topology, TopologyError> {
         let file: FileTopology = toml::from_str(text).map_err(|e| TopologyError::Syntax(e.to_string()))?;
+        file.check_limits()?;
         let default_delay_ns = file.link_delay_ns.unwrap_or(LINK_DELAY_NS_DEFAULT);
         let mut names: HashMap<String, Named> = HashMap::new();
         let mut switches = Vec::new();
@@ -367,7 +433,17 @@ impl Topology {
         }
         let mut hosts = Vec::new();
         for (i, s) in file.switch.iter().enumerate() {
-            for h in 0..s.hosts.unwrap_or(0) {
+            // Checked before the hosts are made: a count from the file must not size an
+            // allocation (or a loop) past what a switch can have.
+            let count = s.hosts.unwrap_or(0);
+            if count > PORTS_PER_SWITCH_MAX {
+                return Err(TopologyError::TooManyPorts {
+                    name: s.name.clone(),
+                    ports: count,
+                    max: PORTS_PER_SWITCH_MAX,
+                });
+            }
+            for h in 0..count {
                 let name = format!("{}-h{h}", s.name);
                 claim(&mut names, &name, Named::Host)?;
                 hosts.push(HostSpec {
@@ -424,6 +500,7 @@ impl Topology {
             hosts,
             links,
             controller: file.controller.map(FileController::spec).transpose()?,
+            key_file: file.key_file.map(Into::into),
         };
         t.assign_layers()?;
         for (i, declared) in declared_layers.into_iter().enumerate() {
@@ -479,6 +556,11 @@ impl Topology {
 
     /// Checks every structural rule; presets and files both pass through here.
     pub fn validate(&self) -> Result<(), TopologyError> {
+        limit_counts(
+            self.switches.len() as u128,
+            self.hosts.len() as u128,
+            self.links.len() as u128,
+        )?;
         if self.switches.is_empty() {
             return Err(TopologyError::NoSwitches);
         }
@@ -528,7 +610,9 @@ impl Topology {
         }
         for l in &self.links {
             let (la, lb) = (self.switches[l.lower].layer, self.switches[l.upper].layer);
-            if lb != la + 1 {
+            // Layers saturate at u8::MAX: a chain deeper than that is refused here, not added
+            // past it.
+            if la.checked_add(1) != Some(lb) {
                 return Err(TopologyError::LayerSkip {
                     a: name(l.lower),
                     b: name(l.upper),
@@ -605,6 +689,7 @@ impl Builder {
                 hosts: Vec::new(),
                 links: Vec::new(),
                 controller: None,
+                key_file: None,
             },
         }
     }
@@ -728,6 +813,25 @@ mod tests {
     }
 
     #[test]
+    fn a_key_file_is_found_from_the_topology_file() {
+        let dir = std::env::temp_dir().join(format!("onepipe-topology-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.toml");
+        std::fs::write(&path, format!("key_file = \"keys/fabric.key\"\n{GOOD}")).unwrap();
+        let t = Topology::from_file(&path).unwrap();
+        assert_eq!(t.key_file, Some(dir.join("keys/fabric.key")));
+        std::fs::write(&path, format!("key_file = \"/etc/onepipe.key\"\n{GOOD}")).unwrap();
+        let t = Topology::from_file(&path).unwrap();
+        assert_eq!(
+            t.key_file,
+            Some("/etc/onepipe.key".into()),
+            "an absolute path stays"
+        );
+        assert_eq!(Topology::from_toml(GOOD).unwrap().key_file, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn toml_file_loads_and_orients_links() {
         let t = Topology::from_toml(GOOD).unwrap();
         assert_eq!(t.name, "two-racks");
@@ -790,6 +894,40 @@ mod tests {
             TopologyError::LayerMismatch {
                 declared: 3,
                 derived: 2,
+                ..
+            }
+        ));
+    }
+
+    /// Counts from a file are checked before they size anything: a host count past what a
+    /// switch can have is refused at once (it used to make a host per count first, so a file
+    /// of 40 bytes ran out of memory; found by the `topology` fuzz target), and a chain of
+    /// switches deeper than the layer counter goes is refused, not wrapped.
+    #[test]
+    fn counts_from_a_file_are_bounded_before_they_size_anything() {
+        let huge = err("[[switch]]\nname = \"tor0\"\nhosts = 4294967296");
+        assert!(
+            matches!(
+                huge,
+                TopologyError::TooManyPorts {
+                    ports: 4294967296,
+                    ..
+                }
+            ),
+            "{huge}"
+        );
+        let mut chain = String::from("[[switch]]\nname = \"s0\"\nhosts = 1\n");
+        for i in 1..300 {
+            chain += &format!(
+                "[[switch]]\nname = \"s{i}\"\n[[link]]\nbetween = [\"s{}\", \"s{i}\"]\n",
+                i - 1
+            );
+        }
+        assert!(matches!(
+            err(&chain),
+            TopologyError::LayerSkip {
+                layer_a: 255,
+                layer_b: 255,
                 ..
             }
         ));

@@ -61,17 +61,38 @@ pub struct Wiring {
     pub processes: Vec<ProcessSpec>,
 }
 
-/// Processes are numbered in 32 bits on the wire.
-pub const PROCESSES_MAX: usize = u32::MAX as usize;
+pub use crate::limits::{PROCESSES_MAX, PROCESSES_PER_HOST_MAX};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum WiringError {
     #[error("processes per host must be at least 1")]
     NoProcesses,
-    #[error("{0} processes exceed the supported maximum")]
+    #[error("{0} processes, more than the limit of {PROCESSES_MAX} (docs/topology.md)")]
     TooManyProcesses(usize),
+    #[error("{0} processes per host, more than the limit of {PROCESSES_PER_HOST_MAX} (docs/topology.md)")]
+    TooManyProcessesPerHost(u32),
     #[error("switch `{name}` would have {ports} ports with these processes; at most 65535 are supported")]
     TooManyPorts { name: String, ports: usize },
+}
+
+/// Refuses a switch of more ports than a port number holds, counted before the ports are
+/// made.
+fn check_ports(topology: &Topology, processes_per_host: u32) -> Result<(), WiringError> {
+    let mut ports = vec![0usize; topology.switches.len()];
+    for h in &topology.hosts {
+        ports[h.tor] += processes_per_host as usize;
+    }
+    for l in &topology.links {
+        ports[l.lower] += 1;
+        ports[l.upper] += 1;
+    }
+    match ports.iter().position(|&p| p > u16::MAX as usize) {
+        Some(s) => Err(WiringError::TooManyPorts {
+            name: topology.switches[s].name.clone(),
+            ports: ports[s],
+        }),
+        None => Ok(()),
+    }
 }
 
 impl Wiring {
@@ -79,10 +100,14 @@ impl Wiring {
         if processes_per_host == 0 {
             return Err(WiringError::NoProcesses);
         }
+        if processes_per_host > PROCESSES_PER_HOST_MAX {
+            return Err(WiringError::TooManyProcessesPerHost(processes_per_host));
+        }
         let total = topology.hosts.len().saturating_mul(processes_per_host as usize);
         if total > PROCESSES_MAX {
             return Err(WiringError::TooManyProcesses(total));
         }
+        check_ports(&topology, processes_per_host)?;
         let mut switch_ports: Vec<Vec<PortSpec>> = vec![Vec::new(); topology.switches.len()];
         let mut processes = Vec::with_capacity(total);
         for (host, h) in topology.hosts.iter().enumerate() {
@@ -132,14 +157,10 @@ impl Wiring {
                 port: at_lower as u16,
             };
         }
-        for (s, ports) in switch_ports.iter().enumerate() {
-            if ports.len() > u16::MAX as usize {
-                return Err(WiringError::TooManyPorts {
-                    name: topology.switches[s].name.clone(),
-                    ports: ports.len(),
-                });
-            }
-        }
+        assert!(
+            switch_ports.iter().all(|p| p.len() <= u16::MAX as usize),
+            "port counts were checked before the ports were made"
+        );
         Ok(Wiring {
             topology,
             processes_per_host,

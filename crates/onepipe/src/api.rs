@@ -113,6 +113,7 @@ impl OnePipe {
             dead_after_intervals: options.dead_after_intervals.max(1),
             ecmp_seed: options.seed,
             promise_lead: Duration::ZERO,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         };
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);

@@ -9,6 +9,7 @@
 
 use onepipe_fabric::PortId;
 use onepipe_proto::controller::{Failure, Input, LostRecall, Member, Output, PacketBytes, instant_ns};
+use onepipe_proto::mgmt_outbox::{Keep, Queued};
 use onepipe_wire::Instant;
 use serde::{Deserialize, Serialize};
 
@@ -130,6 +131,32 @@ impl ControlMsg {
     }
 }
 
+/// How the controller's queue to a node treats each message (`onepipe_proto::mgmt_outbox`).
+impl Queued for ControlMsg {
+    fn keep(&self) -> Keep {
+        match self {
+            // Each names the whole state of its kind.
+            ControlMsg::Hello => Keep::Latest(0),
+            ControlMsg::Avoid(_) => Keep::Latest(1),
+            ControlMsg::PathsChanged => Keep::Latest(2),
+            ControlMsg::Registered { .. } => Keep::Latest(3),
+            // Announcements are repeated until answered (then the process is declared
+            // failed), cuts until reported, Resumes whenever the switch repeats its report,
+            // and a process told of its own failure is told again when heard again.
+            ControlMsg::Announce { .. }
+            | ControlMsg::CutInput(_)
+            | ControlMsg::RemoveInputs(_)
+            | ControlMsg::OwnFailure { .. } => Keep::Repeated,
+            ControlMsg::Input(_)
+            | ControlMsg::LostRecalls { .. }
+            | ControlMsg::Recovery { .. }
+            | ControlMsg::Rejoined { .. }
+            | ControlMsg::Readmit(_)
+            | ControlMsg::Forward { .. } => Keep::Once,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ControlDecodeError {
     #[error("not a control frame (tag {0:#04x})")]
@@ -197,6 +224,12 @@ mod tests {
                 failures: vec![(2, 1_234).into()],
             },
             ControlMsg::Hello,
+            ControlMsg::Input(Input::Implausible {
+                member: Member::Switch(2),
+                port: 1,
+                ahead_ns: 86_400_000_000_000,
+                refused: 12,
+            }),
             ControlMsg::Input(Input::Heard {
                 member: Member::Switch(1),
                 port: 3,
@@ -359,5 +392,46 @@ mod tests {
             let len = m.encode(&mut frame).unwrap();
             assert_eq!(ControlMsg::decode(&frame[..len]).unwrap(), m);
         }
+    }
+
+    /// The controller's queue to a node that takes nothing stays bounded: reroutes and
+    /// registrations' answers keep only the latest, repeats merge, and a failure announcement
+    /// still gets in when the queue is full of forwarded packets (the oldest makes room,
+    /// counted); later copies of the announcement are merged, not piled up.
+    #[test]
+    fn a_node_that_takes_nothing_has_a_bounded_queue_and_still_gets_announcements() {
+        use onepipe_proto::mgmt_outbox::{MGMT_QUEUED_MAX, MgmtQueue};
+        let mut q = MgmtQueue::default();
+        for k in 0..10 {
+            q.push(ControlMsg::Avoid(vec![(k, 1)]));
+            q.push(ControlMsg::PathsChanged);
+            q.push(ControlMsg::Hello);
+        }
+        assert_eq!(q.len(), 3);
+        for id in 0..(2 * MGMT_QUEUED_MAX) as u64 {
+            q.push(ControlMsg::Forward {
+                id,
+                packet: PacketBytes(vec![1, 2, 3]),
+            });
+        }
+        assert_eq!(q.len(), MGMT_QUEUED_MAX);
+        let announce = ControlMsg::Announce {
+            epoch: 0,
+            failures: vec![(3, 1_000).into()],
+        };
+        for _ in 0..5 {
+            q.push(announce.clone());
+        }
+        assert_eq!(q.len(), MGMT_QUEUED_MAX);
+        assert_eq!(q.counters.dropped_once as usize, MGMT_QUEUED_MAX + 3 + 1);
+        let all: Vec<ControlMsg> = std::iter::from_fn(|| q.pop()).collect();
+        let latest = [
+            ControlMsg::PathsChanged,
+            ControlMsg::Hello,
+            ControlMsg::Avoid(vec![(9, 1)]),
+        ];
+        assert_eq!(all[..3], latest, "the newest of each kind");
+        assert_eq!(all.iter().filter(|m| **m == announce).count(), 1);
+        assert_eq!(all.last(), Some(&announce));
     }
 }

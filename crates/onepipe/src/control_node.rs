@@ -8,16 +8,16 @@
 //! Nodes speak through [`Mgmt`], which carries the frames on one extra port; the node's side of
 //! the conversation is the same as over channels ([`Manage`]).
 
-use crate::control::{ChannelLink, ControlPort, ControlTimeline, Manage};
+use crate::control::{ChannelLink, CommandQueue, ControlPort, ControlTimeline, Manage};
 use crate::control_msg::ControlMsg;
 use onepipe_fabric::{DirectedLink, Hints, Node, PortId, Route, Routes, Wiring, routing};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{MemoryStore, Service, ServiceError, Store, StoreError};
 use onepipe_proto::controller::{Controller, ControllerConfig, Failure, Input, Member, Output};
-use onepipe_proto::mgmt_outbox::MgmtOutbox;
+use onepipe_proto::mgmt_outbox::{MgmtOutbox, MgmtQueue, QueueCounters};
 use onepipe_wire::{Duration, Instant};
 use std::collections::VecDeque;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 
 /// Tables avoiding a set of links, built once per set and shared by every switch: a switch
@@ -60,8 +60,11 @@ pub struct MgmtCounters {
     pub malformed: u64,
     /// Forward requests dropped while too many waited for the link ([`MgmtOutbox`]).
     pub forward_requests_dropped: u64,
-    /// Registrations and reports repeated while an equal one still waited for the link.
-    pub repeats_merged: u64,
+    /// Messages for the controller merged with an equal one that still waited for the link,
+    /// or dropped from a full queue ([`onepipe_proto::mgmt_outbox`]).
+    pub queue: QueueCounters,
+    /// Orders naming a port or process the node does not have ([`ControlPort::refused`]).
+    pub refused: u64,
 }
 
 /// How a node's management messages travel.
@@ -76,7 +79,7 @@ enum Transport {
     /// Over channels to the controller's thread (the inproc runtime).
     Channel {
         to_controller: Sender<Input>,
-        from_controller: Receiver<ControlMsg>,
+        from_controller: CommandQueue,
     },
 }
 
@@ -133,13 +136,17 @@ impl<N: Node + Manage> Mgmt<N> {
         let Some(l) = &self.link else {
             return MgmtCounters::default();
         };
+        let counters = MgmtCounters {
+            refused: l.port.refused(),
+            ..l.counters.clone()
+        };
         match &l.transport {
             Transport::Port { pending, .. } => MgmtCounters {
                 forward_requests_dropped: pending.forwards_dropped,
-                repeats_merged: pending.repeats_merged,
-                ..l.counters.clone()
+                queue: pending.counters().clone(),
+                ..counters
             },
-            Transport::Channel { .. } => l.counters.clone(),
+            Transport::Channel { .. } => counters,
         }
     }
 
@@ -162,7 +169,10 @@ impl<N: Node + Manage> Mgmt<N> {
     fn exchange(&mut self, now: Instant) {
         let Some(l) = &mut self.link else { return };
         if let Transport::Channel { from_controller, .. } = &l.transport {
-            let arrived: Vec<ControlMsg> = from_controller.try_iter().collect();
+            let arrived: Vec<ControlMsg> = {
+                let mut queue = from_controller.lock().expect("no thread panics holding it");
+                std::iter::from_fn(|| queue.pop()).collect()
+            };
             for msg in arrived {
                 receive(&mut self.node, l, msg);
             }
@@ -290,6 +300,16 @@ pub enum ControlEvent {
     },
     /// `switch` is told to cut its input at `port` (the far end is to be declared failed).
     Cut { at: Instant, switch: usize, port: u16 },
+    /// `member` refused `refused` frames on its input at `port` for barriers or timestamps
+    /// implausibly far ahead of its clock, the furthest `ahead_ns` ahead: recorded, nobody
+    /// declared failed (docs/failures.md, "Implausible time").
+    Implausible {
+        at: Instant,
+        member: Member,
+        port: u16,
+        ahead_ns: u64,
+        refused: u64,
+    },
     /// A frame on `port` that was not an input of node `port`, or an input the controller
     /// could not use (`reason`).
     Refused {
@@ -323,7 +343,9 @@ struct RerouteRepeat {
 pub struct ControllerNode<S: Store = MemoryStore> {
     service: Service<S>,
     reroute_repeat: Option<RerouteRepeat>,
-    queues: Vec<VecDeque<ControlMsg>>,
+    /// What each node has yet to take, bounded ([`MgmtQueue`]: a node that stopped taking
+    /// its messages holds at most its bound).
+    queues: Vec<MgmtQueue<ControlMsg>>,
     queued: usize,
     switches: usize,
     pub timeline: ControlTimeline,
@@ -353,7 +375,9 @@ impl<S: Store> ControllerNode<S> {
         let mut node = ControllerNode {
             service,
             reroute_repeat: None,
-            queues: vec![VecDeque::new(); wiring.switch_count() + wiring.process_count()],
+            queues: (0..wiring.switch_count() + wiring.process_count())
+                .map(|_| MgmtQueue::default())
+                .collect(),
             queued: 0,
             switches: wiring.switch_count(),
             timeline: ControlTimeline::default(),
@@ -396,8 +420,19 @@ impl<S: Store> ControllerNode<S> {
     }
 
     fn push(&mut self, node: usize, msg: ControlMsg) {
-        self.queues[node].push_back(msg);
-        self.queued += 1;
+        let q = &mut self.queues[node];
+        let before = q.len();
+        q.push(msg);
+        self.queued = self.queued + q.len() - before;
+    }
+
+    /// What the queues to every node merged and dropped, summed.
+    pub fn queue_counters(&self) -> QueueCounters {
+        let mut sum = QueueCounters::default();
+        for q in &self.queues {
+            sum.add(&q.counters);
+        }
+        sum
     }
 
     fn dispatch(&mut self, now: Instant) {
@@ -456,6 +491,8 @@ impl<S: Store> ControllerNode<S> {
         }
         self.timeline.failures = failures;
         self.timeline.counters = self.service.controller().counters().clone();
+        self.timeline.log = self.service.log_counters().clone();
+        self.timeline.queues = self.queue_counters();
     }
 
     fn send_reroute(&mut self, down: &DownLinks) {
@@ -512,7 +549,9 @@ impl<S: Store + Send> Node for ControllerNode<S> {
             | Input::Rejoin { process, .. }
             | Input::Forward { from: process, .. }
             | Input::Forwarded { process, .. } => Member::Process(process),
-            Input::LinkDown { member, .. } | Input::Heard { member, .. } => member,
+            Input::LinkDown { member, .. }
+            | Input::Heard { member, .. }
+            | Input::Implausible { member, .. } => member,
         };
         let from = match member {
             Member::Switch(s) => s,
@@ -535,6 +574,21 @@ impl<S: Store + Send> Node for ControllerNode<S> {
                 last_commit: Instant::from_nanos(last_commit_ns),
             });
         }
+        if let Input::Implausible {
+            member,
+            port: input_port,
+            ahead_ns,
+            refused,
+        } = input
+        {
+            self.event(ControlEvent::Implausible {
+                at: now,
+                member,
+                port: input_port,
+                ahead_ns,
+                refused,
+            });
+        }
         match self.service.handle_input(now, input) {
             Ok(()) => {}
             Err(ServiceError::Store(e)) => {
@@ -546,7 +600,7 @@ impl<S: Store + Send> Node for ControllerNode<S> {
         self.dispatch(now);
     }
     fn poll_transmit(&mut self, _now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        let msg = self.queues.get_mut(port as usize)?.pop_front()?;
+        let msg = self.queues.get_mut(port as usize)?.pop()?;
         self.queued -= 1;
         Some(msg.encode(buf).expect("control messages fit a frame"))
     }
@@ -636,6 +690,7 @@ mod tests {
             dead_after_intervals: 10,
             ecmp_seed: 1,
             promise_lead: Duration::ZERO,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         };
         let t = Instant::from_nanos;
         let switch = Switch::new(0, &wiring, routes, config, t(0));

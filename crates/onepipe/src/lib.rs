@@ -14,6 +14,7 @@ pub mod control_msg;
 pub mod control_node;
 pub mod file_store;
 pub mod host;
+pub mod keys;
 pub mod status;
 pub mod supervise;
 pub mod system;

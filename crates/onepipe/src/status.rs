@@ -50,10 +50,18 @@ pub struct SwitchStatus {
     /// empty ones.
     #[serde(default)]
     pub unknown_protocol: u64,
-    /// Frames on the management port that were not control messages for this switch.
+    /// Frames on the management port that were not control messages for this switch, and
+    /// orders naming a port it does not have.
     #[serde(default)]
     pub control_malformed: u64,
+    /// Packets in another process's name than their input port allows (dropped).
+    #[serde(default)]
+    pub spoofed_source: u64,
     pub links_removed: u64,
+    /// Frames refused for a barrier implausibly far ahead of the switch's clock
+    /// (docs/ordering.md, "Implausible time").
+    #[serde(default)]
+    pub barrier_implausible: u64,
     pub socket: UdpSnapshot,
     pub inputs: Vec<LinkStatus>,
     /// The live input with the lowest barrier: the one holding this switch back.
@@ -252,7 +260,9 @@ impl SwitchStatus {
             malformed: c.malformed,
             unknown_protocol: dropped.unknown_protocol + dropped.empty,
             control_malformed: 0,
+            spoofed_source: c.spoofed_source,
             links_removed: c.links_removed,
+            barrier_implausible: c.barrier_implausible,
             socket: socket.snapshot(),
             inputs: switch
                 .inputs(now)

@@ -72,7 +72,7 @@ pub struct UdpOptions {
     pub beacon_interval: Duration,
     pub dead_after_intervals: u32,
     /// The largest frame an endpoint sends (header included); longer messages are fragmented.
-    /// The default, [`PATH_FRAME_BYTES_MAX`] (1218), fits in a datagram on any path between
+    /// The default, [`PATH_FRAME_BYTES_MAX`] (1182), fits in a datagram on any path between
     /// machines, down to IPv6's minimum MTU: a frame no datagram of some path could carry
     /// would be dropped there on every retransmission.
     pub mtu_bytes: usize,
@@ -93,6 +93,10 @@ pub struct UdpOptions {
     pub rto_min: Duration,
     /// Promise mode ([`PROMISE_LEAD`]; `None` turns it off).
     pub promise_lead: Option<Duration>,
+    /// How far ahead of a switch's or process's clock, beyond the promise lead, a barrier or
+    /// timestamp may be before it is refused: the fabric's clock skew bound plus a margin
+    /// ([`onepipe_proto::plausible::TIME_AHEAD_MAX`]; docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl UdpOptions {
@@ -113,6 +117,7 @@ impl UdpOptions {
             join_timeout: Duration::from_secs(10),
             rto_min: RTO_MIN,
             promise_lead: Some(PROMISE_LEAD),
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         }
     }
 
@@ -122,6 +127,7 @@ impl UdpOptions {
             dead_after_intervals: self.dead_after_intervals.max(1),
             ecmp_seed: self.ecmp_seed,
             promise_lead: self.promise_lead.unwrap_or(Duration::ZERO),
+            time_ahead_max: self.time_ahead_max,
         }
     }
 }
@@ -150,13 +156,16 @@ pub enum UdpSystemError {
     TooManyNodes(usize),
     #[error(
         "process {process}: its switch at {tor} did not answer within {waited_ms} ms; is the \
-         fabric up (`onepipe up`)?"
+         fabric up (`onepipe up`), and does this process have its key (docs/udp.md, \
+         \"Authentication\")?"
     )]
     NoAnswer {
         process: u32,
         tor: std::net::SocketAddr,
         waited_ms: u64,
     },
+    #[error(transparent)]
+    Key(#[from] onepipe_runtime::udp::auth::KeyError),
     #[error("process {process}: its endpoint thread stopped while joining (a bug: see its panic above)")]
     EndpointStopped { process: u32 },
 }
@@ -248,7 +257,8 @@ pub fn run_switch_reporting(
     };
     let mut observe = |s: &mut Mgmt<SwitchNode>, now| {
         let mut status = SwitchStatus::of(&s.node, name, &peers, counters, now);
-        status.control_malformed = s.counters().malformed;
+        let control = s.counters();
+        status.control_malformed = control.malformed + control.refused;
         status.clock_id.clone_from(&clock_id);
         for neighbour in report(&status) {
             if let Some(port) = peers.iter().position(|p| *p == neighbour) {
@@ -297,6 +307,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
     let mut ec = EndpointConfig::new(process, count as u32, spec.tor_port);
     ec.beacon_interval = options.beacon_interval;
     ec.promise_lead = options.promise_lead;
+    ec.time_ahead_max = options.time_ahead_max;
     ec.mtu_bytes = options.mtu_bytes;
     ec.message_bytes_max = options.message_bytes_max;
     ec.clock_offset_ns = options.clock_offset_ns;

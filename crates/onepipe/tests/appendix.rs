@@ -101,6 +101,7 @@ impl Scenario {
             dead_after_intervals: DEAD_AFTER_INTERVALS,
             ecmp_seed: cfg.ecmp_seed,
             promise_lead: Duration::ZERO,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         };
         let tables = routing::build(&net.wiring).unwrap();
         net.switches = tables

@@ -144,19 +144,37 @@ fn a_process_whose_switch_stops_reports_the_fabric_lost() {
     assert!(lost.to_string().contains("switch or its link is down"), "{lost}");
 }
 
-/// The datagram a neighbour would send: `frames` after a header numbered `seq`.
-fn datagram(seq: u32, frames: &[&[u8]]) -> Vec<u8> {
+/// The datagram a neighbour holding the fabric's key would send to `to`: `frames` after a
+/// header numbered `seq`, of a run that started at epoch 1 and sent now.
+fn datagram(opts: &UdpOptions, to: std::net::SocketAddr, seq: u32, frames: &[&[u8]]) -> Vec<u8> {
     let mut p = onepipe_runtime::udp::datagram::Packer::new(9000);
     for f in frames {
         p.push(f);
     }
-    p.seal(seq, None).to_vec()
+    let header = onepipe_runtime::udp::datagram::Header {
+        epoch: 1,
+        peer_epoch: 0,
+        sent_at_ns: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+        seq: Some(seq),
+        limit: None,
+    };
+    p.seal(&header, &opts.udp.auth, to).to_vec()
 }
 
-/// The control messages in a datagram from the switch (none in a credit).
-fn control_messages(d: &[u8]) -> Vec<onepipe::control_msg::ControlMsg> {
-    use onepipe_runtime::udp::datagram::{HEADER_LEN, frame_at};
+/// The control messages in a datagram from the switch to `at` (none in a credit).
+fn control_messages(
+    opts: &UdpOptions,
+    at: std::net::SocketAddr,
+    d: &[u8],
+) -> Vec<onepipe::control_msg::ControlMsg> {
+    use onepipe_runtime::udp::datagram::{HEADER_LEN, frame_at, open};
     let mut out = Vec::new();
+    let Ok((_, d)) = open(d, &opts.udp.auth, at) else {
+        return out;
+    };
     let mut at = HEADER_LEN;
     while let Ok(Some((range, next))) = frame_at(d, at) {
         out.extend(onepipe::control_msg::ControlMsg::decode(&d[range]).ok());
@@ -220,10 +238,11 @@ fn control_frames_count_only_from_the_controller() {
     while (counters.unknown_source.load(Ordering::Relaxed) == 0 || malformed().0 == 0 || malformed().1 < 2)
         && std::time::Instant::now() < deadline
     {
-        stranger.send_to(&datagram(seq, &[&cut_0]), switch_addr).unwrap();
-        neighbour.send_to(&datagram(seq, &[&cut_0]), switch_addr).unwrap();
+        let signed = |frames: &[&[u8]]| datagram(&opts, switch_addr, seq, frames);
+        stranger.send_to(&signed(&[&cut_0]), switch_addr).unwrap();
+        neighbour.send_to(&signed(&[&cut_0]), switch_addr).unwrap();
         controller
-            .send_to(&datagram(seq, &[&garbage, &buf[..len]]), switch_addr)
+            .send_to(&signed(&[&garbage, &buf[..len]]), switch_addr)
             .unwrap();
         seq += 1;
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -247,12 +266,13 @@ fn control_frames_count_only_from_the_controller() {
         buf[..len].to_vec()
     };
     controller
-        .send_to(&datagram(seq, &[&cut_1]), switch_addr)
+        .send_to(&datagram(&opts, switch_addr, seq, &[&cut_1]), switch_addr)
         .unwrap();
     let mut d = [0u8; 65_536];
+    let controller_addr = controller.local_addr().unwrap();
     while reports.is_empty() && std::time::Instant::now() < deadline {
         if let Ok((n, _)) = controller.recv_from(&mut d) {
-            reports.extend(control_messages(&d[..n]));
+            reports.extend(control_messages(&opts, controller_addr, &d[..n]));
         }
     }
     assert_eq!(
@@ -331,7 +351,9 @@ fn a_cut_link_is_dead_both_ways_and_the_others_carry_on() {
     assert_eq!(after[0], 0, "the cut link still carries datagrams: {after:?}");
     assert!(after[1] > 0, "the other link stopped too: {after:?}");
     let seq = 7;
-    hosts[0].send_to(&datagram(seq, &[]), switch_addr).unwrap();
+    hosts[0]
+        .send_to(&datagram(&opts, switch_addr, seq, &[]), switch_addr)
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while counters.cut_datagrams.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(10));

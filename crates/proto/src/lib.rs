@@ -9,12 +9,14 @@
 //!   and the reorder buffer ([`reorder`]).
 //! - [`controller`]: failure recovery decisions (paper 5.2) and their log.
 //! - [`clock`]: a host's clock guards (monotonic, causal).
+//! - [`plausible`]: the bound on how far ahead of a receiver's clock a barrier may be.
 
 pub mod clock;
 pub mod controller;
 pub mod endpoint;
 pub use onepipe_fabric::hash;
 pub mod mgmt_outbox;
+pub mod plausible;
 pub mod reliable;
 pub mod reorder;
 mod scatter;

@@ -306,10 +306,22 @@ fn declared_beyond_faults(config: &SimConfig, r: &SimReport) -> Option<String> {
         .then(|| format!("[declared] processes {extra:?} declared failed, but only {injected:?} were failed"))
 }
 
+/// What a panic said.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
 /// Runs one seed of a campaign.
 pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
     let (config, spec) = draw(seed, faults_max);
-    let result: Result<SimReport, SimError> = run(&config, &mut |_, _| {});
+    // A panic (an invariant a step broke) is this seed's failure, not the campaign's end.
+    let result: Result<SimReport, SimError> =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&config, &mut |_, _| {})))
+            .unwrap_or_else(|payload| Err(SimError::Panicked(panic_message(&*payload))));
     let mut out = CampaignRun {
         seed,
         topology: spec.clone(),
@@ -341,6 +353,15 @@ pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
             if let Some(problem) = declared {
                 out.violations += 1;
                 out.problems.push(problem);
+            }
+            // Nothing forged: every frame came from a correct sender, and refusing one means
+            // the bound on time (docs/ordering.md, "Implausible time") is below the run's skew.
+            if config.forged_beacons.is_empty() && r.implausible_refused > 0 {
+                out.violations += 1;
+                out.problems.push(format!(
+                    "[implausible] {} frames of correct senders refused as too far ahead",
+                    r.implausible_refused
+                ));
             }
         }
         Err(e) => {

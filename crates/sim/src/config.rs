@@ -86,6 +86,18 @@ pub fn parse_time(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos((value * scale).round() as u64))
 }
 
+/// A beacon nobody correct sent (issue 42): at `at` after traffic starts, it appears on the
+/// link between process `process` and its ToR (`to_tor`: on the process's uplink, else on the
+/// ToR's link down to it) with both barriers `ahead` of the shared clock, as a forger on the
+/// wire would send it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForgedBeacon {
+    pub at: Duration,
+    pub process: u32,
+    pub to_tor: bool,
+    pub ahead: Duration,
+}
+
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub seed: u64,
@@ -96,6 +108,9 @@ pub struct SimConfig {
     pub skew_mean: Duration,
     /// Host clock rates are uniform in [1 - drift, 1 + drift], in parts per billion.
     pub drift_ppb_max: u32,
+    /// How far ahead of a switch's or host's clock a barrier or timestamp may be before it is
+    /// refused (`SwitchConfig::time_ahead_max`, docs/ordering.md "Implausible time").
+    pub time_ahead_max: Duration,
     pub link_bits_per_s: u64,
     /// Rate of the links between switches; `None`: the same as `link_bits_per_s`.
     pub fabric_link_bits_per_s: Option<u64>,
@@ -119,6 +134,7 @@ pub struct SimConfig {
     pub reorder: f64,
     pub faults_for: Option<Duration>,
     pub failures: Vec<Failure>,
+    pub forged_beacons: Vec<ForgedBeacon>,
     pub pattern: Pattern,
     /// Mean gap between one process's scatterings; zero saturates.
     pub gap: Duration,
@@ -169,6 +185,7 @@ impl Default for SimConfig {
             beacon_interval: Duration::from_micros(3),
             skew_mean: Duration::from_nanos(300),
             drift_ppb_max: 0,
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
             link_bits_per_s: 100_000_000_000,
             fabric_link_bits_per_s: None,
             link_delay: Duration::from_nanos(100),
@@ -187,6 +204,7 @@ impl Default for SimConfig {
             reorder: 0.0,
             faults_for: None,
             failures: Vec::new(),
+            forged_beacons: Vec::new(),
             pattern: Pattern::Broadcast,
             gap: Duration::from_micros(20),
             message_bytes_min: 64,

@@ -400,6 +400,19 @@ impl<N: Node> Engine<N> {
         out
     }
 
+    /// A frame that reaches node `to` at `at` over the directed link from node `from`, as if
+    /// something on the wire had sent it (a forger, issue 42). Whether there is such a link.
+    pub fn inject(&mut self, at: Instant, from: usize, to: usize, frame: Vec<u8>) -> bool {
+        let link = self
+            .links_between(from, to)
+            .into_iter()
+            .find(|&l| self.links[l as usize].to_node as usize == to);
+        if let Some(link) = link {
+            self.push(at, Event::Arrive { link, frame });
+        }
+        link.is_some()
+    }
+
     pub fn schedule_fault(&mut self, fault: Fault) {
         for action in fault.actions() {
             self.push(action.0, Event::Fault(action.1));

@@ -3,7 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // wall-clock time only measures the simulator's own speed
 
-use crate::config::{ConfigError, FailTarget, SimConfig};
+use crate::config::{ConfigError, FailTarget, ForgedBeacon, SimConfig};
 use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
@@ -33,6 +33,10 @@ pub enum SimError {
     Wiring(String),
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// A step broke an invariant (or a bug panicked): caught by a campaign, so that the
+    /// seed is reported rather than the campaign ended.
+    #[error("panicked: {0}")]
+    Panicked(String),
 }
 
 #[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
@@ -67,6 +71,8 @@ pub struct SimFailureOutcome {
     pub stalled_processes: u64,
     /// Reliable scatterings aborted because a receiver failed (Recall).
     pub aborted: u64,
+    /// Reports of frames refused for implausible time that reached the controller.
+    pub implausible_reports: u64,
     /// Every correct process's stall, for pooling over runs.
     #[serde(skip)]
     pub stalls_us: Vec<f64>,
@@ -141,6 +147,9 @@ pub struct SimReport {
     pub barrier_lag_us: LagUs,
     pub send_failures: u64,
     pub late_drops: u64,
+    /// Frames switches and endpoints refused for barriers or timestamps implausibly far
+    /// ahead of their clocks (docs/ordering.md, "Implausible time").
+    pub implausible_refused: u64,
     pub retransmissions: u64,
     /// Reliable ACKs sent, and of those the ones that rode on a prepare packet.
     pub acks_sent: u64,
@@ -299,6 +308,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         dead_after_intervals: config.dead_after_intervals,
         ecmp_seed: config.seed,
         promise_lead: onepipe_wire::Duration::ZERO,
+        time_ahead_max: config.time_ahead_max,
     };
     let mut nodes: Vec<(SimNode, Role)> =
         Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);
@@ -342,6 +352,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.ordering = config.ordering;
         ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
+        ec.time_ahead_max = config.time_ahead_max;
         let drift = rng.symmetric(config.drift_ppb_max as u64);
         let host = crate::host::sim_host(
             ec,
@@ -396,6 +407,9 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             heal_at: f.lasts.map(|d| send_from + f.at + d),
         });
     }
+    for f in &config.forged_beacons {
+        forge_beacon(&mut engine, &wiring, send_from, f)?;
+    }
     let first_failure_at = config.failures.iter().map(|f| send_from + f.at).min();
     if let Some(at) = first_failure_at {
         for i in wiring.switch_count()..wiring.switch_count() + wiring.process_count() {
@@ -413,6 +427,35 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         first_failure_at,
     };
     Ok((engine, wiring, times))
+}
+
+/// Schedules forged beacon `f` on the link between its process and the process's ToR.
+fn forge_beacon(
+    engine: &mut Engine<SimNode>,
+    wiring: &Wiring,
+    send_from: Instant,
+    f: &ForgedBeacon,
+) -> Result<(), SimError> {
+    let bad = |reason: String| ConfigError {
+        field: "forged_beacons",
+        reason,
+    };
+    let spec = wiring
+        .processes
+        .get(f.process as usize)
+        .ok_or_else(|| bad(format!("no process {}", f.process)))?;
+    let (host, tor) = (wiring.node_of_process(f.process), spec.tor);
+    let at = send_from + f.at;
+    let barrier = (at + f.ahead).to_wire();
+    let (from, to, link_id) = match f.to_tor {
+        true => (host, tor, spec.tor_port),
+        false => (tor, host, 0),
+    };
+    let frame = onepipe_wire::packet::Repr::beacon(barrier, barrier, link_id).to_vec();
+    if !engine.inject(at, from, to, frame) {
+        return Err(bad(format!("process {} has no link to its ToR", f.process)).into());
+    }
+    Ok(())
 }
 
 /// The link and node model of a configuration; faults stop `faults_for` after `send_from`.
@@ -572,7 +615,7 @@ fn report(
         .clone();
     let (mut sent, mut refused, mut delivered, mut failures) = (0, 0, 0, 0);
     let mut in_window = 0;
-    let (mut beacons, mut late, mut retransmissions) = (0, 0, 0);
+    let (mut beacons, mut late, mut retransmissions, mut implausible) = (0, 0, 0, 0);
     let (mut acks_sent, mut acks_piggybacked) = (0, 0);
     for h in hosts(engine, wiring) {
         sent += h.app.counters.scatterings_sent;
@@ -583,6 +626,7 @@ fn report(
         let ec = h.endpoint.counters();
         beacons += ec.beacons_sent;
         late += ec.late;
+        implausible += ec.time_implausible;
         retransmissions += h.endpoint.reliable_sender().counters().retransmissions;
         let rc = h.endpoint.reliable_receiver().counters();
         acks_sent += rc.acks_sent;
@@ -591,6 +635,7 @@ fn report(
     for i in 0..wiring.switch_count() {
         if let Some(s) = engine.node(i).switch() {
             beacons += s.counters().beacons_sent;
+            implausible += s.counters().barrier_implausible;
         }
     }
     let us = |ns: u64| ns as f64 / 1000.0;
@@ -638,6 +683,7 @@ fn report(
         },
         send_failures: failures,
         late_drops: late,
+        implausible_refused: implausible,
         retransmissions,
         acks_sent,
         acks_piggybacked,
@@ -682,6 +728,7 @@ fn failure_outcome(
         recovery_us: StallUs::of(&mut stalls_us),
         stalled_processes,
         aborted,
+        implausible_reports: controller.controller().counters().implausible_reports,
         stalls_us,
     }
 }

@@ -325,3 +325,28 @@ fn short_campaign_with_concurrent_faults_finds_no_violations() {
         "only {concurrent} of 24 seeds drew several faults"
     );
 }
+
+/// Issue 42: a rack whose only process died for good (no controller, best effort) leaves its
+/// ToR's uplink half with no input. Until the half advanced on the switch's clock, the spine
+/// waited on that rack for ever and the surviving process delivered nothing more, not even
+/// its own broadcasts. Each broadcast reaches its sender, so deliveries can be no fewer than
+/// the scatterings sent.
+#[test]
+fn a_rack_left_without_processes_does_not_hold_the_fabric_back() {
+    let config = SimConfig {
+        seed: 5,
+        topology: Topology::preset("leaf-spine:2,1,1").unwrap(),
+        send_for: ns(500_000),
+        failures: vec!["host:1@20us".parse::<Failure>().unwrap()],
+        ..SimConfig::default()
+    };
+    let r = run(&config, &mut |_, _| {}).unwrap();
+    assert_eq!(r.violations, 0, "{:?}", r.examples);
+    assert!(r.scatterings_sent > 20, "{}", r.scatterings_sent);
+    assert!(
+        r.delivered >= r.scatterings_sent,
+        "{} delivered of {} scatterings",
+        r.delivered,
+        r.scatterings_sent
+    );
+}

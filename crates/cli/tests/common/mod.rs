@@ -42,3 +42,13 @@ pub fn processes_naming(needle: &str) -> Vec<(u32, String)> {
     }
     found
 }
+
+/// Removes what `onepipe up FILE` keeps in the runtime directory, for a test that killed it.
+pub fn remove_up_state(topology: &std::path::Path) {
+    if let Ok(dir) = onepipe::supervise::status_dir(topology) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    if let Ok(state) = onepipe::supervise::state_path(topology) {
+        let _ = std::fs::remove_file(state);
+    }
+}

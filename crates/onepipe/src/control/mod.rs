@@ -15,11 +15,14 @@ use crate::control_node::{RouteCache, SharedRoutes};
 use crate::host::{Application, HostNode};
 use onepipe_fabric::{Either, Node, Pipeline, Routes, Wiring};
 use onepipe_proto::controller::graph::Graph;
+use onepipe_proto::controller::store::LogCounters;
 use onepipe_proto::controller::store::{MemoryStore, Service, Store};
 use onepipe_proto::controller::{
     Controller, ControllerConfig, ControllerCounters, Failure, Input, Member, Output,
 };
 use onepipe_proto::endpoint::Endpoint;
+use onepipe_proto::mgmt_outbox::{MgmtQueue, QueueCounters};
+use onepipe_proto::plausible::ImplausibleReport;
 use onepipe_proto::switch::{Switch, SwitchEvent};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::Instant;
@@ -57,6 +60,9 @@ pub struct ControlPort {
     routes: Option<SharedRoutes>,
     /// A process: the recovery in progress, if it was declared failed.
     recovery: recovery::PortRecovery,
+    /// Orders from the controller naming a port or process this node does not have (a
+    /// controller of another topology, or a forged frame): refused and counted.
+    refused: u64,
 }
 
 impl ControlPort {
@@ -70,6 +76,7 @@ impl ControlPort {
             inbox: VecDeque::new(),
             routes: None,
             recovery: Default::default(),
+            refused: 0,
         }
     }
 
@@ -92,6 +99,18 @@ impl ControlPort {
 
     pub fn send(&mut self, input: Input) {
         self.outbox.push(input);
+    }
+
+    /// Orders refused so far for naming a port or process the node does not have.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Counts an order the node refused, if `result` says it did.
+    pub fn count_refused<E>(&mut self, result: Result<(), E>) {
+        if result.is_err() {
+            self.refused += 1;
+        }
     }
 
     pub fn try_message(&mut self) -> Option<ControlMsg> {
@@ -153,7 +172,8 @@ impl ControlPort {
                 // Failures it may have missed before the controller knew it; a repeated one
                 // changes nothing. Only then may it deliver reliable messages.
                 for f in &failures {
-                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                    let result = endpoint.on_process_failed(now, f.process, f.ts);
+                    self.count_refused(result);
                 }
                 endpoint.registration_confirmed();
                 self.confirmed = true;
@@ -174,13 +194,17 @@ impl ControlPort {
                 for f in &failures {
                     // The controller never names the process it announces to, nor one that does
                     // not exist; a repeated announcement changes nothing.
-                    let _ = endpoint.on_process_failed(now, f.process, f.ts);
+                    let result = endpoint.on_process_failed(now, f.process, f.ts);
+                    self.count_refused(result);
                 }
                 if !self.unanswered.iter().any(|(e, _)| *e == epoch) {
                     self.unanswered
                         .push((epoch, failures.iter().map(|f| f.process).collect()));
                 }
             }
+        }
+        if let Some(r) = endpoint.poll_implausible() {
+            self.send(implausible_input(self.member, r));
         }
         // Recalls for failed receivers go before the answers that say Recall is done.
         self.send_lost_recalls(endpoint);
@@ -201,12 +225,17 @@ impl ControlPort {
     }
 }
 
-/// A node's end of the in-process management plane: its [`ControlPort`] and the channels to
-/// and from the controller's thread. A node takes it through [`crate::control_node::Mgmt::attach`].
+/// What the controller's thread has for one node, bounded as every management queue is
+/// ([`MgmtQueue`]): a node that stops taking its messages holds at most its bound.
+pub type CommandQueue = Arc<Mutex<MgmtQueue<ControlMsg>>>;
+
+/// A node's end of the in-process management plane: its [`ControlPort`], the channel to the
+/// controller's thread (which empties it as it comes) and the queue from it. A node takes it
+/// through [`crate::control_node::Mgmt::attach`].
 pub struct ChannelLink {
     pub port: ControlPort,
     pub to_controller: Sender<Input>,
-    pub from_controller: Receiver<ControlMsg>,
+    pub from_controller: CommandQueue,
 }
 
 /// What a node does with its management channel, between its own steps.
@@ -246,12 +275,10 @@ impl Manage for Switch {
             match c {
                 ControlMsg::RemoveInputs(ports) => {
                     for p in ports {
-                        let _ = self.remove_input(p);
+                        port.count_refused(self.remove_input(p));
                     }
                 }
-                ControlMsg::CutInput(p) => {
-                    let _ = self.cut_input(p);
-                }
+                ControlMsg::CutInput(p) => port.count_refused(self.cut_input(p)),
                 ControlMsg::Avoid(down) => {
                     if let Some(t) = port.routes_avoiding(self.id(), down) {
                         self.set_routes(t);
@@ -259,7 +286,7 @@ impl Manage for Switch {
                 }
                 ControlMsg::Readmit(ports) => {
                     for p in ports {
-                        let _ = self.readmit_input(now, p);
+                        port.count_refused(self.readmit_input(now, p));
                     }
                 }
                 ControlMsg::Announce { .. }
@@ -309,6 +336,17 @@ pub fn switch_input(member: Member, event: SwitchEvent) -> Input {
             last_commit_ns: r.last_commit.as_nanos(),
         },
         SwitchEvent::InputHeard(port) => Input::Heard { member, port },
+        SwitchEvent::Implausible(r) => implausible_input(member, r),
+    }
+}
+
+/// What the controller is told of frames a switch or endpoint refused for implausible time.
+pub fn implausible_input(member: Member, r: ImplausibleReport) -> Input {
+    Input::Implausible {
+        member,
+        port: r.port,
+        ahead_ns: r.ahead_ns,
+        refused: r.refused,
     }
 }
 
@@ -341,6 +379,10 @@ pub struct ControlTimeline {
     pub refused: u64,
     /// Reroutes sent again (`control_node::REROUTE_REPEATS`).
     pub reroutes_repeated: u64,
+    /// What the log appended, left unwritten and compacted.
+    pub log: LogCounters,
+    /// What the queues to the nodes merged and dropped, summed ([`MgmtQueue`]).
+    pub queues: QueueCounters,
 }
 
 /// The controller thread. Dropping it stops the thread.
@@ -375,8 +417,8 @@ impl ControlPlane {
         let routes = RouteCache::shared(wiring);
         let ports = members
             .map(|member| {
-                let (tx, rx) = channel();
-                commands.push(tx);
+                let queue = CommandQueue::default();
+                commands.push(queue.clone());
                 let port = match member {
                     Member::Switch(_) => ControlPort::with_routes(member, routes.clone()),
                     Member::Process(_) => ControlPort::new(member),
@@ -384,7 +426,7 @@ impl ControlPlane {
                 ChannelLink {
                     port,
                     to_controller: to_controller.clone(),
-                    from_controller: rx,
+                    from_controller: queue,
                 }
             })
             .collect();
@@ -432,7 +474,7 @@ const POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 fn run<S: Store>(
     mut service: Service<S>,
     inputs: &Receiver<Input>,
-    commands: &[Sender<ControlMsg>],
+    commands: &[CommandQueue],
     wiring: &Wiring,
     clock: &Clock,
     stop: &AtomicBool,
@@ -469,10 +511,10 @@ fn run<S: Store>(
         }
         if let Some(down) = service.take_reroute() {
             for switch in &commands[..wiring.switch_count()] {
-                let _ = switch.send(ControlMsg::Avoid(down.clone()));
+                tell(switch, ControlMsg::Avoid(down.clone()));
             }
             for p in 0..wiring.process_count() as u32 {
-                let _ = commands[wiring.node_of_process(p)].send(ControlMsg::PathsChanged);
+                tell(&commands[wiring.node_of_process(p)], ControlMsg::PathsChanged);
             }
         }
         while let Some(out) = service.poll_event() {
@@ -491,14 +533,26 @@ fn run<S: Store>(
                 Member::Switch(s) => s,
                 Member::Process(p) => wiring.node_of_process(p),
             };
-            // A node whose runtime stopped has dropped its port: nothing to tell it.
-            let _ = commands[node].send(msg);
+            tell(&commands[node], msg);
         }
         // Only inputs and timers change the controller's state.
         if changed {
             t.failures = service.controller().failures();
             t.counters = service.controller().counters().clone();
+            t.log = service.log_counters().clone();
+            t.queues = QueueCounters::default();
+            for q in commands {
+                t.queues
+                    .add(&q.lock().expect("no thread panics holding it").counters);
+            }
         }
+    }
+}
+
+/// Queues `msg` for a node, unless its runtime stopped and dropped its end: nothing to tell it.
+fn tell(node: &CommandQueue, msg: ControlMsg) {
+    if Arc::strong_count(node) > 1 {
+        node.lock().expect("no thread panics holding it").push(msg);
     }
 }
 

@@ -8,8 +8,11 @@
 
 pub mod ready;
 mod serve;
+pub mod state;
 
 pub use serve::serve;
+use state::{Recorded, read_record, stop_recorded, write_record};
+pub use state::{runtime_dir, state_path, status_dir};
 
 use crate::status::SwitchStatus;
 use onepipe_fabric::{Topology, Wiring};
@@ -117,47 +120,22 @@ pub fn switch_reporter(
     }
 }
 
-/// Where `onepipe up FILE` records what it started, for `onepipe down FILE`.
-pub fn state_path(topology: &Path) -> Result<PathBuf, String> {
-    let canonical = std::fs::canonicalize(topology)
-        .map_err(|e| format!("cannot read topology file {}: {e}", topology.display()))?;
-    let key = onepipe_fabric::hash::mix64(
-        canonical
-            .to_string_lossy()
-            .bytes()
-            .fold(0u64, |h, b| h.rotate_left(8) ^ b as u64),
-    );
-    Ok(std::env::temp_dir().join(format!("onepipe-up-{key:016x}.pids")))
-}
-
 /// Where switch `name` of `onepipe up` reads the links it is to cut (`onepipe cut-link`).
 pub fn cut_file(status_dir: &Path, name: &str) -> PathBuf {
     status_dir.join(format!("{name}.cut"))
 }
 
-/// Where the switches that `onepipe up FILE` started write their status.
-pub fn status_dir(topology: &Path) -> Result<PathBuf, String> {
-    Ok(state_path(topology)?.with_extension("status"))
-}
-
-fn signal(pid: u32, sig: nix::sys::signal::Signal) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).is_ok()
-}
-
-/// Whether `pid` runs: exists and is not a zombie waiting for its parent to reap it.
-fn alive(pid: u32) -> bool {
-    let exists = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok();
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
-        .unwrap_or(false);
-    exists && !zombie
+/// Asks our own child `c` to stop (a child not yet waited for keeps its pid: no other
+/// process can have it).
+fn terminate(c: &Child) {
+    let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
 }
 
 /// Asks children to stop, waits up to `grace`, then kills what is left.
 fn stop_children(children: &mut [(String, Child)], grace: std::time::Duration) {
     for (_, c) in children.iter() {
-        signal(c.id(), nix::sys::signal::Signal::SIGTERM);
+        terminate(c);
     }
     let deadline = std::time::Instant::now() + grace;
     for (_, c) in children.iter_mut() {
@@ -189,18 +167,17 @@ struct Started {
 }
 
 impl Started {
-    /// The record `onepipe down` reads: this process first, then every child.
-    fn record(&self) -> String {
-        let mut record = format!("{}\n", std::process::id());
-        for c in self
+    /// The record `onepipe down` reads: this process first, then every child still running.
+    fn record(&self) -> Vec<Recorded> {
+        let children = self
             .controllers
             .iter()
             .map(|c| &c.child)
-            .chain(self.switches.iter().map(|(_, c)| c))
-        {
-            record += &format!("{}\n", c.id());
-        }
-        record
+            .chain(self.switches.iter().map(|(_, c)| c));
+        std::iter::once(std::process::id())
+            .chain(children.map(Child::id))
+            .filter_map(Recorded::of)
+            .collect()
     }
 
     fn stop(&mut self, grace: std::time::Duration) {
@@ -267,20 +244,20 @@ pub fn up(plan: &UpPlan, children: &mut dyn Children, stop: &AtomicBool, say: Sa
         return Err(format!("--switch-clock-offset: the topology has no switch `{name}`").into());
     }
     let state = state_path(&plan.topology_file)?;
-    if let Ok(text) = std::fs::read_to_string(&state)
-        && let Some(pid) = text.lines().next().and_then(|l| l.trim().parse::<u32>().ok())
-        && alive(pid)
-    {
+    if let Some(up) = read_record(&state).first().filter(|p| p.is_running()) {
         return Err(format!(
-            "{} is already up (process {pid}); `onepipe down {}` first",
+            "{} is already up (process {}); `onepipe down {}` first",
             plan.topology_file.display(),
+            up.pid,
             plan.topology_file.display()
         )
         .into());
     }
     let status = status_dir(&plan.topology_file)?;
     let _ = std::fs::remove_dir_all(&status);
-    std::fs::create_dir_all(&status)?;
+    std::fs::create_dir(&status)?;
+    // Whichever way `up` returns, its record and status files go.
+    let _cleanup = Cleanup(vec![state.clone(), status.clone()]);
     let controller_log = plan
         .controller_log
         .clone()
@@ -353,14 +330,12 @@ pub fn up(plan: &UpPlan, children: &mut dyn Children, stop: &AtomicBool, say: Sa
             }
         }
     }
-    std::fs::write(&state, started.record())?;
+    write_record(&state, &started.record())?;
     if let Err(why) = wait_until_ready(&mut started, &status, stop) {
         started.stop(std::time::Duration::from_secs(2));
         if let Some(url) = &etcd {
             children.forget_group(url);
         }
-        let _ = std::fs::remove_file(&state);
-        let _ = std::fs::remove_dir_all(&status);
         return Err(why.into());
     }
     say(Note::Err(format!(
@@ -435,7 +410,7 @@ pub fn up(plan: &UpPlan, children: &mut dyn Children, stop: &AtomicBool, say: Sa
                 ))),
             }
             started.controllers[i] = start_controller(children, &name, replica.as_deref())?;
-            std::fs::write(&state, started.record())?;
+            write_record(&state, &started.record())?;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -443,8 +418,6 @@ pub fn up(plan: &UpPlan, children: &mut dyn Children, stop: &AtomicBool, say: Sa
     if let Some(url) = &etcd {
         children.forget_group(url);
     }
-    let _ = std::fs::remove_file(&state);
-    let _ = std::fs::remove_dir_all(&status);
     match failed {
         Some(why) => Err(why.into()),
         None => {
@@ -454,32 +427,36 @@ pub fn up(plan: &UpPlan, children: &mut dyn Children, stop: &AtomicBool, say: Sa
     }
 }
 
+/// Removes its files and directories when dropped.
+struct Cleanup(Vec<PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir_all(p));
+        }
+    }
+}
+
 /// Runs `onepipe down`: stops what `onepipe up` started for `topology_file` (the supervisor,
-/// or its children directly if it is gone). False if it was not up.
+/// or its children directly if it is gone), signalling only processes that still match the
+/// record ([`state`]). False if it was not up.
 pub fn down(topology_file: &Path) -> Res<bool> {
     let state = state_path(topology_file)?;
-    let Ok(text) = std::fs::read_to_string(&state) else {
+    let recorded = read_record(&state);
+    let Some(up) = recorded.first() else {
         return Ok(false);
     };
-    let pids: Vec<u32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     // The supervisor stops its switches; if it is gone, they are stopped directly.
-    let targets: Vec<u32> = match pids.first() {
-        Some(&up) if alive(up) => vec![up],
-        _ => pids.iter().skip(1).copied().collect(),
+    let targets = if up.is_running() {
+        &recorded[..1]
+    } else {
+        &recorded[1..]
     };
-    for &pid in &targets {
-        signal(pid, nix::sys::signal::Signal::SIGTERM);
-    }
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while pids.iter().any(|&p| alive(p)) {
-        if std::time::Instant::now() >= deadline {
-            for &p in &pids {
-                signal(p, nix::sys::signal::Signal::SIGKILL);
-            }
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    stop_recorded(targets, std::time::Duration::from_secs(10));
+    // What the supervisor did not clean up, gone with it.
+    stop_recorded(&recorded, std::time::Duration::from_secs(2));
     let _ = std::fs::remove_file(&state);
+    let _ = std::fs::remove_dir_all(status_dir(topology_file)?);
     Ok(true)
 }

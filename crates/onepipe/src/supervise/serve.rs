@@ -112,6 +112,19 @@ impl Names {
                 self.switch(*switch),
                 self.peer(Member::Switch(*switch), *port)
             ),
+            ControlEvent::Implausible {
+                at: t,
+                member,
+                port,
+                ahead_ns,
+                refused,
+            } => format!(
+                "{} implausible time: {} refused {refused} frames from {} with barriers or timestamps up to {:.3} s ahead of its clock (a clock past the skew bound, or forged frames); nobody is declared failed for it",
+                at(*t),
+                self.member(*member),
+                self.peer(*member, *port),
+                *ahead_ns as f64 / 1e9
+            ),
             ControlEvent::Refused { at: t, port, reason } => {
                 format!("{} refused a frame on its port {port}: {reason}", at(*t))
             }
@@ -153,10 +166,12 @@ pub fn serve<S: Store + Send>(
     let k = c.controller().counters();
     let s = counters.snapshot();
     say(Note::Out(format!(
-        "controller stopped: {} processes failed; {} reports ({} repeated), {} inputs refused, {} late answers, {} processes silent; datagrams in {} out {}, from strangers {}, malformed {}",
+        "controller stopped: {} processes failed; {} reports ({} repeated), {} reports of implausible time ({} frames refused), {} inputs refused, {} late answers, {} processes silent; datagrams in {} out {}, from strangers {}, malformed {}",
         c.timeline.failures.len(),
         k.reports,
         k.duplicate_reports,
+        k.implausible_reports,
+        k.implausible_refused,
         c.timeline.refused,
         k.stale_completions,
         k.unanswered,

@@ -111,6 +111,7 @@ impl Net {
             dead_after_intervals: 10_000,
             ecmp_seed: cfg.ecmp_seed,
             promise_lead: cfg.promise_lead.unwrap_or(Duration::ZERO),
+            time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
         };
         let switches: Vec<Switch> = tables
             .into_iter()

@@ -8,7 +8,7 @@ use onepipe_fabric::{Peer, Wiring};
 pub type NodeId = usize;
 
 /// One end of a link: a node and its port there (a process has one port, 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct End {
     pub node: NodeId,
     pub port: u16,

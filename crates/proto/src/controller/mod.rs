@@ -16,7 +16,9 @@
 
 pub mod forward;
 pub mod graph;
+mod implausible;
 mod recovery;
+mod snapshot;
 pub mod store;
 #[cfg(test)]
 mod test_util;
@@ -25,11 +27,13 @@ mod tests;
 
 pub use forward::{ForwardCounters, PacketBytes, UndeliverableRecall};
 use graph::{End, Graph, NodeId};
+pub use implausible::ImplausibleLink;
 use onepipe_wire::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub use recovery::{LOST_RECALLS_MAX, LostRecall, RECALLS_PER_OUTPUT, RecoveryCounters};
+pub use snapshot::{Snapshot, SnapshotError};
 
 /// A participant that reports to the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +82,16 @@ pub enum Input {
         process: u32,
         id: u64,
         ack: Option<PacketBytes>,
+    },
+    /// `member` refused `refused` frames on its input at `port` (a process: 0, from its ToR)
+    /// whose barriers or timestamps were implausibly far ahead of its clock, the furthest
+    /// `ahead_ns` ahead. Recorded for the operator; nobody is declared failed for it
+    /// (docs/failures.md, "Implausible time").
+    Implausible {
+        member: Member,
+        port: u16,
+        ahead_ns: u64,
+        refused: u64,
     },
 }
 
@@ -196,7 +210,7 @@ impl Default for ControllerConfig {
 }
 
 /// Inputs the controller could not use; none of them changes a decision.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControllerCounters {
     pub reports: u64,
     /// A link already known down, reported again (by the same or the other end).
@@ -211,6 +225,10 @@ pub struct ControllerCounters {
     pub resumes_resent: u64,
     /// Announcements sent again to a process that had not answered.
     pub announcements_repeated: u64,
+    /// Reports of frames refused for implausible time ([`Input::Implausible`]), and the frames
+    /// they name.
+    pub implausible_reports: u64,
+    pub implausible_refused: u64,
     pub forwards: ForwardCounters,
 }
 
@@ -226,13 +244,16 @@ pub enum ControllerError {
     TooManyRecalls(usize),
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Epoch {
     failures: Vec<Failure>,
     awaiting: BTreeSet<u32>,
     /// Inputs to remove at Resume, by switch.
     inputs: BTreeMap<usize, Vec<u16>>,
+    #[serde(with = "instant_ns")]
     deadline: Instant,
     /// When the processes still awaited were last told (see [`ANNOUNCE_REPEATS_PER_TIMEOUT`]).
+    #[serde(with = "instant_ns")]
     announced_at: Instant,
     resumed: bool,
 }
@@ -266,6 +287,7 @@ pub struct Controller {
     counters: ControllerCounters,
     recovery: recovery::Recoveries,
     forwards: forward::Forwards,
+    implausible: implausible::ImplausibleLinks,
 }
 
 impl Controller {
@@ -288,6 +310,7 @@ impl Controller {
             counters: ControllerCounters::default(),
             recovery: Default::default(),
             forwards: forward::Forwards::default(),
+            implausible: Default::default(),
         }
     }
 
@@ -305,6 +328,10 @@ impl Controller {
         for &link in self.cuts.keys() {
             assert!(link < links, "cut of link {link}");
         }
+        assert!(
+            self.implausible.len() <= 2 * links,
+            "an end reports once per link"
+        );
     }
 
     pub fn graph(&self) -> &Graph {
@@ -347,9 +374,9 @@ impl Controller {
                 lost.iter()
                     .try_for_each(|&(receiver, ..)| self.check_process(receiver))
             }
-            Input::LinkDown { member, port, .. } | Input::Heard { member, port } => {
-                self.link_of(member, port).map(|_| ())
-            }
+            Input::LinkDown { member, port, .. }
+            | Input::Heard { member, port }
+            | Input::Implausible { member, port, .. } => self.link_of(member, port).map(|_| ()),
             Input::Forward { from, to, ref packet } => {
                 self.check_process(from)?;
                 self.check_process(to)?;
@@ -446,6 +473,12 @@ impl Controller {
                 self.on_forwarded(now, process, id, ack);
                 Ok(())
             }
+            Input::Implausible {
+                member,
+                port,
+                ahead_ns,
+                refused,
+            } => self.on_implausible(now, member, port, ahead_ns, refused),
         }
     }
 

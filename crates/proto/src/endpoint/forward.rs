@@ -63,6 +63,9 @@ impl Endpoint {
         }
         self.counters.forwarded_received += 1;
         let host_now = self.clock.read(now);
+        if !self.plausible_time(now, &repr, host_now, false) {
+            return Ok(None);
+        }
         if repr.opcode == Opcode::Ack {
             let ack = AckPayload::parse(packet.payload()).expect("parse checked the length");
             self.sender.on_ack(now, repr.src, repr.psn, &ack);

@@ -21,10 +21,11 @@
 //! `poll_transmit` while the uplink has room, `poll_deliver` and `poll_event` to drain.
 
 use crate::clock::HostClock;
+use crate::plausible::{ImplausibleInput, ImplausibleReport, TIME_AHEAD_MAX};
 use crate::reliable::ReliableConfig;
 use crate::reliable::receiver::{AckRelease, Admit, ReliableReceiver};
 use crate::reliable::sender::{ReliableSender, Transmit};
-use crate::reorder::{Insert, ReorderBuffer};
+use crate::reorder::{Insert, ReorderBuffer, ReorderLimits};
 pub use crate::send_failure::{FailureReason, SendFailure};
 use onepipe_wire::ack::{emit_piggyback, split_piggyback};
 use onepipe_wire::packet::{HEADER_LEN, Opcode, Packet, ParseError, Repr};
@@ -61,6 +62,12 @@ pub struct EndpointConfig {
     /// that runs nodes in turn ([`Endpoint::end_visit`]), the endpoint promises to stamp nothing below its clock plus this lead and beacons the
     /// promise. `None`: its barrier is its clock, as in the paper.
     pub promise_lead: Option<Duration>,
+    /// How far ahead of this host's clock, beyond `promise_lead`, a barrier from the ToR or a
+    /// message's timestamp may be: the largest skew between two clocks of the fabric plus a
+    /// margin ([`TIME_AHEAD_MAX`] by default). A frame with one further ahead is refused and
+    /// counted ([`EndpointCounters::time_implausible`]) and reported to the controller
+    /// ([`Endpoint::poll_implausible`]; docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
     /// The reliable service: windows, retransmission, its own send buffer.
     pub reliable: ReliableConfig,
 }
@@ -81,12 +88,31 @@ impl EndpointConfig {
             nak_queue_max: 1024,
             ordering: true,
             promise_lead: None,
+            time_ahead_max: TIME_AHEAD_MAX,
             reliable: ReliableConfig::default(),
         }
     }
 
     fn fragment_payload_bytes(&self) -> usize {
         self.mtu_bytes - HEADER_LEN
+    }
+
+    /// The best-effort reorder buffer's: data fragments are cut at the MTU.
+    fn reorder_limits(&self) -> ReorderLimits {
+        ReorderLimits::new(
+            self.reorder_bytes_max,
+            self.fragment_payload_bytes(),
+            self.message_bytes_max,
+        )
+    }
+
+    /// The prepared buffer's: reliable fragments leave room for an ACK to ride along.
+    fn prepared_limits(&self) -> ReorderLimits {
+        ReorderLimits::new(
+            self.reorder_bytes_max,
+            self.reliable_fragment_bytes(),
+            self.message_bytes_max,
+        )
     }
 
     /// Raises the receive window to hold a reliable message of `message_bytes`: it waits whole
@@ -246,6 +272,12 @@ pub struct EndpointCounters {
     pub recalls_refused: u64,
     /// Packets the controller forwarded to us (paper 5.2), prepares and ACKs.
     pub forwarded_received: u64,
+    /// Frames refused because a barrier or message timestamp was further ahead of this host's
+    /// clock than `promise_lead + time_ahead_max` ([`EndpointConfig::time_ahead_max`]).
+    pub time_implausible: u64,
+    /// Fragments refused for a fragment count or size no correct sender makes
+    /// ([`Insert::Oversized`]).
+    pub oversized: u64,
 }
 
 /// Recalls whose message may still arrive, kept until the commit barrier passes them. A correct
@@ -315,6 +347,10 @@ pub struct Endpoint {
     /// Registered with a controller that has not confirmed it yet: no reliable delivery until
     /// it does (see [`Endpoint::await_registration`]).
     unregistered: bool,
+    /// Frames refused for implausible time, for the next report to the controller.
+    implausible: ImplausibleInput,
+    /// A report of them is due ([`Endpoint::poll_implausible`]).
+    implausible_due: bool,
 }
 
 impl Endpoint {
@@ -341,9 +377,9 @@ impl Endpoint {
                 reliable_fragment_bytes,
             ),
             receiver: ReliableReceiver::new(config.reliable.recv_window_packets, config.process_count),
-            prepared: ReorderBuffer::new(config.reorder_bytes_max),
+            prepared: ReorderBuffer::new(config.prepared_limits()),
             commit: Instant::ZERO,
-            reorder: ReorderBuffer::new(config.reorder_bytes_max),
+            reorder: ReorderBuffer::new(config.reorder_limits()),
             next_beacon_at: clock.to_shared(host_now.next_multiple_of(config.beacon_interval)),
             beacon_due: false,
             acks_woken_at: Instant::ZERO,
@@ -365,6 +401,8 @@ impl Endpoint {
             tombstones: Default::default(),
             recovery: Default::default(),
             unregistered: false,
+            implausible: ImplausibleInput::default(),
+            implausible_due: false,
         }
     }
 
@@ -837,5 +875,7 @@ mod transmit;
 pub use recovery::{Recovery, RecoveryError, RecoveryReport};
 pub(crate) use transmit::prepare_repr;
 
+#[cfg(test)]
+mod plausible_tests;
 #[cfg(test)]
 mod tests;

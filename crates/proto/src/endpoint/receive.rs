@@ -3,6 +3,7 @@
 //! the reliable sender (ACKs, NAKs).
 
 use super::*;
+use crate::plausible::implausible_ahead_ns;
 
 impl Endpoint {
     /// A frame from the ToR.
@@ -16,6 +17,9 @@ impl Endpoint {
             return Ok(());
         }
         let host_now = self.clock.read(now);
+        if !self.plausible_time(now, &repr, host_now, true) {
+            return Ok(());
+        }
         match repr.opcode {
             Opcode::Beacon => {}
             Opcode::Data if repr.dst != self.config.process => self.counters.misdelivered += 1,
@@ -65,6 +69,53 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Whether the frame's barriers (`from_fabric`: a forwarded packet's are ignored) and its
+    /// message's timestamp are within reach of a correct sender: at most `promise_lead +
+    /// time_ahead_max` ahead of this host's clock. A barrier further ahead would pin this
+    /// receiver's barrier there, and a message stamped so would wait in the reorder buffer
+    /// until the barrier got there: the frame is refused, counted and reported
+    /// ([`Endpoint::poll_implausible`]). Without ordering nothing waits for a barrier, and
+    /// nothing is refused.
+    pub(super) fn plausible_time(
+        &mut self,
+        now: Instant,
+        repr: &Repr,
+        host_now: Instant,
+        from_fabric: bool,
+    ) -> bool {
+        if !self.config.ordering {
+            return true;
+        }
+        let message = matches!(repr.opcode, Opcode::Data | Opcode::Prepare);
+        let values = [
+            from_fabric.then_some(repr.barrier),
+            from_fabric.then_some(repr.commit_barrier),
+            message.then_some(repr.msg_ts),
+        ];
+        let lead = self.config.promise_lead.unwrap_or(Duration::ZERO);
+        let max = self.config.time_ahead_max;
+        let ahead_ns = values
+            .into_iter()
+            .flatten()
+            .filter_map(|v| implausible_ahead_ns(v.unwrap_near(host_now), host_now, lead, max))
+            .max();
+        let Some(ahead_ns) = ahead_ns else {
+            return true;
+        };
+        self.counters.time_implausible += 1;
+        if self.implausible.refuse(now, ahead_ns) {
+            self.implausible_due = true;
+        }
+        false
+    }
+
+    /// Frames refused for implausible time since the last report, for the controller (the
+    /// management plane passes it on): at most one report every
+    /// [`crate::plausible::REPORT_INTERVAL`].
+    pub fn poll_implausible(&mut self) -> Option<ImplausibleReport> {
+        std::mem::take(&mut self.implausible_due).then(|| self.implausible.take_report(0))
+    }
+
     fn on_data(&mut self, repr: &Repr, payload: &[u8], host_now: Instant) {
         let ts = repr.msg_ts.unwrap_near(host_now);
         if self.config.ordering && ts < self.barrier {
@@ -90,6 +141,8 @@ impl Endpoint {
         ) {
             Insert::Buffered => {}
             Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
+            // No correct sender made it: nobody to tell.
+            Insert::Oversized => self.counters.oversized += 1,
             Insert::Full => {
                 self.counters.reorder_full += 1;
                 self.queue_nak(repr.src, repr.msg_ts, repr.msg_id);
@@ -109,6 +162,11 @@ impl Endpoint {
             // so it is neither stored nor acknowledged; the sender's retry budget reports it.
             // Recovering such messages is the controller's job (paper 5.2).
             self.counters.late += 1;
+            return;
+        }
+        if !self.prepared.limits().admits(repr.frag_count, payload.len()) {
+            // No correct sender made it: not acknowledged, nor given window.
+            self.counters.oversized += 1;
             return;
         }
         if self.receiver.on_prepare(now, repr.src, repr.psn, repr.ecn) != Admit::Store {
@@ -135,6 +193,8 @@ impl Endpoint {
             Insert::Buffered => {}
             // PSNs make both impossible from a correct sender.
             Insert::Duplicate | Insert::Inconsistent => self.counters.duplicates += 1,
+            // Refused above, before it was acknowledged.
+            Insert::Oversized => self.counters.oversized += 1,
             // The receive windows bound what senders may have here; a full buffer means the
             // configuration gives them more than `reorder_bytes_max`. Counted; the packet is
             // already acknowledged, so this is a loss the configuration must prevent.

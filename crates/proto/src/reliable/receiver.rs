@@ -357,7 +357,11 @@ impl ReliableReceiver {
         let Some(c) = self.connections.get_mut(src) else {
             return;
         };
-        c.held = c.held.saturating_sub(packets as u32);
+        // Delivered packets were in order; a message that claims more packets than are held in
+        // order (its fragments forged or duplicated) frees no more than that, so that the
+        // out-of-order count stays within the total.
+        let in_order = c.held - c.held_out_of_order;
+        c.held -= in_order.min(packets as u32);
         if c.window_opened(window) {
             self.queue_ack(src, now, true);
         }
@@ -445,5 +449,31 @@ impl ReliableReceiver {
         };
         self.counters.acks_sent += 1;
         (src, c.cumulative, ack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A delivered message that claims more packets than its connection holds in order (its
+    /// fragment count forged, or fragments the receiver counted as duplicates) frees only
+    /// what is held in order: the out-of-order packets stay counted, and the free window is
+    /// never computed from a count below them. It used to underflow and end the process
+    /// (found by the `endpoint` and `control` fuzz targets; crates/fuzz/regressions).
+    #[test]
+    fn a_delivery_claiming_more_packets_than_held_frees_only_those() {
+        let now = Instant::from_nanos(1_000);
+        let mut r = ReliableReceiver::new(8, 2);
+        assert_eq!(r.on_prepare(now, 1, 0, false), Admit::Store);
+        assert_eq!(r.on_prepare(now, 1, 2, false), Admit::Store);
+        assert_eq!(r.held_packets(1), Some((2, 1)));
+        r.on_delivered(now, 1, u16::MAX);
+        assert_eq!(r.held_packets(1), Some((1, 1)));
+        let (to, cumulative, ack) = r
+            .poll_ack(now, AckRelease::Idle { hold_lone: false })
+            .expect("an ACK is owed");
+        assert_eq!((to, cumulative), (1, 1));
+        assert_eq!(ack.window_packets, 8);
     }
 }

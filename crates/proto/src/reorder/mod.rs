@@ -5,6 +5,12 @@
 //! timestamp the barrier passes while it is still incomplete has lost a fragment for good
 //! (later packets on every link carry timestamps at or above the barrier), so it is dropped and
 //! reported.
+//!
+//! A partial message is charged at its first fragment for all it may need once complete: its
+//! fragment count times the largest fragment ([`ReorderLimits`]). A fragment count no message
+//! within `message_bytes_max` has, or a fragment larger than a sender makes, is refused
+//! ([`Insert::Oversized`]) before anything is allocated for it. So the bytes charged bound what
+//! the buffer holds, whatever fragments claim.
 
 mod slab;
 
@@ -21,7 +27,49 @@ struct Partial {
     frag_count: u16,
     received: u16,
     first_psn: u32,
+    /// Bytes charged for it at its first fragment: all it may need when complete.
+    reserved: usize,
     fragments: Vec<Option<Vec<u8>>>,
+}
+
+/// What a reorder buffer may hold, and what the messages in it may be like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReorderLimits {
+    /// Bytes charged at most (payload plus [`ENTRY_OVERHEAD_BYTES`] per entry).
+    pub bytes_max: usize,
+    /// The largest fragment payload a sender makes (positive).
+    pub fragment_bytes: usize,
+    /// The largest message: no message has more fragments than it needs at `fragment_bytes`.
+    pub message_bytes_max: usize,
+}
+
+impl ReorderLimits {
+    /// A buffer of `bytes_max` for fragments of up to `fragment_bytes` and messages of up to
+    /// `message_bytes_max`.
+    pub fn new(bytes_max: usize, fragment_bytes: usize, message_bytes_max: usize) -> ReorderLimits {
+        assert!(fragment_bytes > 0, "fragments carry at least a byte");
+        ReorderLimits {
+            bytes_max,
+            fragment_bytes,
+            message_bytes_max,
+        }
+    }
+
+    /// The most fragments a message may come in.
+    pub fn fragments_max(&self) -> usize {
+        self.message_bytes_max.div_ceil(self.fragment_bytes).max(1)
+    }
+
+    /// Whether a correct sender could have made a fragment of `payload_bytes` of a message of
+    /// `frag_count` fragments.
+    pub fn admits(&self, frag_count: u16, payload_bytes: usize) -> bool {
+        payload_bytes <= self.fragment_bytes && frag_count as usize <= self.fragments_max()
+    }
+
+    /// What a message of `frag_count` fragments is charged until it is complete.
+    fn reservation(&self, frag_count: u16) -> usize {
+        frag_count as usize * (self.fragment_bytes + ENTRY_OVERHEAD_BYTES)
+    }
 }
 
 /// A message released from the buffer.
@@ -43,6 +91,9 @@ pub enum Insert {
     Full,
     /// The fragment disagrees with earlier fragments of its message.
     Inconsistent,
+    /// Its fragment count is more than a message of `message_bytes_max` has, or its payload
+    /// more than a fragment carries ([`ReorderLimits`]): no correct sender made it.
+    Oversized,
 }
 
 #[derive(Debug)]
@@ -57,7 +108,7 @@ pub struct ReorderBuffer {
     slab: Slab,
     partial: BTreeMap<(Instant, u32, u64), Partial>,
     bytes: usize,
-    bytes_max: usize,
+    limits: ReorderLimits,
     bytes_peak: usize,
     messages_peak: usize,
     /// The last messages delivered, (sender, message id), as a ring: a copy of one of them
@@ -66,6 +117,8 @@ pub struct ReorderBuffer {
     recent_next: usize,
     /// Second copies of complete messages dropped at delivery.
     duplicates: u64,
+    /// Fragments refused as [`Insert::Oversized`].
+    oversized: u64,
 }
 
 /// Deliveries remembered for duplicate detection; duplicates from a link arrive within
@@ -73,7 +126,7 @@ pub struct ReorderBuffer {
 const RECENT_DELIVERIES: usize = 1024;
 
 impl ReorderBuffer {
-    pub fn new(bytes_max: usize) -> ReorderBuffer {
+    pub fn new(limits: ReorderLimits) -> ReorderBuffer {
         ReorderBuffer {
             ready: BinaryHeap::new(),
             staged: VecDeque::new(),
@@ -81,14 +134,19 @@ impl ReorderBuffer {
             slab: Slab::default(),
             partial: BTreeMap::new(),
             bytes: 0,
-            bytes_max,
+            limits,
             bytes_peak: 0,
             messages_peak: 0,
             // Grows to RECENT_DELIVERIES as messages are delivered: idle endpoints stay small.
             recent: Vec::new(),
             recent_next: 0,
             duplicates: 0,
+            oversized: 0,
         }
+    }
+
+    pub fn limits(&self) -> ReorderLimits {
+        self.limits
     }
 
     /// Payload bytes held (plus per-entry overhead), and the most ever held.
@@ -104,6 +162,10 @@ impl ReorderBuffer {
     /// Second copies of complete messages dropped instead of delivered.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
+    }
+    /// Fragments refused for a count or size no correct sender makes.
+    pub fn oversized(&self) -> u64 {
+        self.oversized
     }
 
     /// Whether `(src, msg_id)` is among the last deliveries. Only for the rare packet that
@@ -132,13 +194,14 @@ impl ReorderBuffer {
 
     /// Checks what every step must keep (TigerBeetle's `invariants()`): the byte budget holds,
     /// the peaks cover the present, and the staged batch is in delivery order. Cheap enough
-    /// for the simulator to call after every step.
+    /// for the simulator to call after every step (the partial messages are checked in debug
+    /// builds only: a scan).
     pub fn invariants(&self) {
         assert!(
-            self.bytes <= self.bytes_max,
+            self.bytes <= self.limits.bytes_max,
             "reorder bytes {} over {}",
             self.bytes,
-            self.bytes_max
+            self.limits.bytes_max
         );
         assert!(self.bytes <= self.bytes_peak);
         assert!(self.recent.len() <= RECENT_DELIVERIES);
@@ -152,6 +215,15 @@ impl ReorderBuffer {
             staged.clone().zip(staged.skip(1)).all(|(a, b)| a <= b),
             "staged in order"
         );
+        if cfg!(debug_assertions) {
+            for p in self.partial.values() {
+                assert_eq!(p.fragments.len(), p.frag_count as usize);
+                assert!(p.frag_count as usize <= self.limits.fragments_max());
+                assert_eq!(p.reserved, self.limits.reservation(p.frag_count));
+                let held: usize = p.fragments.iter().flatten().map(Vec::len).sum();
+                assert!(held <= p.frag_count as usize * self.limits.fragment_bytes);
+            }
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -220,47 +292,79 @@ impl ReorderBuffer {
         ordered: bool,
     ) -> Insert {
         let first_psn = psn.wrapping_sub(frag_index as u32);
-        // Accounting counts payload plus a fixed per-entry overhead, so empty messages count too.
-        let cost = payload.len() + ENTRY_OVERHEAD_BYTES;
-        if self.bytes + cost > self.bytes_max {
-            if let Some(p) = self.partial.remove(&(ts, src, msg_id)) {
-                self.bytes -= partial_cost(&p);
-            }
-            return Insert::Full;
+        let limits = self.limits;
+        if !limits.admits(frag_count, payload.len()) {
+            self.oversized += 1;
+            return Insert::Oversized;
         }
         if frag_count == 1 {
+            // Accounting counts payload plus a fixed per-entry overhead, so empty messages count.
+            let cost = payload.len() + ENTRY_OVERHEAD_BYTES;
+            if self.bytes + cost > limits.bytes_max {
+                return Insert::Full;
+            }
             let slot = self.store(msg_id, 1, first_psn, payload.len(), std::iter::once(payload));
             self.enqueue(ts, src, slot, ordered);
             self.account(cost);
             return Insert::Buffered;
         }
-        let entry = self.partial.entry((ts, src, msg_id)).or_insert_with(|| Partial {
-            frag_count,
-            received: 0,
-            first_psn,
-            fragments: vec![None; frag_count as usize],
-        });
+        let key = (ts, src, msg_id);
+        let Some(entry) = self.partial.get_mut(&key) else {
+            return self.begin_partial(key, first_psn, frag_index, frag_count, payload);
+        };
         if entry.frag_count != frag_count {
             return Insert::Inconsistent;
         }
-        let fragment = &mut entry.fragments[frag_index as usize];
+        let Some(fragment) = entry.fragments.get_mut(frag_index as usize) else {
+            return Insert::Inconsistent;
+        };
         if fragment.is_some() {
             return Insert::Duplicate;
         }
         *fragment = Some(payload.to_vec());
         entry.received += 1;
-        let complete = entry.received == entry.frag_count;
-        self.account(cost);
-        if complete {
-            let p = self.partial.remove(&(ts, src, msg_id)).expect("just inserted");
-            let before = partial_cost(&p);
+        if entry.received == entry.frag_count {
+            let p = self.partial.remove(&key).expect("just found");
             let len: usize = p.fragments.iter().flatten().map(Vec::len).sum();
-            // Re-account as one entry.
-            self.bytes = self.bytes - before + len + ENTRY_OVERHEAD_BYTES;
+            // Re-account as one entry: never more than was reserved.
+            self.bytes = self.bytes - p.reserved + len + ENTRY_OVERHEAD_BYTES;
             let parts = p.fragments.iter().flatten().map(Vec::as_slice);
             let slot = self.store(msg_id, frag_count, p.first_psn, len, parts);
             self.enqueue(ts, src, slot, ordered);
         }
+        Insert::Buffered
+    }
+
+    /// The first fragment of a message of `frag_count` (checked against the limits) to arrive:
+    /// the whole message is charged now, or refused if it may not fit.
+    fn begin_partial(
+        &mut self,
+        key: (Instant, u32, u64),
+        first_psn: u32,
+        frag_index: u16,
+        frag_count: u16,
+        payload: &[u8],
+    ) -> Insert {
+        if frag_index >= frag_count {
+            return Insert::Inconsistent;
+        }
+        let reserved = self.limits.reservation(frag_count);
+        if self.bytes + reserved > self.limits.bytes_max {
+            return Insert::Full;
+        }
+        let mut fragments = vec![None; frag_count as usize];
+        fragments[frag_index as usize] = Some(payload.to_vec());
+        self.partial.insert(
+            key,
+            Partial {
+                frag_count,
+                received: 1,
+                first_psn,
+                reserved,
+                fragments,
+            },
+        );
+        self.account(reserved);
         Insert::Buffered
     }
 
@@ -312,7 +416,7 @@ impl ReorderBuffer {
         );
         let partial = self.partial.remove(&(ts, src, msg_id));
         if let Some(p) = &partial {
-            self.bytes -= partial_cost(p);
+            self.bytes -= p.reserved;
             for (i, f) in p.fragments.iter().enumerate() {
                 if f.is_some() {
                     freed(p.first_psn.wrapping_add(i as u32));
@@ -332,7 +436,7 @@ impl ReorderBuffer {
         self.partial.retain(|&(_, s, _), p| {
             let keep = s != src;
             if !keep {
-                freed += partial_cost(p);
+                freed += p.reserved;
             }
             keep
         });
@@ -348,7 +452,7 @@ impl ReorderBuffer {
                 break;
             }
             let p = self.partial.pop_first().expect("peeked").1;
-            self.bytes -= partial_cost(&p);
+            self.bytes -= p.reserved;
             // Fragments of a copy of a message that is complete (a duplicating link): not lost.
             if self.complete_waiting(ts, src) || self.recently_delivered(src, msg_id) {
                 continue;
@@ -467,14 +571,6 @@ const STAGE_MESSAGES: usize = 32;
 /// Bookkeeping charged per buffered fragment on top of its payload.
 pub const ENTRY_OVERHEAD_BYTES: usize = 48;
 
-fn partial_cost(p: &Partial) -> usize {
-    p.fragments
-        .iter()
-        .flatten()
-        .map(|f| f.len() + ENTRY_OVERHEAD_BYTES)
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -483,9 +579,17 @@ mod tests {
         Instant::from_nanos(ns)
     }
 
+    /// Fragments of up to 1,460 bytes (a 1,500-byte MTU), messages of up to 1 MB.
+    const FRAGMENT_BYTES: usize = 1_460;
+    const MESSAGE_BYTES_MAX: usize = 1 << 20;
+
+    fn buffer(bytes_max: usize) -> ReorderBuffer {
+        ReorderBuffer::new(ReorderLimits::new(bytes_max, FRAGMENT_BYTES, MESSAGE_BYTES_MAX))
+    }
+
     #[test]
     fn releases_in_timestamp_then_sender_order_below_barrier() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         r.insert(t(20), 1, 0, 0, 1, b"c", true);
         r.insert(t(10), 5, 0, 0, 1, b"b", true);
         r.insert(t(10), 2, 0, 0, 1, b"a", true);
@@ -504,7 +608,7 @@ mod tests {
 
     #[test]
     fn reassembles_fragments_in_any_order() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         assert_eq!(r.insert(t(5), 1, 9, 2, 3, b"ef", true), Insert::Buffered);
         assert_eq!(r.insert(t(5), 1, 9, 0, 3, b"ab", true), Insert::Buffered);
         assert!(r.pop_below(t(100)).is_none());
@@ -516,7 +620,7 @@ mod tests {
 
     #[test]
     fn incomplete_messages_expire_when_the_barrier_passes() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         r.insert(t(5), 1, 9, 0, 2, b"ab", true);
         r.insert(t(50), 1, 10, 0, 2, b"ab", true);
         let mut lost = Vec::new();
@@ -529,7 +633,7 @@ mod tests {
     /// and a stray copy of a fragment is not reported as a lost message.
     #[test]
     fn copies_of_a_message_are_delivered_once_and_not_reported_lost() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         r.insert(t(5), 1, 9, 0, 1, b"a", true);
         r.insert(t(5), 1, 9, 0, 1, b"a", true);
         r.insert(t(7), 2, 4, 0, 2, b"x", true);
@@ -556,7 +660,7 @@ mod tests {
     /// a failed sender's messages from a timestamp on, and all its incomplete ones.
     #[test]
     fn recall_and_discard_remove_exactly_their_messages() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         r.insert_numbered(t(5), 1, 9, 7, 0, 2, b"ab", true);
         r.insert_numbered(t(5), 1, 9, 8, 1, 2, b"cd", true);
         r.insert_numbered(t(6), 1, 10, 11, 2, 3, b"ef", true);
@@ -591,7 +695,7 @@ mod tests {
     /// counts as buffered, comes out in order before later arrivals, and can be discarded.
     #[test]
     fn a_batch_taken_for_delivery_stays_in_order_and_can_be_discarded() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         let n = 2 * STAGE_MESSAGES as u64 + 5;
         for i in 0..n {
             r.insert(t(10 + i), (i % 3) as u32, i, 0, 1, b"m", true);
@@ -617,7 +721,7 @@ mod tests {
 
     #[test]
     fn full_buffer_refuses_and_stays_bounded() {
-        let mut r = ReorderBuffer::new(3 * (ENTRY_OVERHEAD_BYTES + 10));
+        let mut r = buffer(3 * (ENTRY_OVERHEAD_BYTES + 10));
         for i in 0..3 {
             assert_eq!(r.insert(t(i), 0, i, 0, 1, &[0; 10], true), Insert::Buffered);
         }
@@ -628,7 +732,7 @@ mod tests {
 
     #[test]
     fn unordered_mode_releases_in_arrival_order_ignoring_the_barrier() {
-        let mut r = ReorderBuffer::new(1 << 20);
+        let mut r = buffer(1 << 20);
         r.insert(t(20), 1, 0, 0, 1, b"x", false);
         r.insert(t(10), 2, 0, 0, 1, b"y", false);
         let first = r
@@ -637,5 +741,119 @@ mod tests {
         assert_eq!(first, (t(20), 1, b"x".to_vec()));
         assert_eq!(r.pop_below(Instant::ZERO).unwrap().payload, b"y");
         assert_eq!(r.bytes(), 0);
+    }
+
+    /// Issue 42: a fragment claiming a huge fragment count allocated a slot per claimed
+    /// fragment and was charged only its payload. A count no message within
+    /// `message_bytes_max` has, or a fragment larger than a sender makes, is refused before
+    /// anything is allocated.
+    #[test]
+    fn fragments_no_sender_makes_are_refused_before_anything_is_allocated() {
+        let mut r = buffer(64 << 20);
+        let most = r.limits().fragments_max();
+        assert_eq!(most, MESSAGE_BYTES_MAX.div_ceil(FRAGMENT_BYTES));
+        for (i, count) in [u16::MAX, most as u16 + 1].into_iter().enumerate() {
+            assert_eq!(
+                r.insert(t(5), 1, i as u64, 0, count, b"x", true),
+                Insert::Oversized
+            );
+        }
+        let big = vec![0u8; FRAGMENT_BYTES + 1];
+        assert_eq!(r.insert(t(5), 1, 7, 0, 2, &big, true), Insert::Oversized);
+        assert_eq!(r.insert(t(5), 1, 8, 0, 1, &big, true), Insert::Oversized);
+        assert_eq!(r.oversized(), 4);
+        assert_eq!((r.bytes(), r.len()), (0, 0));
+        // The largest count a message may have is taken, and charged for all of it.
+        assert_eq!(r.insert(t(5), 1, 9, 0, most as u16, b"x", true), Insert::Buffered);
+        assert_eq!(r.bytes(), most * (FRAGMENT_BYTES + ENTRY_OVERHEAD_BYTES));
+        r.invariants();
+    }
+
+    /// A partial message is charged at its first fragment for all it needs when complete, so
+    /// a message that could not complete within the budget is refused at once, later fragments
+    /// of one taken always fit, and completion charges what it holds.
+    #[test]
+    fn a_partial_message_is_charged_at_its_first_fragment_for_all_of_it() {
+        let whole = 3 * (FRAGMENT_BYTES + ENTRY_OVERHEAD_BYTES);
+        let mut r = buffer(whole + ENTRY_OVERHEAD_BYTES + 10);
+        assert_eq!(r.insert(t(5), 1, 9, 1, 3, &[1; 100], true), Insert::Buffered);
+        assert_eq!(r.bytes(), whole);
+        // A message of one more fragment would not fit beside it: refused, nothing charged.
+        assert_eq!(r.insert(t(6), 2, 1, 0, 2, b"y", true), Insert::Full);
+        assert_eq!(r.bytes(), whole);
+        // A single small message still fits; the partial's own fragments always do.
+        assert_eq!(r.insert(t(7), 2, 2, 0, 1, &[2; 10], true), Insert::Buffered);
+        assert_eq!(
+            r.insert(t(5), 1, 9, 0, 3, &[0; FRAGMENT_BYTES], true),
+            Insert::Buffered
+        );
+        assert_eq!(r.insert(t(5), 1, 9, 2, 3, &[3; 7], true), Insert::Buffered);
+        assert_eq!(
+            r.bytes(),
+            (FRAGMENT_BYTES + 100 + 7 + ENTRY_OVERHEAD_BYTES) + (10 + ENTRY_OVERHEAD_BYTES)
+        );
+        r.invariants();
+        let m = r.pop_below(t(100)).unwrap();
+        assert_eq!(m.payload.len(), FRAGMENT_BYTES + 107);
+        r.pop_below(t(100)).unwrap();
+        assert_eq!((r.bytes(), r.len()), (0, 0));
+        r.invariants();
+    }
+
+    /// Issue 42's attack: a few KB of fragments, each the first of a message claiming a huge
+    /// count. What is charged stays within the budget and covers what is held; the rest is
+    /// refused and counted; expiry returns every byte.
+    #[test]
+    fn a_few_kilobytes_of_fragments_claiming_huge_counts_stay_within_the_charge() {
+        let bytes_max = 8 << 20;
+        let mut r = buffer(bytes_max);
+        let (mut buffered, mut full, mut oversized) = (0, 0, 0);
+        let most = r.limits().fragments_max() as u16;
+        for i in 0..400u64 {
+            let count = if i % 2 == 0 { u16::MAX } else { most };
+            match r.insert(t(10 + i), 1, i, 0, count, &[0; 8], true) {
+                Insert::Buffered => buffered += 1,
+                Insert::Full => full += 1,
+                Insert::Oversized => oversized += 1,
+                other => panic!("{other:?}"),
+            }
+            assert!(r.bytes() <= bytes_max);
+            r.invariants();
+        }
+        let charge = most as usize * (FRAGMENT_BYTES + ENTRY_OVERHEAD_BYTES);
+        assert_eq!(buffered, bytes_max / charge, "as many as the budget covers");
+        assert_eq!((full, oversized), (200 - buffered, 200));
+        assert_eq!(r.oversized(), 200);
+        assert_eq!(r.bytes(), buffered * charge);
+        let mut lost = Vec::new();
+        r.expire_incomplete(t(1_000), &mut lost);
+        assert_eq!(lost.len(), buffered);
+        assert_eq!((r.bytes(), r.len()), (0, 0));
+    }
+
+    proptest::proptest! {
+        /// Whatever fragments arrive (any count, index, size, message), the charge stays within
+        /// the budget, every partial is charged for all of it, and delivery, recall and expiry
+        /// return every byte.
+        #[test]
+        fn any_fragments_keep_the_charge_within_the_budget(
+            frags in proptest::collection::vec(
+                (0u64..4, 0u32..3, 0u64..3, 0u16..8, 1u16..8, 0usize..2_000),
+                1..200,
+            ),
+            bytes_max in 0usize..40_000,
+        ) {
+            let mut r = ReorderBuffer::new(ReorderLimits::new(bytes_max, 1_000, 6_000));
+            for (ts, src, id, index, count, len) in frags {
+                let index = index.min(count - 1);
+                r.insert_numbered(t(ts), src, id, 0, index, count, &vec![0; len], true);
+                r.invariants();
+                proptest::prop_assert!(r.bytes() <= bytes_max);
+            }
+            let mut lost = Vec::new();
+            r.expire_incomplete(t(10), &mut lost);
+            while r.pop_below(t(10)).is_some() {}
+            proptest::prop_assert_eq!((r.bytes(), r.len()), (0, 0));
+        }
     }
 }

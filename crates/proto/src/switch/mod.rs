@@ -12,9 +12,11 @@
 //! barrier for the loopback link.
 
 use crate::hash::mix64;
+pub use crate::plausible::ImplausibleReport;
+use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::routing::{NextHops, NoRoute};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
-use onepipe_wire::packet::{Opcode, Packet, Repr, VERSION};
+use onepipe_wire::packet::{Opcode, Packet, Repr};
 use onepipe_wire::protocol::ONEPIPE;
 use onepipe_wire::{Duration, Instant};
 use registers::{ClockSamples, Registers};
@@ -51,6 +53,10 @@ pub struct SwitchConfig {
     /// (`EndpointConfig::promise_lead`); taken off the clock samples, which would otherwise
     /// show every process that far ahead of the switch.
     pub promise_lead: Duration,
+    /// How far ahead of this switch's clock, beyond `promise_lead`, a barrier may be: the
+    /// fabric's clock skew bound plus a margin ([`TIME_AHEAD_MAX`] by default). A frame with
+    /// one further ahead is refused (docs/ordering.md, "Implausible time").
+    pub time_ahead_max: Duration,
 }
 
 impl SwitchConfig {
@@ -69,6 +75,7 @@ impl Default for SwitchConfig {
             dead_after_intervals: 10,
             ecmp_seed: 0,
             promise_lead: Duration::ZERO,
+            time_ahead_max: TIME_AHEAD_MAX,
         }
     }
 }
@@ -118,6 +125,9 @@ pub enum SwitchEvent {
     /// A quarantined input was heard again: the process behind it is back (Receiver Recovery,
     /// switch/recovery.rs).
     InputHeard(PortId),
+    /// Frames on an input were refused for barriers implausibly far ahead of this switch's
+    /// clock: at most one report per input every [`crate::plausible::REPORT_INTERVAL`].
+    Implausible(ImplausibleReport),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -168,6 +178,9 @@ pub struct SwitchCounters {
     /// Frames with no way on: no route, or their output leads to a port cut on the
     /// controller's order.
     pub no_route: u64,
+    /// Packets whose source could not have sent them in on their input port
+    /// ([`Switch::source_matches`]): a process speaking in another's name.
+    pub spoofed_source: u64,
     /// A packet whose barrier was below the register of its link (a FIFO or upstream bug).
     pub barrier_regressions: u64,
     pub links_removed: u64,
@@ -183,6 +196,8 @@ pub struct SwitchCounters {
     /// Ticks this switch reached so late that it was stalled; the gap was not held against
     /// its input links (`Switch::excuse_own_stall`).
     pub stalls_excused: u64,
+    /// Frames refused for a barrier past `promise_lead + time_ahead_max` ahead of the clock.
+    pub barrier_implausible: u64,
     /// Ticks on which an uplink half with no counted input advanced on the switch's clock
     /// (`Registers::advance_empty`): a rack with no live process.
     pub empty_half_ticks: u64,
@@ -220,6 +235,8 @@ struct Port {
     beacon_pending: bool,
     /// Eager beacons left until the next tick.
     eager_budget: u8,
+    /// Frames refused for implausible barriers, for the next report.
+    implausible: ImplausibleInput,
 }
 
 impl Port {
@@ -277,6 +294,8 @@ pub struct Switch {
     report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
+    /// Inputs with a report of implausible barriers due (each at most once, so bounded).
+    implausible: Vec<PortId>,
     counters: SwitchCounters,
 }
 
@@ -323,6 +342,7 @@ impl Switch {
                     last_barrier_sent: [Instant::ZERO; 2],
                     beacon_pending: false,
                     eager_budget: EAGER_BEACONS_PER_INTERVAL,
+                    implausible: ImplausibleInput::default(),
                 }
             })
             .collect();
@@ -335,6 +355,7 @@ impl Switch {
             report_repeat_at: None,
             report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
+            implausible: Vec::new(),
             config,
             routes,
             ports,
@@ -394,8 +415,14 @@ impl Switch {
             .min_by_key(|r| r.barrier)
     }
 
-    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B").
-    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) {
+    /// Records the barriers heard on input `port` (paper 4.1: "it updates register R_i := B"),
+    /// unless one is implausibly far ahead: then the frame is refused and nothing of the input
+    /// changes (it neither pins its register nor keeps a dead link alive). Whether taken.
+    fn hear(&mut self, now: Instant, port: usize, heard: [Instant; 2]) -> bool {
+        if let Some(ahead_ns) = self.implausible_ahead_ns(now, heard) {
+            self.refuse_implausible(now, port, ahead_ns);
+            return false;
+        }
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
@@ -461,6 +488,7 @@ impl Switch {
             }
             CommitInput::Joining => self.try_admit(port, half, Lane::Commit),
         }
+        true
     }
 
     /// A joining input's register holds the half's output of this moment.
@@ -476,10 +504,14 @@ impl Switch {
     }
 
     /// What the switch has to tell the management plane: inputs that went down (Detect), in the
-    /// order they did, then quarantined inputs heard again.
+    /// order they did, then inputs that carried implausible barriers, then quarantined inputs
+    /// heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
+        }
+        if let Some(report) = self.poll_implausible() {
+            return Some(SwitchEvent::Implausible(report));
         }
         self.heard_again.pop().map(SwitchEvent::InputHeard)
     }
@@ -644,6 +676,21 @@ impl Switch {
         }
     }
 
+    /// Whether a packet from process `src` may come in on `port`: the reverse path check of
+    /// routers (RFC 3704's strict mode) against this switch's own routes. A process hangs on
+    /// one port of its ToR, which is where the ToR routes to it; upstream, the port must be one
+    /// this switch would send toward the source. So a process can send data, ACKs, NAKs and
+    /// recalls only in its own name: 1Pipe's receivers and senders act on the source a packet
+    /// names (an ACK releases the named sender's buffer, a NAK fails its send). Beacons are
+    /// not checked: they name no source and speak only for their link.
+    pub fn source_matches(&self, port: PortId, src: u32) -> bool {
+        match self.routes.next_hops(src) {
+            Ok(NextHops::Local(p)) => p == port,
+            Ok(NextHops::Ecmp(choices)) => choices.contains(&port),
+            Err(_) => false,
+        }
+    }
+
     fn choose_output(&self, in_port: usize, packet: &Packet<&[u8]>) -> Result<usize, NoRoute> {
         let hops = self.routes.next_hops(packet.dst())?;
         // Per-packet spraying: any choice keeps ordering correct, since barriers only need
@@ -676,7 +723,7 @@ impl Switch {
     /// What every step must keep (TigerBeetle's `invariants()`), in O(ports): each register
     /// holds its input's barrier exactly while the input counts, `u64::MAX` while it does not;
     /// each half's minimum is the minimum of its registers;
-    /// the count of ports owing a beacon is exact, and the reports stay within their bound.
+    /// the count of ports owing a beacon is exact, and the reports stay within their bounds.
     pub fn invariants(&self) {
         for p in &self.ports {
             for lane in LANES {
@@ -708,6 +755,10 @@ impl Switch {
         let pending = self.ports.iter().filter(|p| p.beacon_pending).count();
         assert_eq!(pending, self.beacons_pending, "ports owing a beacon");
         assert!(self.reports.len() <= REPORTS_MAX_PER_PORT * self.ports.len().max(1));
+        assert!(
+            self.implausible.len() <= self.ports.len(),
+            "one report per input at a time"
+        );
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
@@ -750,16 +801,29 @@ fn heard_barriers<T: AsRef<[u8]>>(packet: &Packet<T>, now: Instant) -> [Instant;
 impl Node for Switch {
     /// A switch checks what it needs to forward (length, version, opcode), as a hardware
     /// pipeline would; the fragment and payload rules are the endpoints' to enforce.
-    fn classify(&self, _now: Instant, port: PortId, frame: &[u8]) -> Route {
+    fn classify(&self, now: Instant, port: PortId, frame: &[u8]) -> Route {
         let Ok(packet) = Packet::new_checked(frame) else {
             return Route::Drop;
         };
-        if self.ports.get(port as usize).is_none_or(|p| p.cut) || packet.version() != VERSION {
+        // The whole header is checked here, not only what routing reads: a frame the hosts
+        // would refuse (unknown flags, a bad fragment, a beacon with a payload) is dropped and
+        // counted at the first switch rather than forwarded, or its barrier taken.
+        if self.ports.get(port as usize).is_none_or(|p| p.cut) || Repr::parse(&packet).is_err() {
+            return Route::Drop;
+        }
+        // Refused, not forwarded (`hear` counts and reports it).
+        if self
+            .implausible_ahead_ns(now, heard_barriers(&packet, now))
+            .is_some()
+        {
             return Route::Drop;
         }
         match Opcode::from_u8(packet.opcode_raw()) {
             Some(Opcode::Beacon) => Route::Consume,
             Some(Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack) => {
+                if !self.source_matches(port, packet.src()) {
+                    return Route::Drop;
+                }
                 match self.choose_output(port as usize, &packet) {
                     // Nothing reaches a cut neighbour: a quarantined process must not hear
                     // commit barriers before it recovers.
@@ -791,11 +855,16 @@ impl Node for Switch {
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
         let heard = heard_barriers(&packet, now);
-        self.hear(now, port, heard);
+        let taken = self.hear(now, port, heard);
         match route {
+            // Refused for an implausible barrier: `classify` dropped it, `hear` counted it.
+            Route::Consume | Route::Drop if !taken => {}
             Route::Consume => {
                 self.counters.beacons_received += 1;
                 self.propagate();
+            }
+            Route::Drop if !self.source_matches(port as PortId, packet.src()) => {
+                self.counters.spoofed_source += 1
             }
             Route::Drop => self.counters.no_route += 1,
             Route::Forward(out) => {
@@ -948,6 +1017,7 @@ impl Hints for Switch {
     }
 }
 
+mod plausible;
 mod recovery;
 mod registers;
 

@@ -20,6 +20,7 @@ fn switch(topology: Topology, id: usize) -> Switch {
         dead_after_intervals: 10,
         ecmp_seed: 3,
         promise_lead: Duration::ZERO,
+        time_ahead_max: crate::plausible::TIME_AHEAD_MAX,
     };
     Switch::new(id, &wiring, routes, config, t(0))
 }
@@ -80,6 +81,55 @@ fn packet_from_above_is_never_sent_up() {
     // From above, to a local process: fine.
     let (route, _) = pass(&mut leaf, 10, 2, frame(Opcode::Data, 2, 0, 10, 10));
     assert_eq!(route, Route::Forward(0));
+}
+
+/// A process speaks only in its own name (docs/wire.md, "Sources"): a packet whose source is
+/// not behind its input port, as this switch's routes see it, is dropped and counted, so no
+/// process can send data, ACKs, NAKs or recalls as another. Its beacon still counts for its
+/// own link.
+#[test]
+fn a_packet_in_another_processs_name_is_dropped_and_counted() {
+    // leaf0: ports 0-3 = processes 0-3 (two hosts of two processes); port 4 = up to the spine.
+    let topology = Topology::leaf_spine(2, 1, 2).unwrap();
+    let wiring = Wiring::new(topology, 2).unwrap();
+    let routes = routing::build(&wiring).unwrap().swap_remove(0);
+    let mut leaf = Switch::new(0, &wiring, routes, SwitchConfig::default(), t(0));
+    // (An ACK needs a payload to be well formed; classify routes it like these.)
+    for opcode in [Opcode::Data, Opcode::Nak, Opcode::Prepare] {
+        // Process 1 (port 1) in the name of process 0, its neighbour on the same host.
+        let (route, _) = pass(&mut leaf, 10, 1, frame(opcode, 0, 2, 10, 10));
+        assert_eq!(route, Route::Drop, "{opcode:?}");
+        // From above, in the name of a process below this switch.
+        let (route, _) = pass(&mut leaf, 10, 4, frame(opcode, 3, 0, 10, 10));
+        assert_eq!(route, Route::Drop, "{opcode:?}");
+    }
+    let c = leaf.counters();
+    assert_eq!((c.spoofed_source, c.no_route, c.malformed), (6, 0, 0), "{c:?}");
+    // In its own name, locally and up; and a remote process's packet from above.
+    assert_eq!(
+        pass(&mut leaf, 11, 1, frame(Opcode::Data, 1, 2, 11, 11)).0,
+        Route::Forward(2)
+    );
+    assert_eq!(
+        pass(&mut leaf, 11, 3, frame(Opcode::Ack, 3, 5, 11, 11)).0,
+        Route::Forward(4)
+    );
+    assert_eq!(
+        pass(&mut leaf, 11, 4, frame(Opcode::Nak, 6, 0, 11, 11)).0,
+        Route::Forward(0)
+    );
+    assert_eq!(leaf.counters().spoofed_source, 6);
+    assert_eq!(
+        leaf.classify(t(12), 1, &frame(Opcode::Ack, 0, 2, 12, 12)),
+        Route::Drop
+    );
+    // The spine takes process 0's packet from leaf0 only.
+    let wiring = Wiring::new(Topology::leaf_spine(2, 1, 2).unwrap(), 2).unwrap();
+    let routes = routing::build(&wiring).unwrap().swap_remove(2);
+    let spine = Switch::new(2, &wiring, routes, SwitchConfig::default(), t(0));
+    assert!(spine.source_matches(0, 0) && !spine.source_matches(1, 0));
+    assert!(spine.source_matches(1, 7) && !spine.source_matches(0, 7));
+    assert!(!spine.source_matches(0, 99), "no such process");
 }
 
 /// One switch, three processes; ports 0 and 1 beacon every interval, port 2 never speaks.
@@ -636,7 +686,7 @@ fn reported_down_lists_dead_inputs_until_they_are_heard_again() {
 fn reported(s: &mut Switch) -> Option<InputReport> {
     std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
         SwitchEvent::InputDown(r) => Some(r),
-        SwitchEvent::InputHeard(_) => None,
+        _ => None,
     })
 }
 
@@ -644,8 +694,152 @@ fn reported(s: &mut Switch) -> Option<InputReport> {
 fn heard(s: &mut Switch) -> Option<PortId> {
     std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
         SwitchEvent::InputHeard(port) => Some(port),
-        SwitchEvent::InputDown(_) => None,
+        _ => None,
     })
+}
+
+/// Every way a packet can take through the fabric passes the source check at every hop: the
+/// check drops no packet that routing itself would send (paper testbed, a leaf-spine with
+/// several processes per host, and a fat tree).
+#[test]
+fn every_routed_packet_passes_the_source_check_at_every_hop() {
+    for (topology, pph) in [
+        (Topology::paper_testbed(), 1),
+        (Topology::leaf_spine(3, 2, 2).unwrap(), 2),
+        (Topology::fat_tree(4).unwrap(), 1),
+    ] {
+        let wiring = Wiring::new(topology, pph).unwrap();
+        let tables = routing::build(&wiring).unwrap();
+        let switches: Vec<Switch> = (0..wiring.switch_count())
+            .map(|i| Switch::new(i, &wiring, tables[i].clone(), SwitchConfig::default(), t(0)))
+            .collect();
+        let processes = wiring.process_count() as u32;
+        for src in 0..processes {
+            for dst in (0..processes).filter(|&d| d != src) {
+                // Every (switch, input port) a packet from src to dst can reach.
+                let first = wiring.processes[src as usize];
+                let mut frontier = vec![(first.tor, first.tor_port)];
+                let mut seen = std::collections::HashSet::new();
+                while let Some((at, port)) = frontier.pop() {
+                    if !seen.insert((at, port)) {
+                        continue;
+                    }
+                    let s = &switches[at];
+                    assert!(
+                        s.source_matches(port, src),
+                        "switch {at} port {port}: {src} -> {dst}"
+                    );
+                    let packet = crate::test_packets::packet(Opcode::Data, src, dst, 1, 5, 5, (0, 1), &[]);
+                    let Route::Forward(out) = s.classify(t(1), port, &packet) else {
+                        panic!("switch {at} drops {src} -> {dst} from port {port}");
+                    };
+                    // Every ECMP choice, not just the one this packet's hash takes.
+                    let hops = match tables[at].next_hops(dst).unwrap() {
+                        routing::NextHops::Local(p) => vec![p],
+                        routing::NextHops::Ecmp(c) => c.to_vec(),
+                    };
+                    let from_above = wiring.switch_ports[at][port as usize].direction == PortDirection::Up;
+                    for out in hops.into_iter().chain([out]) {
+                        let spec = wiring.switch_ports[at][out as usize];
+                        if from_above && spec.direction == PortDirection::Up {
+                            continue;
+                        }
+                        if let Peer::Switch { switch, port } = spec.peer {
+                            frontier.push((switch, port));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The next report of implausible barriers; events of other kinds before it are passed over.
+fn implausible(s: &mut Switch) -> Option<ImplausibleReport> {
+    std::iter::from_fn(|| s.poll_event()).find_map(|e| match e {
+        SwitchEvent::Implausible(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// Issue 42: one forged beacon pinned an input's register far in the future; later barriers
+/// of the link were ignored as regressions and the half's minimum moved without it. A barrier
+/// (best-effort or commit) further ahead of the switch's clock than `promise_lead +
+/// time_ahead_max` is refused: no register update, not forwarded, counted, reported once.
+#[test]
+fn a_barrier_implausibly_far_ahead_is_refused_counted_and_reported() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    let max = s.config.time_ahead_max.as_nanos();
+    let now = 1_000_000;
+    pass(&mut s, now, 1, beacon(now));
+    pass(&mut s, now, 2, beacon(now));
+    // At the bound: a correct sender's, taken.
+    pass(&mut s, now, 0, beacon(now + max));
+    assert_eq!(
+        s.inputs(t(now)).find(|r| r.port == 0).unwrap().barrier,
+        t(now + max)
+    );
+    // Past it, as a beacon, as data, and in the commit lane alone: refused.
+    let forged = now + max + 1_000_000_000;
+    assert_eq!(pass(&mut s, now, 0, beacon(forged)).0, Route::Drop);
+    let (route, _) = pass(&mut s, now, 0, frame(Opcode::Data, 0, 2, now, forged));
+    assert_eq!(route, Route::Drop, "not forwarded");
+    let commit_only = Repr::beacon(t(now).to_wire(), t(forged).to_wire(), 0).to_vec();
+    assert_eq!(pass(&mut s, now, 0, commit_only).0, Route::Drop);
+    let r = s.inputs(t(now)).find(|r| r.port == 0).unwrap();
+    assert_eq!((r.barrier, r.commit_barrier), (t(now + max), t(now + max)));
+    let c = s.counters();
+    assert_eq!((c.barrier_implausible, c.no_route, c.beacons_received), (3, 0, 3));
+    assert_eq!(
+        implausible(&mut s),
+        Some(ImplausibleReport {
+            port: 0,
+            ahead_ns: forged - now,
+            refused: 3
+        })
+    );
+    assert_eq!(implausible(&mut s), None, "one report for the burst");
+    // The link's real barriers go on rising: none is taken as a regression.
+    pass(&mut s, now + max + 1, 0, beacon(now + max + 1));
+    assert_eq!(s.counters().barrier_regressions, 0);
+    // Refusals within the report interval are summed into the next report.
+    let later = now + crate::plausible::REPORT_INTERVAL.as_nanos();
+    pass(&mut s, now + 1, 0, beacon(forged));
+    assert_eq!(implausible(&mut s), None);
+    pass(&mut s, later, 0, beacon(forged + later));
+    let r = implausible(&mut s).unwrap();
+    assert_eq!((r.port, r.refused), (0, 2));
+    s.invariants();
+}
+
+/// Hosts promise their barriers `promise_lead` ahead of their clocks: the bound is that much
+/// higher, and a forged frame keeps no dead link alive.
+#[test]
+fn the_bound_adds_the_promise_lead_and_a_refused_frame_proves_nothing_alive() {
+    let mut s = switch(Topology::single_switch(2).unwrap(), 0);
+    s.config.promise_lead = Duration::from_millis(5);
+    s.config.time_ahead_max = Duration::from_millis(1);
+    let now = 2_000_000;
+    // The switch's first tick, late since it started at 0, excuses the gap as its own stall.
+    s.handle_timeout(t(now));
+    pass(&mut s, now, 1, beacon(now));
+    pass(&mut s, now, 0, beacon(now + 6_000_000));
+    assert_eq!(s.counters().barrier_implausible, 0);
+    pass(&mut s, now, 0, beacon(now + 6_000_001));
+    assert_eq!(s.counters().barrier_implausible, 1);
+    // Silent but for forged beacons: the link dies all the same.
+    let dead_after = s.config.dead_after().as_nanos();
+    for k in 1..=dead_after / 1_000 + 1 {
+        let at = now + k * 1_000;
+        pass(&mut s, at, 1, beacon(at));
+        pass(&mut s, at, 0, beacon(at + 6_000_001));
+        s.handle_timeout(t(at));
+    }
+    assert_eq!(
+        s.inputs(t(now)).find(|r| r.port == 0).unwrap().state,
+        InputState::Dead
+    );
+    s.invariants();
 }
 
 /// A leaf of `leaf_spine(2, 1, 2)` (ports 0, 1: processes; port 2: up to the spine) whose

@@ -13,6 +13,13 @@ pub struct UdpCounters {
     pub unknown_source: AtomicU64,
     /// Not ours, or damaged.
     pub malformed: AtomicU64,
+    /// Without a tag where the fabric requires one, or under a key this node does not hold.
+    pub unauthenticated: AtomicU64,
+    /// With a tag that does not match: forged, damaged, or sent to another address.
+    pub bad_tag: AtomicU64,
+    /// Authentic but of an earlier run of their sender, or meant for an earlier run of this
+    /// node: replays, or datagrams that outlived a restart.
+    pub stale_epoch: AtomicU64,
     /// Arrived after a later datagram of their link: dropped to keep the link FIFO.
     pub reordered: AtomicU64,
     /// Datagrams missing from a link's sequence (lost in the network or a socket buffer).
@@ -25,8 +32,11 @@ pub struct UdpCounters {
     /// Datagrams dropped because their link's inbox was full: the peer sent past its credit
     /// (or restarted while we held its datagrams).
     pub overrun: AtomicU64,
-    /// Peers seen to restart (their datagram numbering started over).
+    /// Peers seen to restart (a datagram of a later epoch): their links started over.
     pub resyncs: AtomicU64,
+    /// Datagrams of a restarted peer's earlier run that were waiting in its link's inbox,
+    /// dropped when it restarted.
+    pub restart_dropped: AtomicU64,
     /// Times a frame had to wait because its output link had no credit (backpressure).
     pub blocked_frames: AtomicU64,
     /// Frames forwarded after waiting in their link's inbox, offered to the node to mark with
@@ -35,6 +45,12 @@ pub struct UdpCounters {
     /// Credit datagrams sent and received (credits riding on data are not counted).
     pub credits_out: AtomicU64,
     pub credits_in: AtomicU64,
+    /// Datagrams that only tell a peer this node's epoch (it named an earlier run).
+    pub announcements_out: AtomicU64,
+    /// Key files read again after they changed, and changed ones that could not be read (the
+    /// keys in use are kept).
+    pub key_reloads: AtomicU64,
+    pub key_reload_errors: AtomicU64,
     /// Datagrams sent past the limit because no credit came for a while (lost credit).
     pub probes: AtomicU64,
     /// Frames a node forwarded or originated on a port with no neighbour, or a cut link.
@@ -44,6 +60,10 @@ pub struct UdpCounters {
     /// Frames forwarded toward a neighbour the node declared gone ([`Node::peer_gone`]):
     /// dropped rather than held for credit that will not come.
     pub peer_gone_frames: AtomicU64,
+    /// Datagrams dropped, and datagrams with one bit flipped, by fault injection
+    /// ([`super::inject`]).
+    pub injected_losses: AtomicU64,
+    pub injected_corruptions: AtomicU64,
 }
 
 impl UdpCounters {
@@ -61,6 +81,9 @@ impl UdpCounters {
             frames_out: l(&self.frames_out),
             unknown_source: l(&self.unknown_source),
             malformed: l(&self.malformed),
+            unauthenticated: l(&self.unauthenticated),
+            bad_tag: l(&self.bad_tag),
+            stale_epoch: l(&self.stale_epoch),
             reordered: l(&self.reordered),
             lost: l(&self.lost),
             send_dropped_frames: l(&self.send_dropped_frames),
@@ -70,11 +93,17 @@ impl UdpCounters {
             cut_datagrams: l(&self.cut_datagrams),
             overrun: l(&self.overrun),
             resyncs: l(&self.resyncs),
+            restart_dropped: l(&self.restart_dropped),
             blocked_frames: l(&self.blocked_frames),
             ecn_marked: l(&self.ecn_marked),
             credits_out: l(&self.credits_out),
             credits_in: l(&self.credits_in),
+            announcements_out: l(&self.announcements_out),
+            key_reloads: l(&self.key_reloads),
+            key_reload_errors: l(&self.key_reload_errors),
             probes: l(&self.probes),
+            injected_losses: l(&self.injected_losses),
+            injected_corruptions: l(&self.injected_corruptions),
         }
     }
 }
@@ -88,6 +117,12 @@ pub struct UdpSnapshot {
     pub frames_out: u64,
     pub unknown_source: u64,
     pub malformed: u64,
+    #[serde(default)]
+    pub unauthenticated: u64,
+    #[serde(default)]
+    pub bad_tag: u64,
+    #[serde(default)]
+    pub stale_epoch: u64,
     pub reordered: u64,
     pub lost: u64,
     pub send_dropped_frames: u64,
@@ -100,10 +135,22 @@ pub struct UdpSnapshot {
     pub cut_datagrams: u64,
     pub overrun: u64,
     pub resyncs: u64,
+    #[serde(default)]
+    pub restart_dropped: u64,
     pub blocked_frames: u64,
     #[serde(default)]
     pub ecn_marked: u64,
     pub credits_out: u64,
     pub credits_in: u64,
+    #[serde(default)]
+    pub announcements_out: u64,
+    #[serde(default)]
+    pub key_reloads: u64,
+    #[serde(default)]
+    pub key_reload_errors: u64,
     pub probes: u64,
+    #[serde(default)]
+    pub injected_losses: u64,
+    #[serde(default)]
+    pub injected_corruptions: u64,
 }

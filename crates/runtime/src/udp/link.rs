@@ -34,15 +34,12 @@ pub const INITIAL_WINDOW: u32 = 4;
 /// for hundreds of milliseconds) lost 9-27 datagrams per 0.5 s run that way; none since.
 pub const PROBE_AFTER: Duration = Duration::from_millis(20);
 pub const PROBE_AFTER_MAX: Duration = Duration::from_millis(640);
-/// A sequence number this far from the expected one means the peer restarted.
-const RESYNC_DISTANCE: u32 = 1 << 24;
+/// A limit this far past the next sequence number cannot be meant for this sender.
+const LIMIT_DISTANCE_MAX: u32 = 1 << 24;
 /// A limit answers this run's datagrams if it lies past the first of them and at most this
 /// far past the next (a receiver grants its window past what it took: at most 16 datagrams
 /// in the udp driver, so a stale limit of an earlier run passes only by a 2^-24 chance).
 const ANSWER_SLACK: u32 = 256;
-/// A datagram this many windows behind the expected number was not overtaken in the network
-/// (at most a window is in flight): its sender restarted and happened to number just below.
-const RESTART_BEHIND_WINDOWS: u32 = 4;
 
 /// The sending half of a link.
 #[derive(Clone, Debug)]
@@ -115,7 +112,7 @@ impl SendWindow {
         self.next_seq = self.next_seq.wrapping_sub(1);
     }
 
-    /// The peer restarted (its numbering started over, [`Arrival::Resync`]): it takes our next
+    /// The peer restarted (a datagram of a new epoch, [`PeerRun::observe`]): it takes our next
     /// datagram whatever its number, so we may send as at a start, at once. Without this a
     /// sender blocked while the peer was down waited for its next probe, up to
     /// [`PROBE_AFTER_MAX`], and the restarted peer cannot grant credit before it has heard
@@ -130,7 +127,7 @@ impl SendWindow {
     /// and so is one far from this sender's numbering (granted to an earlier run of it).
     /// Returns whether the limit answers a datagram of this run: the peer has taken one.
     pub fn on_limit(&mut self, limit: u32, now: Instant) -> bool {
-        let near = limit.wrapping_sub(self.next_seq) <= RESYNC_DISTANCE;
+        let near = limit.wrapping_sub(self.next_seq) <= LIMIT_DISTANCE_MAX;
         if near && seq_before(self.limit, limit) {
             self.limit = limit;
             self.limit_moved_at = Some(now);
@@ -155,9 +152,63 @@ pub enum Arrival {
     Reordered,
     /// The inbox is full: the peer sent past its credit.
     Overrun,
-    /// So far from the expected number that the peer must have restarted: taken, and the
-    /// link's sequence starts over from it (the inbox was emptied).
-    Resync { dropped: usize },
+}
+
+/// Which run of its peer a link hears: the epoch of the latest datagram taken (see
+/// `datagram`). Epochs are start times, so a later run of the peer has a larger one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerRun {
+    /// 0 before the first datagram.
+    epoch: u64,
+}
+
+/// How a datagram's sender epoch fits its link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunFit {
+    /// The run the link already hears.
+    Same,
+    /// The first datagram the link hears.
+    First,
+    /// A later run: the peer restarted, and the link starts over (a reported event).
+    Restarted,
+    /// An earlier run (a replay, or a datagram that outlived its sender): dropped.
+    Old,
+}
+
+impl PeerRun {
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Sorts a datagram of sender epoch `epoch` (authenticated, or the fabric runs without).
+    pub fn observe(&mut self, epoch: u64) -> RunFit {
+        let fit = match epoch.cmp(&self.epoch) {
+            std::cmp::Ordering::Less => return RunFit::Old,
+            std::cmp::Ordering::Equal => return RunFit::Same,
+            std::cmp::Ordering::Greater if self.epoch == 0 => RunFit::First,
+            std::cmp::Ordering::Greater => RunFit::Restarted,
+        };
+        self.epoch = epoch;
+        fit
+    }
+}
+
+/// How much earlier than a receiver's start (by the receiver's clock) a datagram may have
+/// been sent by its sender's clock and still count as sent to this run: the clocks' skew
+/// (synchronized by PTP or chrony across machines, one clock on one machine) with room.
+pub const START_SKEW_MAX: Duration = Duration::from_millis(100);
+
+/// Whether a datagram that names the receiver's epoch as `peer_epoch` and was sent at
+/// `sent_at_ns` is meant for the run `own` of the receiver: it names that run; or its sender
+/// has not heard from the receiver yet (0) and sent it after the receiver started (less
+/// [`START_SKEW_MAX`]). Without the second condition, datagrams captured while the receiver
+/// was down, or from a sender's earlier run, could be replayed into a receiver that has not
+/// heard the sender yet.
+pub fn meant_for(own: u64, peer_epoch: u64, sent_at_ns: u64) -> bool {
+    match peer_epoch {
+        0 => sent_at_ns.saturating_add(START_SKEW_MAX.as_nanos()) >= own,
+        named => named == own,
+    }
 }
 
 /// What is left of a datagram whose frames could not all be handed on yet.
@@ -201,18 +252,8 @@ impl ReceiveWindow {
             self.expected = Some(seq.wrapping_add(1));
             return Arrival::Take { lost: 0 };
         };
-        let ahead = seq.wrapping_sub(expected);
-        let behind = expected.wrapping_sub(seq);
-        let restarted_below = behind > RESTART_BEHIND_WINDOWS.saturating_mul(self.window) + INITIAL_WINDOW;
-        if ahead > RESYNC_DISTANCE && (behind > RESYNC_DISTANCE || restarted_below) {
-            // The peer restarted. Also when it numbered just below the old run (one start in
-            // 256): every datagram of it would otherwise be dropped as reordered, for good.
-            let dropped = self.inbox.len();
-            self.inbox.clear();
-            self.expected = Some(seq.wrapping_add(1));
-            self.reported = None;
-            return Arrival::Resync { dropped };
-        }
+        // Within one run of the peer (epochs tell runs apart, `PeerRun`) numbers only grow:
+        // one below the expected is older than one taken.
         if seq_before(seq, expected) {
             return Arrival::Reordered;
         }
@@ -220,7 +261,20 @@ impl ReceiveWindow {
             return Arrival::Overrun;
         }
         self.expected = Some(seq.wrapping_add(1));
-        Arrival::Take { lost: ahead }
+        Arrival::Take {
+            lost: seq.wrapping_sub(expected),
+        }
+    }
+
+    /// The peer restarted: the link starts over from its next datagram. Returns the datagrams
+    /// of its earlier run that were taken but not finished, dropped now: their sender is gone,
+    /// and the restarted one numbers (and is granted credit) afresh.
+    pub fn restart(&mut self) -> usize {
+        let dropped = self.inbox.len();
+        self.inbox.clear();
+        self.expected = None;
+        self.reported = None;
+        dropped
     }
 
     /// The credit to grant: the first unfinished datagram plus the window (`None` before the
@@ -427,22 +481,42 @@ mod tests {
         }
         assert_eq!(r.arrive(18), Arrival::Overrun);
         assert_eq!(r.limit(), Some(16));
-        // A datagram a window behind was overtaken; one far behind is a restart numbered just
-        // below the old run.
+        // Within a run, however far behind: a replay or a late datagram, never a restart.
         assert_eq!(r.arrive(14), Arrival::Reordered);
-        assert_eq!(r.arrive(17u32.wrapping_sub(200)), Arrival::Resync { dropped: 4 });
-        // The peer restarted with a new random first number.
-        for seq in (0..4).map(|i| 17u32.wrapping_sub(199 - i)) {
-            r.arrive(seq);
-            r.inbox.push_back(Parked {
-                seq,
-                datagram: Vec::new(),
-                at: 0,
-            });
-        }
-        assert_eq!(r.arrive(0x8000_0000), Arrival::Resync { dropped: 4 });
+        assert_eq!(r.arrive(17u32.wrapping_sub(200)), Arrival::Reordered);
+        assert_eq!(r.arrive(17u32.wrapping_sub(1 << 30)), Arrival::Reordered);
+        assert_eq!(r.inbox.len(), 4, "nothing was flushed");
+        // The peer restarted (a new epoch): the link starts over from its first datagram.
+        assert_eq!(r.restart(), 4);
+        assert_eq!(r.limit(), None);
+        assert_eq!(r.arrive(0x8000_0000), Arrival::Take { lost: 0 });
         assert_eq!(r.limit(), Some(0x8000_0003));
         assert!(r.credit_due());
+    }
+
+    #[test]
+    fn epochs_tell_a_restart_from_a_replay_of_an_earlier_run() {
+        let mut run = PeerRun::default();
+        assert_eq!(run.observe(100), RunFit::First);
+        assert_eq!(run.observe(100), RunFit::Same);
+        assert_eq!(run.observe(99), RunFit::Old, "an earlier run");
+        assert_eq!(run.epoch(), 100);
+        assert_eq!(run.observe(200), RunFit::Restarted);
+        assert_eq!(run.observe(100), RunFit::Old, "the run before the restart");
+        assert_eq!(run.epoch(), 200);
+        // Datagrams name the receiver's run, or none before the sender heard from it, when
+        // they must have been sent since the receiver started (give or take the skew).
+        let start = 1_000 * START_SKEW_MAX.as_nanos();
+        assert!(meant_for(start, start, 0) && !meant_for(start, start - 1, 0));
+        assert!(
+            !meant_for(start, start + 1, u64::MAX),
+            "another run, whenever sent"
+        );
+        assert!(meant_for(start, 0, start) && meant_for(start, 0, start - START_SKEW_MAX.as_nanos()));
+        assert!(
+            !meant_for(start, 0, start - START_SKEW_MAX.as_nanos() - 1),
+            "sent before"
+        );
     }
 
     #[test]

@@ -14,8 +14,10 @@
 #![allow(clippy::disallowed_methods)] // the runtime is where the OS clock and sleeping live
 
 pub mod answers;
+pub mod auth;
 mod counters;
 pub mod datagram;
+pub mod inject;
 pub mod link;
 pub mod local;
 pub mod plan;
@@ -27,8 +29,10 @@ use send::{enqueue, path_datagram_bytes, port_datagram_bytes, send, try_send};
 
 use crate::inproc::Clock;
 use answers::LinkAnswers;
-use datagram::{HEADER_LEN, Packer, frame_at, parse_header};
-use link::{Arrival, Parked, ReceiveWindow, SendWindow};
+use auth::Auth;
+use datagram::{DatagramError, HEADER_LEN, Header, Packer, frame_at};
+use inject::{Fate, InjectConfig, Injector};
+use link::{Arrival, Parked, PeerRun, ReceiveWindow, RunFit, SendWindow};
 use onepipe_fabric::hash::mix64;
 use onepipe_fabric::node::{FRAME_MAX, Node, PortId, Route};
 use onepipe_fabric::wiring::Wiring;
@@ -55,6 +59,8 @@ pub const DATAGRAM_BYTES_LIMIT: usize = 65_507;
 const PARK_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 /// The least credit window a link gets, in datagrams, however many links share a socket.
 const WINDOW_MIN_DATAGRAMS: usize = 2;
+/// How often a running node looks whether its key file changed (a key rotation).
+const KEY_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
 /// What a node does when a pass found nothing to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +89,13 @@ pub struct UdpConfig {
     /// node's socket buffer cannot hold that many for each of its links). Every datagram in
     /// flight is queueing delay once senders outpace the receiver.
     pub window_datagrams_max: usize,
+    /// Loss and corruption injected into what the node receives (tests; none by default).
+    pub inject: InjectConfig,
+    /// How datagrams are authenticated (docs/udp.md, "Authentication"). The default is a
+    /// fresh random key: right for a fabric whose nodes all take this configuration in one
+    /// process ([`local::LocalFabric`]); nodes in separate processes must be given the
+    /// fabric's key (`onepipe::keys::fabric_auth`).
+    pub auth: Auth,
 }
 
 impl Default for UdpConfig {
@@ -93,6 +106,9 @@ impl Default for UdpConfig {
             socket_buffer_bytes: 4 << 20,
             threads: None,
             window_datagrams_max: 16,
+            inject: InjectConfig::default(),
+            // Fails only if the OS has no random source, where std's HashMap panics too.
+            auth: Auth::generate().expect("the OS random source"),
         }
     }
 }
@@ -144,6 +160,11 @@ struct Port {
     packer: Packer,
     send: SendWindow,
     recv: ReceiveWindow,
+    /// The peer's run this link hears.
+    run: PeerRun,
+    /// The peer sent a datagram meant for an earlier run of this node: it must hear this
+    /// run's epoch, in a datagram of its own if nothing else goes to it soon.
+    announce_due: bool,
 }
 
 impl Port {
@@ -205,10 +226,22 @@ impl RecvBufs {
     }
 }
 
+/// What every datagram a node sends is stamped and signed with.
+pub(crate) struct Sealing {
+    /// This node's run: its start, in ns since 1970.
+    epoch: u64,
+    auth: Auth,
+}
+
 /// Drives one node over one UDP socket.
 pub struct UdpDriver {
     socket: UdpSocket,
     state: quinn_udp::UdpSocketState,
+    /// Where the socket listens, as its neighbours address it: what received tags cover.
+    local: SocketAddr,
+    sealing: Sealing,
+    /// When to look at the key file again ([`KEY_CHECK_PERIOD`]).
+    key_check_at: Instant,
     ports: Vec<Port>,
     by_addr: HashMap<SocketAddr, PortId>,
     config: UdpConfig,
@@ -217,6 +250,8 @@ pub struct UdpDriver {
     answers: std::sync::Arc<LinkAnswers>,
     /// The addresses of cut links: what they send is counted, not taken as a stranger's.
     cut_addrs: HashMap<SocketAddr, PortId>,
+    /// Faults injected into received datagrams, when asked for.
+    injector: Option<Injector>,
 }
 
 /// Addresses compare as the socket reports them: IPv4 may come back IPv6-mapped.
@@ -249,9 +284,16 @@ impl UdpDriver {
         let _ = sock.set_recv_buffer_size(config.socket_buffer_bytes);
         let _ = sock.set_send_buffer_size(config.socket_buffer_bytes);
         let state = quinn_udp::UdpSocketState::new((&socket).into())?;
+        let local = canonical(socket.local_addr()?);
         Ok(UdpDriver {
             socket,
             state,
+            local,
+            sealing: Sealing {
+                epoch: start_epoch(),
+                auth: config.auth.clone(),
+            },
+            key_check_at: Instant::ZERO,
             ports: Vec::new(),
             by_addr: HashMap::new(),
             config: config.clone(),
@@ -259,6 +301,7 @@ impl UdpDriver {
             cuts: Default::default(),
             answers: Default::default(),
             cut_addrs: HashMap::new(),
+            injector: config.inject.is_active().then(|| Injector::new(config.inject)),
         })
     }
 
@@ -267,10 +310,9 @@ impl UdpDriver {
         self.by_addr.clear();
         self.answers = std::sync::Arc::new(LinkAnswers::new(ports.len()));
         let window = self.receive_window(ports.iter().flatten().count());
-        // A random first sequence number per start, so that a peer can tell a restart.
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+        // A random first sequence number per start: a limit granted to an earlier run then
+        // falls far from this run's numbers.
+        let nonce = start_epoch();
         let local = self.socket.local_addr().map_or(0, |a| a.port() as u64);
         self.ports = ports
             .iter()
@@ -289,6 +331,8 @@ impl UdpDriver {
                     packer: Packer::new(port_datagram_bytes(self.config.datagram_bytes_max, path)),
                     send: SendWindow::new(initial_seq),
                     recv: ReceiveWindow::new(window),
+                    run: PeerRun::default(),
+                    announce_due: false,
                 }
             })
             .collect();
@@ -392,6 +436,7 @@ impl UdpDriver {
     /// Runs one pass of `node` with the frames already received: waiting frames, timers,
     /// frames the node originates, and datagrams out. Returns whether anything happened.
     fn work<N: Node>(&mut self, node: &mut N, now: Instant, counters: &UdpCounters) -> bool {
+        self.check_keys(now, counters);
         let mut worked = self.drain_inboxes(node, now, counters);
         if node.poll_timeout().is_some_and(|t| t <= now) {
             node.handle_timeout(now);
@@ -412,6 +457,31 @@ impl UdpDriver {
             self.set_overdraft(0);
         }
         worked
+    }
+
+    /// Takes the keys of a key file that changed (a rotation, docs/udp.md); keeps the old
+    /// ones, and counts, if the new file cannot be read.
+    fn check_keys(&mut self, now: Instant, counters: &UdpCounters) {
+        if now < self.key_check_at {
+            return;
+        }
+        self.key_check_at = now + KEY_CHECK_PERIOD;
+        let Auth::Keys(ring) = &self.sealing.auth else {
+            return;
+        };
+        match ring.reloaded() {
+            None => {}
+            Some(Ok(ring)) => {
+                self.sealing.auth = Auth::Keys(std::sync::Arc::new(ring));
+                UdpCounters::add(&counters.key_reloads, 1);
+            }
+            Some(Err(_)) => UdpCounters::add(&counters.key_reload_errors, 1),
+        }
+    }
+
+    /// This node's run, as its datagrams name it.
+    pub fn epoch(&self) -> u64 {
+        self.sealing.epoch
     }
 
     fn set_overdraft(&mut self, datagrams: u32) {
@@ -486,10 +556,41 @@ impl UdpDriver {
             };
             let stride = if m.stride == 0 { m.len } else { m.stride };
             for datagram in buf[..m.len].chunks(stride) {
-                self.take_datagram(node, now, port, datagram, counters);
+                match self
+                    .injector
+                    .as_mut()
+                    .map_or(Fate::Keep, |i| i.fate(datagram.len()))
+                {
+                    Fate::Keep => self.take_datagram(node, now, port, datagram, counters),
+                    Fate::Drop => UdpCounters::add(&counters.injected_losses, 1),
+                    Fate::Flip { bit } => {
+                        UdpCounters::add(&counters.injected_corruptions, 1);
+                        let mut damaged = datagram.to_vec();
+                        inject::flip(&mut damaged, bit);
+                        self.take_datagram(node, now, port, &damaged, counters);
+                    }
+                }
             }
         }
         n
+    }
+
+    /// Takes `datagram` as if it had just come from the neighbour behind `port`, then retries
+    /// what waits in the links' inboxes: the receive path without a socket's traffic, for the
+    /// fuzz targets (crates/fuzz). A port the driver does not have counts as a stranger's.
+    pub fn receive_datagram<N: Node>(
+        &mut self,
+        node: &mut N,
+        now: Instant,
+        port: PortId,
+        datagram: &[u8],
+        counters: &UdpCounters,
+    ) {
+        if port as usize >= self.ports.len() {
+            return UdpCounters::add(&counters.unknown_source, 1);
+        }
+        self.take_datagram(node, now, port, datagram, counters);
+        self.drain_inboxes(node, now, counters);
     }
 
     fn take_datagram<N: Node>(
@@ -501,11 +602,36 @@ impl UdpDriver {
         counters: &UdpCounters,
     ) {
         UdpCounters::add(&counters.datagrams_in, 1);
-        let Ok(header) = parse_header(datagram) else {
-            UdpCounters::add(&counters.malformed, 1);
-            return;
+        let (header, datagram) = match datagram::open(datagram, &self.sealing.auth, self.local) {
+            Ok(opened) => opened,
+            Err(e) => {
+                let counter = match e {
+                    DatagramError::Malformed => &counters.malformed,
+                    DatagramError::Unauthenticated => &counters.unauthenticated,
+                    DatagramError::BadTag => &counters.bad_tag,
+                };
+                return UdpCounters::add(counter, 1);
+            }
         };
         let p = &mut self.ports[port as usize];
+        if !link::meant_for(self.sealing.epoch, header.peer_epoch, header.sent_at_ns) {
+            // For an earlier run of ours, or sent before this one started (a replay): it says
+            // nothing to this run, not even which run of the peer is current.
+            p.announce_due = true;
+            return UdpCounters::add(&counters.stale_epoch, 1);
+        }
+        match p.run.observe(header.epoch) {
+            RunFit::Same | RunFit::First => {}
+            RunFit::Old => return UdpCounters::add(&counters.stale_epoch, 1),
+            RunFit::Restarted => {
+                // Reported (counted, and shown by `onepipe inspect`): the peer's earlier run
+                // is gone, with what of it still waited here.
+                let dropped = p.recv.restart();
+                p.send.on_peer_restart(now);
+                UdpCounters::add(&counters.resyncs, 1);
+                UdpCounters::add(&counters.restart_dropped, dropped as u64);
+            }
+        }
         if let Some(limit) = header.limit {
             if p.send.on_limit(limit, now) {
                 self.answers.mark(port);
@@ -519,11 +645,6 @@ impl UdpDriver {
             Arrival::Take { lost } => UdpCounters::add(&counters.lost, lost as u64),
             Arrival::Reordered => return UdpCounters::add(&counters.reordered, 1),
             Arrival::Overrun => return UdpCounters::add(&counters.overrun, 1),
-            Arrival::Resync { dropped } => {
-                p.send.on_peer_restart(now);
-                UdpCounters::add(&counters.resyncs, 1);
-                UdpCounters::add(&counters.overrun, dropped as u64);
-            }
         }
         if !p.recv.inbox.is_empty() {
             // Earlier datagrams of this link are waiting: this one waits behind them.
@@ -569,7 +690,12 @@ impl UdpDriver {
                     return Handed::Malformed;
                 }
             };
-            let f = &mut self.scratch[..range.len()];
+            // A frame longer than any node takes (FRAME_MAX) is damage, like a frame running
+            // past the datagram's end.
+            let Some(f) = self.scratch.get_mut(..range.len()) else {
+                UdpCounters::add(&counters.malformed, 1);
+                return Handed::Malformed;
+            };
             f.copy_from_slice(&datagram[range]);
             let route = node.classify(now, port, f);
             let gone = matches!(route, Route::Forward(out) if node.peer_gone(out));
@@ -589,7 +715,16 @@ impl UdpDriver {
                     node.mark_congestion(f);
                     UdpCounters::add(&counters.ecn_marked, 1);
                 }
-                enqueue(&mut self.ports, out, f, &self.socket, &self.state, now, counters);
+                enqueue(
+                    &mut self.ports,
+                    out,
+                    f,
+                    &self.socket,
+                    &self.state,
+                    &self.sealing,
+                    now,
+                    counters,
+                );
             }
             at = next;
         }
@@ -632,7 +767,7 @@ impl UdpDriver {
         let mut worked = false;
         for port in 0..self.ports.len() {
             // The largest frame this port's datagrams (cut to its path) can carry.
-            let frame_max = self.ports[port].packer.capacity() - HEADER_LEN - 2;
+            let frame_max = self.ports[port].packer.frame_max();
             for _ in 0..budget {
                 if !self.ports[port].has_room(frame_max) {
                     break;
@@ -648,6 +783,7 @@ impl UdpDriver {
                     frame,
                     &self.socket,
                     &self.state,
+                    &self.sealing,
                     now,
                     counters,
                 );
@@ -657,27 +793,55 @@ impl UdpDriver {
     }
 
     /// Sends each port's datagram if its window allows (or a probe is due), then the credits
-    /// that did not ride on one.
+    /// that did not ride on one, and the announcements owed to peers that named an earlier
+    /// run of this node.
     fn flush(&mut self, now: Instant, counters: &UdpCounters) -> bool {
         let mut worked = false;
         for p in &mut self.ports {
             if p.send.is_open() || p.send.should_probe(now) {
-                worked |= send(p, &self.socket, &self.state, now, counters);
+                worked |= send(p, &self.socket, &self.state, &self.sealing, now, counters);
             }
-            if let (Some(peer), true) = (p.peer, p.recv.credit_due()) {
-                let limit = p
-                    .recv
-                    .report()
-                    .expect("a credit is due only once the limit is known");
-                let contents = datagram::credit(limit);
-                if try_send(&self.socket, &self.state, peer, &contents).is_ok() {
-                    UdpCounters::add(&counters.credits_out, 1);
-                }
-                worked = true;
+            let Some(peer) = p.peer else {
+                continue;
+            };
+            let credit_due = p.recv.credit_due();
+            if !credit_due && !p.announce_due {
+                continue;
             }
+            let header = Header {
+                epoch: self.sealing.epoch,
+                peer_epoch: p.run.epoch(),
+                sent_at_ns: wall_clock_ns(),
+                seq: None,
+                limit: if credit_due { p.recv.report() } else { None },
+            };
+            let (contents, len) = datagram::control(&header, &self.sealing.auth, peer);
+            if try_send(&self.socket, &self.state, peer, &contents[..len]).is_ok() {
+                let counter = match credit_due {
+                    true => &counters.credits_out,
+                    false => &counters.announcements_out,
+                };
+                UdpCounters::add(counter, 1);
+                p.announce_due = false;
+            }
+            worked = true;
         }
         worked
     }
+}
+
+/// This run's epoch: the time it started, in ns since 1970 (never 0). A restarted node reads a
+/// later clock, so its peers tell its datagrams from its earlier run's.
+fn start_epoch() -> u64 {
+    wall_clock_ns().max(1)
+}
+
+/// The system clock in ns since 1970 (0 before 1970), what epochs and send times are read on:
+/// not the node's clock, which may be shifted to test skew.
+pub(crate) fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// What a pass of one or more nodes did.
@@ -791,6 +955,44 @@ mod tests {
             self.closing = true;
             1
         }
+    }
+
+    /// A datagram from a neighbour whose frame is longer than any frame a node takes
+    /// (FRAME_MAX, the driver's buffer) is counted as malformed and dropped; the frames before
+    /// it are handed on. It used to index past the buffer and end the process (found by the
+    /// `datagram` fuzz target; crates/fuzz/regressions/datagram).
+    #[test]
+    fn a_frame_longer_than_a_node_takes_is_counted_not_a_crash() {
+        let config = UdpConfig {
+            auth: Auth::Off,
+            ..UdpConfig::default()
+        };
+        let mut d = UdpDriver::bind_addr("127.0.0.1:0".parse().unwrap(), &config).unwrap();
+        d.set_ports(&[None]);
+        let counters = UdpCounters::default();
+        let mut node = Closing { closing: false };
+        let mut packer = Packer::new(DATAGRAM_BYTES_LIMIT);
+        packer.push(&[1; 64]);
+        packer.push(&vec![2; FRAME_MAX + 1]);
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let header = datagram::Header {
+            epoch: now_ns,
+            peer_epoch: 0,
+            sent_at_ns: now_ns,
+            seq: Some(7),
+            limit: None,
+        };
+        let datagram = packer.seal(&header, &Auth::Off, d.local_addr().unwrap()).to_vec();
+        let now = Instant::from_nanos(1_000_000_000);
+        d.receive_datagram(&mut node, now, 0, &datagram, &counters);
+        let seen = counters.snapshot();
+        assert_eq!((seen.datagrams_in, seen.frames_in, seen.malformed), (1, 1, 1));
+        // A port the driver does not have is a stranger's.
+        d.receive_datagram(&mut node, now, 1, &datagram, &counters);
+        assert_eq!(counters.snapshot().unknown_source, 1);
     }
 
     /// Under load a link's window is spent when a visit ends; the frames that close it (a

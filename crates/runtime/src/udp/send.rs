@@ -5,12 +5,14 @@ use super::*;
 
 /// Adds a frame to a port's datagram, sending the datagram first if the frame does not fit
 /// (the caller checked [`Port::has_room`]).
+#[allow(clippy::too_many_arguments)] // the driver's fields, borrowed apart from its ports
 pub(super) fn enqueue(
     ports: &mut [Port],
     port: PortId,
     frame: &[u8],
     socket: &UdpSocket,
     state: &quinn_udp::UdpSocketState,
+    sealing: &Sealing,
     now: Instant,
     counters: &UdpCounters,
 ) {
@@ -23,7 +25,7 @@ pub(super) fn enqueue(
         return;
     }
     if !p.packer.fits(frame.len()) {
-        send(p, socket, state, now, counters);
+        send(p, socket, state, sealing, now, counters);
     }
     if !p.packer.fits(frame.len()) {
         // The socket would not take the full datagram: this frame cannot wait anywhere.
@@ -55,6 +57,7 @@ pub(super) fn send(
     p: &mut Port,
     socket: &UdpSocket,
     state: &quinn_udp::UdpSocketState,
+    sealing: &Sealing,
     now: Instant,
     counters: &UdpCounters,
 ) -> bool {
@@ -65,10 +68,17 @@ pub(super) fn send(
     if !p.send.is_open() {
         UdpCounters::add(&counters.probes, 1);
     }
-    let seq = p.send.take_seq(now);
-    let limit = p.recv.report();
-    match try_send(socket, state, peer, p.packer.seal(seq, limit)) {
+    let header = Header {
+        epoch: sealing.epoch,
+        peer_epoch: p.run.epoch(),
+        sent_at_ns: wall_clock_ns(),
+        seq: Some(p.send.take_seq(now)),
+        limit: p.recv.report(),
+    };
+    match try_send(socket, state, peer, p.packer.seal(&header, &sealing.auth, peer)) {
         Ok(()) => {
+            // It names this run: the peer needs no announcement of it.
+            p.announce_due = false;
             UdpCounters::add(&counters.datagrams_out, 1);
             UdpCounters::add(&counters.frames_out, frames);
         }
@@ -99,7 +109,8 @@ pub const PATH_DATAGRAM_BYTES_MIN: usize = 1_232;
 /// The largest frame that fits in a datagram on any path: what endpoints over UDP send by
 /// default, so that no path between machines can refuse a frame (datagrams still pack many
 /// frames up to each path's MTU).
-pub const PATH_FRAME_BYTES_MAX: usize = PATH_DATAGRAM_BYTES_MIN - HEADER_LEN - datagram::FRAME_LEN_BYTES;
+pub const PATH_FRAME_BYTES_MAX: usize =
+    PATH_DATAGRAM_BYTES_MIN - HEADER_LEN - datagram::FRAME_LEN_BYTES - datagram::TRAILER_LEN;
 
 /// A link's datagram size: the configured one, or less where the path carries less, but never
 /// below [`PATH_DATAGRAM_BYTES_MIN`] (a path that claims less is taken at that).

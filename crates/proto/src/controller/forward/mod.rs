@@ -73,7 +73,7 @@ impl<'de> Deserialize<'de> for PacketBytes {
 
 /// A recall the controller could not deliver (paper 5.2: "the undeliverable recall message is
 /// recorded"): its receiver must discard the message when it recovers.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UndeliverableRecall {
     pub sender: u32,
     pub msg_id: u64,
@@ -82,7 +82,7 @@ pub struct UndeliverableRecall {
 }
 
 /// What forwarding did; none of it changes a decision except through the cuts it asks for.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForwardCounters {
     /// Packets handed to a process (a sender's prepare or recall, or a receiver's ACK).
     pub forwarded: u64,
@@ -103,6 +103,7 @@ pub struct ForwardCounters {
     pub undeliverable_recalls_dropped: u64,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Pending {
     /// Who asked (the packet's source), and who must answer.
     from: u32,
@@ -110,15 +111,32 @@ struct Pending {
     packet: PacketBytes,
     recall: bool,
     msg_id: u64,
+    #[serde(with = "super::instant_ns")]
     sent_at: Instant,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Forwards {
     /// By id; ids grow with time, so the first entry is the oldest.
     pending: BTreeMap<u64, Pending>,
     next_id: u64,
     undeliverable: BTreeMap<u32, Vec<UndeliverableRecall>>,
+}
+
+impl Forwards {
+    /// Whether every process named exists and ids are unique (a snapshot read from a log).
+    pub(super) fn check(&self, processes: usize) -> Result<(), String> {
+        let p = |p: u32| (p as usize) < processes;
+        let ok = self.pending.values().all(|f| p(f.from) && p(f.to))
+            && self.pending.keys().all(|&id| id < self.next_id)
+            && self.pending.len() <= FORWARDS_MAX
+            && self.undeliverable.keys().all(|&q| p(q));
+        if ok {
+            Ok(())
+        } else {
+            Err("a forward names a process that does not exist".to_string())
+        }
+    }
 }
 
 impl ControllerConfig {

@@ -4,9 +4,8 @@
 use super::super::store::{MemoryStore, Record, Service};
 use super::super::*;
 use super::*;
-use crate::controller::test_util::{self, outputs, t};
+use crate::controller::test_util::{self, outputs, packet, t};
 use onepipe_fabric::{Topology, Wiring};
-use onepipe_wire::Timestamp48;
 
 const ANSWER: Duration = Duration::from_millis(100);
 /// Half of [`ANSWER`] ([`ControllerConfig::forward_timeout`]).
@@ -19,36 +18,6 @@ fn wiring() -> Wiring {
 
 fn controller(w: &Wiring) -> Controller {
     test_util::registered(w, Duration::from_millis(5), ANSWER)
-}
-
-fn packet(opcode: Opcode, src: u32, dst: u32, psn: u32, recall: bool) -> PacketBytes {
-    let payload: &[u8] = if opcode == Opcode::Ack { &[0; 16] } else { b"m" };
-    let repr = Repr {
-        opcode,
-        end_of_message: true,
-        ecn: false,
-        ack: false,
-        sack: false,
-        recall,
-        msg_ts: Timestamp48::new(777),
-        barrier: Timestamp48::default(),
-        commit_barrier: Timestamp48::default(),
-        psn,
-        src,
-        dst,
-        msg_id: 40 + psn as u64,
-        frag_index: 0,
-        frag_count: 1,
-        link_id: 0,
-        payload_len: if recall { 0 } else { payload.len() as u16 },
-    };
-    let mut buf = vec![0u8; repr.buffer_len()];
-    let mut p = Packet::new_unchecked(&mut buf[..]);
-    repr.emit(&mut p);
-    if !recall {
-        p.payload_mut().copy_from_slice(payload);
-    }
-    PacketBytes(buf)
 }
 
 fn prepare(src: u32, dst: u32, psn: u32) -> PacketBytes {
@@ -244,7 +213,15 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
     let json = serde_json::to_vec(&first.into_store().records).unwrap();
     let records: Vec<Record> = serde_json::from_slice(&json).unwrap();
 
-    let mut second = Service::open(controller(&w), MemoryStore { records }, t(70)).unwrap();
+    let mut second = Service::open(
+        controller(&w),
+        MemoryStore {
+            records,
+            ..MemoryStore::default()
+        },
+        t(70),
+    )
+    .unwrap();
     let c = second.controller();
     assert_eq!(c.undeliverable_recalls(2).len(), 1);
     assert_eq!(c.undeliverable_recalls(2)[0].packet, lost);

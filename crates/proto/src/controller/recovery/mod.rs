@@ -61,7 +61,7 @@ impl From<(u32, u64, u64)> for LostRecall {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecoveryCounters {
     /// Failed processes told of their own failure (each time they were heard again).
     pub notified: u64,
@@ -78,7 +78,7 @@ pub struct RecoveryCounters {
     pub stale: u64,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Recoveries {
     /// Rejoins so far, per process (absent: none).
     incarnation: BTreeMap<u32, u64>,
@@ -90,6 +90,24 @@ pub(super) struct Recoveries {
     asked: BTreeSet<u32>,
     answered: BTreeSet<u32>,
     counters: RecoveryCounters,
+}
+
+impl Recoveries {
+    /// Whether every process and epoch named exists (a snapshot read from a log).
+    pub(super) fn check(&self, processes: usize, epochs: usize) -> Result<(), String> {
+        let p = |p: &u32| (*p as usize) < processes;
+        let ok = self.incarnation.keys().all(p)
+            && self.failed_in.iter().all(|(q, &e)| p(q) && e < epochs)
+            && self.lost.keys().all(p)
+            && self.truncated.iter().all(p)
+            && self.asked.iter().all(p)
+            && self.answered.iter().all(p);
+        if ok {
+            Ok(())
+        } else {
+            Err("a recovery names a process or epoch that does not exist".to_string())
+        }
+    }
 }
 
 impl Controller {

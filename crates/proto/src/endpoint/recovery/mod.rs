@@ -169,7 +169,7 @@ impl Endpoint {
             delivered += 1;
         }
         discarded += self.prepared.len();
-        self.prepared = ReorderBuffer::new(self.config.reorder_bytes_max);
+        self.prepared = ReorderBuffer::new(self.config.prepared_limits());
         let sends_failed = self.start_incarnation(now, r);
         Ok(RecoveryReport {
             failure_ts: r.failure_ts,
