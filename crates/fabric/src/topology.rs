@@ -909,8 +909,8 @@ mod tests {
         assert!(
             matches!(
                 huge,
-                TopologyError::TooManyPorts {
-                    ports: 4294967296,
+                TopologyError::TooLarge {
+                    count: 4294967296,
                     ..
                 }
             ),

@@ -12,6 +12,11 @@ fn frame(opcode: Opcode, src: u32, dst: u32, ts: u64, barrier: u64) -> Vec<u8> {
     crate::test_packets::packet(opcode, src, dst, 1, ts, barrier, (0, 1), &[])
 }
 
+/// A well-formed ACK (its 16-byte payload) from `src` to `dst`.
+fn ack(src: u32, dst: u32, ts: u64) -> Vec<u8> {
+    crate::test_packets::packet(Opcode::Ack, src, dst, 1, ts, ts, (0, 1), &[0; 16])
+}
+
 fn switch(topology: Topology, id: usize) -> Switch {
     let wiring = Wiring::new(topology, 1).unwrap();
     let routes = routing::build(&wiring).unwrap().swap_remove(id);
@@ -94,7 +99,7 @@ fn a_packet_in_another_processs_name_is_dropped_and_counted() {
     let wiring = Wiring::new(topology, 2).unwrap();
     let routes = routing::build(&wiring).unwrap().swap_remove(0);
     let mut leaf = Switch::new(0, &wiring, routes, SwitchConfig::default(), t(0));
-    // (An ACK needs a payload to be well formed; classify routes it like these.)
+    // (An ACK needs its payload to be well formed: `ack` below; classify routes it like these.)
     for opcode in [Opcode::Data, Opcode::Nak, Opcode::Prepare] {
         // Process 1 (port 1) in the name of process 0, its neighbour on the same host.
         let (route, _) = pass(&mut leaf, 10, 1, frame(opcode, 0, 2, 10, 10));
@@ -110,19 +115,13 @@ fn a_packet_in_another_processs_name_is_dropped_and_counted() {
         pass(&mut leaf, 11, 1, frame(Opcode::Data, 1, 2, 11, 11)).0,
         Route::Forward(2)
     );
-    assert_eq!(
-        pass(&mut leaf, 11, 3, frame(Opcode::Ack, 3, 5, 11, 11)).0,
-        Route::Forward(4)
-    );
+    assert_eq!(pass(&mut leaf, 11, 3, ack(3, 5, 11)).0, Route::Forward(4));
     assert_eq!(
         pass(&mut leaf, 11, 4, frame(Opcode::Nak, 6, 0, 11, 11)).0,
         Route::Forward(0)
     );
     assert_eq!(leaf.counters().spoofed_source, 6);
-    assert_eq!(
-        leaf.classify(t(12), 1, &frame(Opcode::Ack, 0, 2, 12, 12)),
-        Route::Drop
-    );
+    assert_eq!(leaf.classify(t(12), 1, &ack(0, 2, 12)), Route::Drop);
     // The spine takes process 0's packet from leaf0 only.
     let wiring = Wiring::new(Topology::leaf_spine(2, 1, 2).unwrap(), 2).unwrap();
     let routes = routing::build(&wiring).unwrap().swap_remove(2);
