@@ -5,6 +5,7 @@
 #![allow(clippy::disallowed_methods)] // the demo drives real time: it sleeps between progress reports
 
 use crate::demo_drain::{Achieved, DrainWatch};
+use crate::soak_stream::ProcessStream;
 use crate::workload::{Broadcast, Progress, Schedule};
 use hdrhistogram::Histogram;
 use onepipe::control::ControlPlane;
@@ -73,6 +74,9 @@ pub struct DemoConfig {
     /// Components to fail during the run (inproc runtime, reliable service). With any, a
     /// controller runs the failure procedure of paper 5.2.
     pub failures: Vec<PlannedFailure>,
+    /// Process `p`'s events and counters go to `streams[p]` as they come, and not into
+    /// [`PhaseResult::logs`] (a soak; empty for every other run).
+    pub streams: Vec<Arc<ProcessStream>>,
 }
 
 /// A component that fails `at` after sending starts.
@@ -147,6 +151,7 @@ impl Default for DemoConfig {
             ecn_threshold_bytes: 1024,
             udp: None,
             failures: Vec::new(),
+            streams: Vec::new(),
         }
     }
 }
@@ -303,11 +308,59 @@ fn sum_switch(a: &mut SwitchCounters, b: &SwitchCounters) {
     a.barrier_implausible += b.barrier_implausible;
 }
 
+/// What a run's driver sees every 50 ms while it runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tick {
+    /// Of the sending window, 1 during the drain after it.
+    pub fraction_done: f64,
+    pub delivered: u64,
+    pub fabric: FabricDrops,
+}
+
+/// What the fabric itself dropped so far (not the endpoints).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FabricDrops {
+    /// Frames dropped on links: inproc link faults, or udp frames a sender could not send.
+    pub link_frames: u64,
+    /// udp: datagrams lost between sockets, dropped by a full inbox, and frames for a
+    /// neighbour gone.
+    pub lost_datagrams: u64,
+    pub overrun_datagrams: u64,
+    pub peer_gone_frames: u64,
+}
+
+fn fabric_drops(runtime: &PhaseRuntime) -> FabricDrops {
+    match runtime {
+        PhaseRuntime::Inproc(rt) => FabricDrops {
+            link_frames: rt.fault_counters().dropped.load(Ordering::Relaxed),
+            ..FabricDrops::default()
+        },
+        PhaseRuntime::Udp(fabric) => {
+            let t = fabric.totals();
+            FabricDrops {
+                link_frames: t.dropped_frames,
+                lost_datagrams: t.lost_datagrams,
+                overrun_datagrams: t.overrun_datagrams,
+                peer_gone_frames: t.peer_gone_frames,
+            }
+        }
+    }
+}
+
 /// Runs one phase. `progress(fraction_done, delivered_so_far)` is called every 50 ms.
 pub fn run_phase(
     config: &DemoConfig,
     ordering: bool,
     progress: &mut dyn FnMut(f64, u64),
+) -> Result<PhaseResult, DemoError> {
+    run_phase_watched(config, ordering, &mut |t| progress(t.fraction_done, t.delivered))
+}
+
+/// [`run_phase`], showing the driver a [`Tick`] every 50 ms.
+pub fn run_phase_watched(
+    config: &DemoConfig,
+    ordering: bool,
+    watch: &mut dyn FnMut(&Tick),
 ) -> Result<PhaseResult, DemoError> {
     if !(8..=MESSAGE_BYTES_MAX).contains(&config.message_bytes) {
         return Err(DemoError::MessageSize {
@@ -405,6 +458,9 @@ pub fn run_phase(
                 progress_counts.clone(),
             );
             w.watch_failure(failure_at_ns.clone());
+            if let Some(stream) = config.streams.get(p as usize) {
+                w.stream_to(stream.clone());
+            }
             w
         })
         .collect();
@@ -468,26 +524,35 @@ pub fn run_phase(
             });
         }
         see_first_delivery(&mut first_delivery_after);
-        let done = (since.as_nanos() as f64 / total).min(1.0);
-        progress(done, progress_counts.delivered.load(Ordering::Relaxed));
+        watch(&Tick {
+            fraction_done: (since.as_nanos() as f64 / total).min(1.0),
+            delivered: progress_counts.delivered.load(Ordering::Relaxed),
+            fabric: fabric_drops(&runtime),
+        });
     }
     let seconds = clock.now().saturating_since(send_from).as_nanos() as f64 / 1e9;
     // Messages still in flight when sending stops, reliable ones perhaps waiting for a
     // retransmission, are waited for while the run gets somewhere (see `demo_drain`).
-    let mut watch = DrainWatch::new(config.reliable);
+    let mut drain_watch = DrainWatch::new(config.reliable);
     let drain_from = std::time::Instant::now();
     let mut last_delivered = u64::MAX;
+    let mut last_tick = drain_from;
     while !progress_counts.all_delivered(count as u64) {
         let achieved = Achieved {
             delivered: progress_counts.delivered.load(Ordering::Relaxed),
             acked: progress_counts.acked.load(Ordering::Relaxed),
         };
-        if achieved.delivered != last_delivered {
+        if achieved.delivered != last_delivered || last_tick.elapsed() >= PROGRESS_PERIOD {
             last_delivered = achieved.delivered;
-            progress(1.0, achieved.delivered);
+            last_tick = std::time::Instant::now();
+            watch(&Tick {
+                fraction_done: 1.0,
+                delivered: achieved.delivered,
+                fabric: fabric_drops(&runtime),
+            });
         }
         see_first_delivery(&mut first_delivery_after);
-        if !watch.keep_waiting(drain_from.elapsed(), achieved, first_delivery_after) {
+        if !drain_watch.keep_waiting(drain_from.elapsed(), achieved, first_delivery_after) {
             break;
         }
         std::thread::sleep(DRAIN_POLL);

@@ -6,6 +6,8 @@
 //!   summarized by [`demo_summary`].
 //! - [`modes`], [`fig8`], [`recovery`], [`udp_limit`]: the runners of `onepipe bench`, their
 //!   statistics and their reports; [`plot`] draws figures as PNG.
+//! - [`soak`]: `onepipe bench soak`, a long open-loop run at a fraction of the measured
+//!   capacity, checked online ([`soak_stream`] hands each process's events out as they come).
 //! - [`runtimes`]: which runtime a run uses, and each runtime's defaults.
 
 pub mod demo;
@@ -16,5 +18,7 @@ pub mod modes;
 pub mod plot;
 pub mod recovery;
 pub mod runtimes;
+pub mod soak;
+pub mod soak_stream;
 pub mod udp_limit;
 pub mod workload;

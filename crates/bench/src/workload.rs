@@ -6,6 +6,7 @@
 //! The first 8 payload bytes carry the shared-clock send time, so delivery latency is measured
 //! on one clock whatever skew the hosts have.
 
+use crate::soak_stream::ProcessStream;
 use hdrhistogram::Histogram;
 use onepipe::host::Application;
 use onepipe_check::Event;
@@ -41,6 +42,9 @@ impl Progress {
             && self.delivered.load(Ordering::Acquire) >= self.sent.load(Ordering::Acquire)
     }
 }
+/// Longest a paced sender catches up on broadcasts that came due while its host was not
+/// visited (a thread waiting for a core); behind by more, it drops the backlog.
+const CATCH_UP_MAX: Duration = Duration::from_millis(5);
 /// Latencies above this are clamped into the histogram's top bucket.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
 
@@ -53,6 +57,8 @@ pub struct Broadcast {
     /// Open-loop pacing: the mean gap between broadcasts, or zero to send whenever there is room.
     send_gap: Duration,
     next_send_at: Instant,
+    /// The last refill: a broadcast due by then that is still unsent waits for room.
+    refilled_at: Instant,
     /// Draws the exponential gaps of paced sending.
     rng: SplitMix,
     reliable: bool,
@@ -89,6 +95,8 @@ pub struct Broadcast {
     /// The first delivery of a message stamped at or after the failure: the commit barrier
     /// had passed the failure (the end of the stall the paper's Fig. 10 measures).
     pub delivered_past_failure_at: Option<Instant>,
+    /// Where events go at the end of every visit instead of piling up in `events` (a soak).
+    stream: Option<Arc<ProcessStream>>,
 }
 
 /// When a broadcast workload sends and records.
@@ -140,6 +148,7 @@ impl Broadcast {
             // interval (a 10 ms gap is a multiple of 50 us) and measure that phase, not the
             // average; random gaps also keep processes from sending in step.
             next_send_at: send_from + first_gap,
+            refilled_at: Instant::ZERO,
             rng,
             reliable,
             window,
@@ -160,7 +169,13 @@ impl Broadcast {
             progress,
             failure_at_ns: None,
             delivered_past_failure_at: None,
+            stream: None,
         }
+    }
+
+    /// Hands events (and counters) to `stream` as they come, instead of keeping them.
+    pub fn stream_to(&mut self, stream: Arc<ProcessStream>) {
+        self.stream = Some(stream);
     }
 
     /// Watches for the first delivery stamped at or after the time stored in `failure_at_ns`
@@ -173,18 +188,25 @@ impl Broadcast {
         self.me
     }
 
-    /// Queues broadcasts while the send buffer has room for a whole one.
+    /// Queues broadcasts while the send buffer has room for a whole one: one per call when
+    /// saturating, every one due when paced.
     pub fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        self.refilled_at = now;
+        while self.send_one(now, endpoint) && self.send_gap > Duration::ZERO {}
+    }
+
+    /// Sends the next broadcast if it is due and fits; whether it did.
+    fn send_one(&mut self, now: Instant, endpoint: &mut Endpoint) -> bool {
         if now >= self.send_until {
             if !self.sending_reported {
                 self.sending_reported = true;
                 self.report_progress();
                 self.progress.senders_done.fetch_add(1, Ordering::Release);
             }
-            return;
+            return false;
         }
         if now < self.next_send_at || self.window.is_some_and(|w| self.own_outstanding >= w) {
-            return;
+            return false;
         }
         let len = self.payload.len();
         let (need, room) = if self.reliable {
@@ -197,7 +219,7 @@ impl Broadcast {
         };
         let need = self.destinations.len() * need;
         if room < need {
-            return;
+            return false;
         }
         self.payload[..8].copy_from_slice(&now.as_nanos().to_le_bytes());
         let scatter: Vec<(u32, &[u8])> = self
@@ -227,10 +249,25 @@ impl Broadcast {
             self.report_progress();
         }
         if self.send_gap > Duration::ZERO {
-            // Keep the schedule (open loop); after a stall, resume from now rather than burst.
+            // Keep the schedule (open loop): broadcasts that came due between two visits are
+            // sent at the next, or a gap shorter than the host's visits would cap the rate at
+            // one broadcast per visit. After a stall longer than CATCH_UP_MAX, resume from now
+            // rather than burst.
             let gap = self.rng.exponential(self.send_gap);
-            self.next_send_at = (self.next_send_at + gap).max(now);
+            self.next_send_at += gap;
+            if now.saturating_since(self.next_send_at) > CATCH_UP_MAX {
+                self.next_send_at = now;
+            }
         }
+        true
+    }
+
+    /// When the next paced broadcast is due, for the runtime to wake the host then; `None`
+    /// when saturating, after sending, and while one already due waits for room (freed room
+    /// comes with a visit of its own).
+    pub fn next_send_at(&self) -> Option<Instant> {
+        let paced = self.send_gap > Duration::ZERO && self.next_send_at < self.send_until;
+        (paced && self.next_send_at > self.refilled_at).then_some(self.next_send_at)
     }
 
     fn record_send(&mut self, ts: Instant, msg_id: u64) {
@@ -376,6 +413,9 @@ impl Application for Broadcast {
                 .is_some()
             {}
         }
+        if let Some(stream) = &self.stream {
+            stream.publish(now, &mut self.events, endpoint.counters(), self.send_failures);
+        }
     }
 
     fn on_send_failure(&mut self, failure: SendFailure) {
@@ -383,6 +423,14 @@ impl Application for Broadcast {
     }
 
     fn refill(&mut self, now: Instant, endpoint: &mut Endpoint) {
+        Broadcast::refill(self, now, endpoint);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.next_send_at()
+    }
+
+    fn on_timeout(&mut self, now: Instant, endpoint: &mut Endpoint) {
         Broadcast::refill(self, now, endpoint);
     }
 
@@ -441,5 +489,37 @@ mod tests {
         while ep.poll_transmit(t(20), &mut buf).is_some() {}
         w.on_released(&mut ep);
         assert_eq!((w.never_released(), sends(&w)), (7, 2));
+    }
+
+    /// Paced sending keeps its rate when the host is visited less often than the gap: the
+    /// broadcasts that came due in between all go at the next visit (one per visit sent a
+    /// fifth of these).
+    #[test]
+    fn a_paced_sender_visited_every_millisecond_sends_every_broadcast_due() {
+        let mut ep = Endpoint::new(EndpointConfig::new(0, 2, 0), t(0));
+        let schedule = Schedule {
+            send_from: t(0),
+            send_until: t(100_000_000),
+            send_gap: Duration::from_micros(200),
+            record_until: t(0),
+            seed: 1,
+            reliable: false,
+            window: None,
+        };
+        let mut w = Broadcast::new(0, 2, 16, schedule, Arc::new(Progress::default()));
+        let mut buf = [0u8; 2048];
+        for ms in 0..100 {
+            let now = t(ms * 1_000_000);
+            w.refill(now, &mut ep);
+            while ep.poll_transmit(now, &mut buf).is_some() {}
+            w.on_released(&mut ep);
+            let next = w.next_send_at().expect("paced, with room");
+            assert!(next > now, "the next broadcast is in the future");
+        }
+        let broadcasts = ep.counters().scatterings_sent;
+        assert!(
+            (450..=550).contains(&broadcasts),
+            "{broadcasts} broadcasts in 100 ms at one per 200 us"
+        );
     }
 }

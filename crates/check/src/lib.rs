@@ -5,7 +5,9 @@
 //! the simulator and benchmarks can all judge an execution the same way.
 //!
 //! A message is identified by `(sender, msg_id)`. Every check runs in time and memory linear in
-//! the number of events, because logs can hold tens of millions of events.
+//! the number of events, because logs can hold tens of millions of events. A run too long to
+//! keep its logs is checked as it goes by [`OnlineChecker`], in memory that does not grow with
+//! the run ([`online`] says what it keeps and what that changes).
 
 mod atomicity;
 mod causality;
@@ -13,6 +15,7 @@ mod index;
 mod integrity;
 pub mod log;
 mod matching;
+pub mod online;
 mod order;
 mod report;
 mod violation;
@@ -22,6 +25,7 @@ pub use causality::check_causality;
 pub use integrity::check_no_duplicates;
 pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};
 pub use matching::{check_fifo, check_no_creation, check_no_loss};
+pub use online::{OnlineChecker, OnlineStats};
 pub use order::check_total_order;
 pub use report::{CheckResult, Checks, MAX_EXAMPLES, Report, check_all};
 pub use violation::{Rule, Violation, ViolationKind};

@@ -26,7 +26,7 @@ impl CheckResult {
         self.count == 0
     }
 
-    fn push(&mut self, v: Violation) {
+    pub(crate) fn push(&mut self, v: Violation) {
         self.count += 1;
         if self.examples.len() < MAX_EXAMPLES {
             self.examples.push(v);

@@ -1,6 +1,6 @@
 //! Random valid executions pass `check_all`; targeted mutations make the matching check fail.
 
-use onepipe_check::{Event, ProcessLog, check_all, check_no_loss};
+use onepipe_check::{Event, OnlineChecker, ProcessLog, check_all, check_no_loss};
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -172,5 +172,60 @@ proptest! {
             *ts_ns = max;
         }
         prop_assert!(!check_all(&logs).checks().causality);
+    }
+
+    /// The online checker, fed the logs in chunks interleaved at random (deliveries often
+    /// before their sends), finds what the batch checks find, check by check, on valid runs and
+    /// on each kind of damage.
+    #[test]
+    fn the_online_checker_counts_what_the_batch_checks_count(
+        plan in plan(),
+        damage in 0usize..6,
+        p in any::<Index>(),
+        a in any::<Index>(),
+        b in any::<Index>(),
+        feed in prop::collection::vec((any::<Index>(), 1usize..5), 1..64),
+    ) {
+        let mut logs = execute(&plan);
+        let p = p.index(logs.len());
+        let len = logs[p].events.len();
+        let ds = deliveries(&logs[p]);
+        match damage {
+            1 if len >= 2 => logs[p].events.swap(a.index(len), b.index(len)),
+            2 if !ds.is_empty() => {
+                let copy = logs[p].events[ds[a.index(ds.len())]];
+                logs[p].events.insert(b.index(len + 1), copy);
+            }
+            3 if len > 0 => {
+                logs[p].events.remove(a.index(len));
+            }
+            4 if len > 0 => match &mut logs[p].events[a.index(len)] {
+                Event::Send { ts_ns, .. } | Event::Deliver { ts_ns, .. } => *ts_ns += 1,
+            },
+            _ => {}
+        }
+        let mut online = OnlineChecker::new(logs.len() as u32, true);
+        let mut next = vec![0usize; logs.len()];
+        let mut turns = feed.iter().cycle();
+        while next.iter().zip(&logs).any(|(&n, l)| n < l.events.len()) {
+            let &(who, k) = turns.next().expect("cycles");
+            // The drawn process, or the next one with events left.
+            let q = (0..logs.len())
+                .map(|i| (who.index(logs.len()) + i) % logs.len())
+                .find(|&q| next[q] < logs[q].events.len())
+                .expect("some log has events left");
+            let end = (next[q] + k).min(logs[q].events.len());
+            online.push(q as u32, &logs[q].events[next[q]..end]);
+            next[q] = end;
+        }
+        online.finish();
+        let batch = check_all(&logs);
+        let r = online.report();
+        let counts = |r: &onepipe_check::Report| {
+            [r.total_order.count, r.fifo.count, r.causality.count, r.no_duplicates.count, r.no_creation.count]
+        };
+        prop_assert_eq!(counts(r), counts(&batch), "online:\n{}batch:\n{}", r, batch);
+        prop_assert_eq!(online.no_loss().map(|c| c.count), Some(check_no_loss(&logs).len() as u64));
+        prop_assert_eq!(online.stats().records_held, 0);
     }
 }

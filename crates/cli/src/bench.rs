@@ -20,6 +20,9 @@ pub enum BenchCommand {
     /// Paper Fig. 10: recovery time of reliable 1Pipe after host, ToR, core-link and core-switch
     /// failures as hosts grow, in the simulator (paper timing) and on the inproc runtime
     Recovery(crate::bench_recovery::RecoveryArgs),
+    /// A long open-loop run at a fraction (--load) of the capacity measured first, checked
+    /// online: memory over time (flat), violations (none) and drops
+    Soak(crate::bench_soak::SoakArgs),
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +63,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode, String> {
         BenchCommand::Fig8(args) => crate::bench_fig8::run(args),
         BenchCommand::UdpLimit(args) => crate::udp_limit::run(args),
         BenchCommand::Recovery(args) => crate::bench_recovery::run(args),
+        BenchCommand::Soak(args) => crate::bench_soak::run(args),
     }
 }
 

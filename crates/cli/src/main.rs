@@ -3,6 +3,7 @@
 mod bench;
 mod bench_fig8;
 mod bench_recovery;
+mod bench_soak;
 mod bounds;
 mod cut;
 mod demo;
