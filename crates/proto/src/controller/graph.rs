@@ -222,6 +222,82 @@ impl Graph {
         ends
     }
 
+    /// Uplinks of switches whose processes must fail because they can no longer reach every
+    /// other correct process the way packets and barriers travel: up to a switch both ends
+    /// reach going up, then down (routes and barrier aggregation follow such paths; ordering.md).
+    /// Plain connectivity is not enough: with a ToR's other uplinks down, a spine that is
+    /// reachable only through another rack (ToR, spine, ToR, spine) carries nothing between
+    /// them, yet the controller took both sides as one and removed the last input that
+    /// bounded their commit barriers, with no failure timestamp (found by simulator campaigns
+    /// with several faults). `correct` picks the processes to keep if they can; the attachment
+    /// switches whose processes conflict with the most others (weighted by processes; ties:
+    /// fewer processes, then the higher first process) are dropped one at a time until the
+    /// rest all reach each other. Their live uplinks come back, as if down.
+    pub fn unreachable_uplinks(
+        &self,
+        up: impl Fn(usize) -> bool,
+        correct: impl Fn(u32) -> bool,
+    ) -> Vec<usize> {
+        // (attachment switch, processes, first process, switches it reaches going up).
+        let mut groups: Vec<(NodeId, usize, u32, Vec<bool>)> = Vec::new();
+        for p in 0..self.processes as u32 {
+            let node = self.node_of_process(p);
+            let Some(&(link, tor)) = self.adjacent[node].first() else {
+                continue;
+            };
+            if !correct(p) || !up(link) {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == tor) {
+                Some(g) => g.1 += 1,
+                None => groups.push((tor, 1, p, self.reach_up(tor, &up))),
+            }
+        }
+        let meets = |a: &[bool], b: &[bool]| a.iter().zip(b).any(|(x, y)| *x && *y);
+        let mut dropped = vec![false; groups.len()];
+        loop {
+            let conflicts = |i: usize| -> usize {
+                (0..groups.len())
+                    .filter(|&j| !dropped[j] && !meets(&groups[i].3, &groups[j].3))
+                    .map(|j| groups[j].1)
+                    .sum()
+            };
+            let worst = (0..groups.len())
+                .filter(|&i| !dropped[i])
+                .map(|i| (conflicts(i), std::cmp::Reverse(groups[i].1), groups[i].2, i))
+                .max();
+            match worst {
+                Some((c, _, _, i)) if c > 0 => dropped[i] = true,
+                _ => break,
+            }
+        }
+        let mut links = Vec::new();
+        for (_, g) in groups.iter().enumerate().filter(|(i, _)| dropped[*i]) {
+            for &(link, far) in &self.adjacent[g.0] {
+                if up(link) && far < self.switches && self.layers[far] > self.layers[g.0] {
+                    links.push(link);
+                }
+            }
+        }
+        links
+    }
+
+    /// The switches `from` reaches going only up over links `up` allows, itself included.
+    fn reach_up(&self, from: NodeId, up: &impl Fn(usize) -> bool) -> Vec<bool> {
+        let mut reached = vec![false; self.switches];
+        reached[from] = true;
+        let mut stack = vec![from];
+        while let Some(n) = stack.pop() {
+            for &(link, far) in &self.adjacent[n] {
+                if far < self.switches && self.layers[far] > self.layers[n] && up(link) && !reached[far] {
+                    reached[far] = true;
+                    stack.push(far);
+                }
+            }
+        }
+        reached
+    }
+
     /// The links leaving the set of nodes in component `c`.
     pub fn boundary(&self, component: &[usize], c: usize) -> impl Iterator<Item = usize> + '_ {
         let component = component.to_vec();

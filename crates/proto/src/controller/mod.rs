@@ -686,8 +686,19 @@ impl Controller {
     /// Determine and Broadcast (paper 5.2).
     fn decide(&mut self, now: Instant) {
         self.decide_at = None;
-        let component = self.graph.components(|l| !self.down[l]);
         let failed = &self.failed;
+        let connected = self.graph.components(|l| !self.down[l]);
+        let home = self
+            .graph
+            .controller_component(&connected, |p| failed[p as usize].is_none());
+        // Connected is not enough: the processes kept must reach each other up and down.
+        let unreachable = self.graph.unreachable_uplinks(
+            |l| !self.down[l],
+            |p| failed[p as usize].is_none() && connected[self.graph.node_of_process(p)] == home,
+        );
+        let component = self
+            .graph
+            .components(|l| !self.down[l] && !unreachable.contains(&l));
         let home = self
             .graph
             .controller_component(&component, |p| failed[p as usize].is_none());

@@ -505,3 +505,44 @@ fn a_controller_taking_over_from_the_log_finishes_the_recovery() {
         })
     );
 }
+
+/// Campaign seeds 90112596 and 90111865 (`crates/sim/tests/faults.rs`): leaf 0 lost its link
+/// to spine 1, then leaf 1 its link to spine 0. The fabric is still connected (leaf 0, spine 0,
+/// leaf 2, spine 1, leaf 1), so the controller failed nobody and removed the link from the
+/// commit lanes; but packets and barriers only go up and then down, so nothing bounded
+/// leaf 0's commit barrier by leaf 1's processes any more, and a scattering delivered on one
+/// side was discarded on the other when leaf 1 failed later. One of the two leaves that cannot
+/// reach each other now fails, cut off at its live uplink, at the largest commit barrier its
+/// boundary reports.
+#[test]
+fn leaves_that_reach_each_other_only_through_a_valley_are_a_partition() {
+    let w = Wiring::new(Topology::leaf_spine(3, 2, 1).unwrap(), 1).unwrap();
+    let (spine0, spine1) = (3, 4);
+    let mut c = controller(&w);
+    c.handle_input(t(10), down(Member::Switch(spine1), port_to(&w, spine1, 0), t(9)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert!(
+        outputs(&mut c)
+            .iter()
+            .all(|o| matches!(o, Output::RemoveInputs { .. })),
+        "leaf 0 still reaches everyone over spine 0"
+    );
+    c.handle_input(t(20), down(Member::Switch(spine0), port_to(&w, spine0, 1), t(21)))
+        .unwrap();
+    c.handle_timeout(t(20) + SETTLE);
+    let cut = outputs(&mut c);
+    assert!(
+        cut.contains(&Output::CutInput {
+            switch: spine1,
+            port: port_to(&w, spine1, 1)
+        }),
+        "leaf 1 (the higher processes of a tie) is cut at its live uplink: {cut:?}"
+    );
+    assert!(!cut.iter().any(|o| matches!(o, Output::RemoveInputs { .. })));
+    assert!(c.failures().is_empty(), "decided once the cut is reported");
+    c.handle_input(t(27), down(Member::Switch(spine1), port_to(&w, spine1, 1), t(22)))
+        .unwrap();
+    c.handle_timeout(t(27));
+    assert_eq!(outputs(&mut c), announced(&[(1, t(22))], &[0, 2], 1));
+}

@@ -80,6 +80,8 @@ impl Default for ReliableConfig {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recall;
 
 /// Connections by peer process, created on first contact (paper 6.1). A process talks to few
 /// of the processes of a large system, so the connections themselves are not sized by the

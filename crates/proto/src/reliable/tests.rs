@@ -10,7 +10,7 @@ use onepipe_wire::{AckPayload, Duration, Instant};
 /// Nothing to ride on, and no reason to hold lone ACKs.
 const IDLE: AckRelease = AckRelease::Idle { hold_lone: false };
 
-fn t(us: u64) -> Instant {
+pub(super) fn t(us: u64) -> Instant {
     Instant::from_nanos(1_000_000 + us * 1_000)
 }
 
@@ -29,12 +29,12 @@ fn config(window: u32) -> ReliableConfig {
 }
 
 /// 100-byte fragments, 4 processes.
-fn sender(window: u32) -> ReliableSender {
+pub(super) fn sender(window: u32) -> ReliableSender {
     ReliableSender::new(config(window), 4, 100)
 }
 
 /// Releases what fits, with timestamps 1, 2, 3, ...
-fn release(s: &mut ReliableSender) -> usize {
+pub(super) fn release(s: &mut ReliableSender) -> usize {
     let mut ts = 0;
     s.release(|| {
         ts += 1;
@@ -62,7 +62,7 @@ fn timed_out_once() -> ReliableSender {
     s
 }
 
-fn ack(window_packets: u32) -> AckPayload {
+pub(super) fn ack(window_packets: u32) -> AckPayload {
     AckPayload {
         sack: 0,
         window_packets,
@@ -538,7 +538,7 @@ fn connections_are_listed_in_peer_order() {
 }
 
 /// (destination, PSN, recall, message id) of everything transmittable now.
-fn drain_full(s: &mut ReliableSender, now: Instant) -> Vec<(u32, u32, bool, u64)> {
+pub(super) fn drain_full(s: &mut ReliableSender, now: Instant) -> Vec<(u32, u32, bool, u64)> {
     let mut out = Vec::new();
     while let Some(tx) = s.poll_transmit(now) {
         assert!(!tx.recall || (tx.payload.is_empty() && (tx.frag_index, tx.frag_count) == (0, 1)));

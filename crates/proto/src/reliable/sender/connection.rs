@@ -83,8 +83,10 @@ impl Connection {
 
     /// Nothing will be sent on this connection again (retry budget spent, or the receiver
     /// failed): its entries, already settled by the caller, go, and its PSNs close up.
-    pub(super) fn close_in_flight(&mut self) {
-        self.in_flight.clear();
+    pub(super) fn close_in_flight(&mut self, slots: &mut [Option<Scattering>]) {
+        for e in self.in_flight.drain(..) {
+            ReliableSender::leave(slots, &e);
+        }
         self.una = self.next_psn;
         self.unsent = self.next_psn;
         self.undo = None;

@@ -24,7 +24,7 @@ impl ReliableSender {
         // Nothing goes on a broken connection again, so it keeps no entries: settled ones left
         // in place outlived their scatterings once the rest was acknowledged, and pointed at
         // freed (or reused) slots (found by `credit_properties`).
-        c.close_in_flight();
+        c.close_in_flight(&mut self.slots);
         for (slot, _) in failed_slots {
             let s = self.slots[slot as usize].as_ref().expect("live");
             if s.aborted.is_some() {
@@ -77,7 +77,7 @@ impl ReliableSender {
         for e in c.in_flight.iter_mut() {
             Self::ack_entry(&mut self.slots, &mut self.unacked_packets, &mut self.failed, e);
         }
-        c.close_in_flight();
+        c.close_in_flight(&mut self.slots);
         debug_assert!(
             c.broken || c.reserved == 0,
             "waiting scatterings to it were dropped"
@@ -210,6 +210,7 @@ impl ReliableSender {
                 // Recalls take no buffer space at the receiver: no window, as before; but
                 // they keep their place behind held packets.
                 c.push_packet(e, false, &mut self.transmit, m.dst);
+                s.entries += 1;
                 if m.unacked == 0 {
                     s.open_messages += 1;
                 }

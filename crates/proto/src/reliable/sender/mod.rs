@@ -85,6 +85,11 @@ struct Scattering {
     /// Aborted because this process failed (paper 5.2): its open messages are recalls and
     /// remaining packets, and it is done when they are acknowledged.
     aborted: Option<u32>,
+    /// Its entries in the connections' `in_flight` queues, acknowledged or not. A recall takes
+    /// a PSN after those of newer scatterings, so the scattering can be done and retired while
+    /// its selectively acknowledged recall still waits there for the cumulative ACK; the slot
+    /// stays taken until then (in `lingering`), so that no entry names a reused slot.
+    entries: usize,
 }
 
 /// A packet to put on the wire now.
@@ -135,6 +140,9 @@ pub struct ReliableSender {
     dirty: Vec<u32>,
     /// Released scatterings in timestamp order; the front bounds the commit barrier.
     released: VecDeque<u32>,
+    /// Retired scatterings whose slots wait for their last entries to leave `in_flight` (see
+    /// `Scattering::entries`); few, scanned.
+    lingering: Vec<u32>,
     connections: super::Connections<Connection>,
     /// (destination, PSN) to transmit, first transmissions and retransmissions alike.
     transmit: VecDeque<(u32, u32)>,
@@ -190,6 +198,7 @@ impl ReliableSender {
             next_seq: 0,
             dirty: Vec::new(),
             released: VecDeque::new(),
+            lingering: Vec::new(),
             connections: super::Connections::new(process_count),
             transmit: VecDeque::new(),
             unacked_packets: 0,
@@ -277,6 +286,7 @@ impl ReliableSender {
             messages,
             packets,
             aborted: None,
+            entries: 0,
         };
         let slot = match self.free_slots.pop() {
             Some(i) => {
@@ -329,6 +339,7 @@ impl ReliableSender {
                 continue;
             }
             c.reserved -= m.credits as u32;
+            s.entries += m.packets as usize;
             for fragment in 0..m.packets {
                 let e = InFlight {
                     slot,
@@ -373,8 +384,9 @@ impl ReliableSender {
         }
     }
 
-    /// Frees fully acknowledged scatterings at the front of the release order; their buffers
-    /// are kept for the next ones.
+    /// Retires fully acknowledged scatterings at the front of the release order (the commit
+    /// barrier passes them), and frees the retired ones no `in_flight` entry names any more;
+    /// their buffers are kept for the next ones.
     fn retire_front(&mut self) {
         while let Some(&slot) = self.released.front() {
             let done = self.slots[slot as usize]
@@ -384,17 +396,44 @@ impl ReliableSender {
                 break;
             }
             self.released.pop_front();
-            let s = self.slots[slot as usize].take().expect("checked");
-            self.retained_packets -= s.packets;
-            self.free_slots.push(slot);
-            let messages_bytes = s.messages.capacity() * std::mem::size_of::<OutMessage>();
-            if self.spare.len() < SPARE_BUFFERS_MAX
-                && s.data.capacity() <= SPARE_BYTES_MAX
-                && messages_bytes <= SPARE_BYTES_MAX
-            {
-                self.spare.push((s.data, s.messages));
-            }
+            self.lingering.push(slot);
         }
+        let mut i = 0;
+        while i < self.lingering.len() {
+            let slot = self.lingering[i];
+            if self.slots[slot as usize]
+                .as_ref()
+                .expect("lingering slot is live")
+                .entries
+                > 0
+            {
+                i += 1;
+                continue;
+            }
+            self.lingering.swap_remove(i);
+            self.free(slot);
+        }
+    }
+
+    fn free(&mut self, slot: u32) {
+        let s = self.slots[slot as usize].take().expect("freed once");
+        self.retained_packets -= s.packets;
+        self.free_slots.push(slot);
+        let messages_bytes = s.messages.capacity() * std::mem::size_of::<OutMessage>();
+        if self.spare.len() < SPARE_BUFFERS_MAX
+            && s.data.capacity() <= SPARE_BYTES_MAX
+            && messages_bytes <= SPARE_BYTES_MAX
+        {
+            self.spare.push((s.data, s.messages));
+        }
+    }
+
+    /// Entry `e` left its connection's `in_flight` (cumulatively acknowledged, or the
+    /// connection closed); it was settled before.
+    fn leave(slots: &mut [Option<Scattering>], e: &InFlight) {
+        debug_assert!(e.acked, "settled before it leaves");
+        let s = slots[e.slot as usize].as_mut().expect("in-flight slot is live");
+        s.entries -= 1;
     }
 
     /// Whether `poll_transmit` may have a packet (first transmissions or retransmissions).
@@ -558,6 +597,7 @@ impl ReliableSender {
                     &mut e,
                 ));
             }
+            Self::leave(&mut self.slots, &e);
             c.una = c.una.wrapping_add(1);
             progressed = true;
         }
@@ -781,7 +821,12 @@ impl ReliableSender {
         }
         assert_eq!(self.unacked_packets, unacked, "unacked packets");
         assert_eq!(self.retained_packets, retained, "retained packets");
-        assert_eq!(live, self.waiting.len() + self.released.len(), "live slots");
+        assert_eq!(
+            live,
+            self.waiting.len() + self.released.len() + self.lingering.len(),
+            "live slots"
+        );
+        let mut entries = vec![0usize; self.slots.len()];
         self.check_credit_invariants();
         for &(process, open) in &self.failed {
             let aborted_open = self
@@ -816,6 +861,7 @@ impl ReliableSender {
                 let m = &s.messages[e.message as usize];
                 assert_eq!(m.dst, dst, "entry on its message's connection");
                 assert!(e.recall || e.fragment < m.packets);
+                entries[e.slot as usize] += 1;
             }
             if !c.broken {
                 let reserved: u32 = self
@@ -827,6 +873,19 @@ impl ReliableSender {
                     .sum();
                 assert_eq!(c.reserved, reserved, "credits reserved on {dst}");
             }
+        }
+        for (slot, s) in self.slots.iter().enumerate() {
+            let counted = s.as_ref().map_or(0, |s| s.entries);
+            assert_eq!(counted, entries[slot], "in-flight entries of slot {slot}");
+        }
+        for &slot in &self.lingering {
+            let s = self.slots[slot as usize]
+                .as_ref()
+                .expect("lingering slot is live");
+            assert!(
+                s.open_messages == 0 && s.entries > 0,
+                "lingering slot {slot} is retired"
+            );
         }
     }
 
