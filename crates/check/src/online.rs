@@ -295,28 +295,9 @@ impl OnlineChecker {
     fn on_deliver(&mut self, process: ProcessId, index: usize, ts_ns: u64, src: ProcessId, msg_id: MsgId) {
         self.stats.deliveries += 1;
         let p = &mut self.process[process as usize];
-        let mut found = None;
-        if let Some((prev_index, prev_ts_ns, prev_src, prev_msg_id)) = p.last_delivery {
-            found = match (ts_ns, src).cmp(&(prev_ts_ns, prev_src)) {
-                std::cmp::Ordering::Less => Some(ViolationKind::OutOfOrder {
-                    ts_ns,
-                    src,
-                    msg_id,
-                    prev_index,
-                    prev_ts_ns,
-                    prev_src,
-                    prev_msg_id,
-                }),
-                std::cmp::Ordering::Equal if msg_id != prev_msg_id => Some(ViolationKind::TiedKey {
-                    ts_ns,
-                    src,
-                    msg_id,
-                    prev_index,
-                    prev_msg_id,
-                }),
-                _ => None,
-            };
-        }
+        let found = p
+            .last_delivery
+            .and_then(|prev| crate::order::out_of_order(prev, ts_ns, src, msg_id));
         p.last_delivery = Some((index, ts_ns, src, msg_id));
         if p.max_delivered.is_none_or(|(_, max)| ts_ns > max) {
             p.max_delivered = Some((index, ts_ns));

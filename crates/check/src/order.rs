@@ -26,35 +26,44 @@ pub fn check_total_order(logs: &[ProcessLog]) -> Vec<Violation> {
     out
 }
 
+/// How a delivery of (`ts_ns`, `src`, `msg_id`) breaks the order after the previous delivery
+/// (its index, timestamp, source and message), if it does: below it, or tied with another
+/// message's key.
+pub(crate) fn out_of_order(
+    (prev_index, prev_ts_ns, prev_src, prev_msg_id): (usize, u64, ProcessId, MsgId),
+    ts_ns: u64,
+    src: ProcessId,
+    msg_id: MsgId,
+) -> Option<ViolationKind> {
+    match (ts_ns, src).cmp(&(prev_ts_ns, prev_src)) {
+        Ordering::Less => Some(ViolationKind::OutOfOrder {
+            ts_ns,
+            src,
+            msg_id,
+            prev_index,
+            prev_ts_ns,
+            prev_src,
+            prev_msg_id,
+        }),
+        Ordering::Equal if msg_id != prev_msg_id => Some(ViolationKind::TiedKey {
+            ts_ns,
+            src,
+            msg_id,
+            prev_index,
+            prev_msg_id,
+        }),
+        _ => None,
+    }
+}
+
 pub(crate) fn total_order(logs: &[ProcessLog], sink: &mut impl FnMut(Violation)) {
     let mut first_send: FastMap<MsgId, (usize, u64)> = FastMap::default();
     for log in logs {
         let process = log.process;
         let mut prev: Option<(usize, u64, ProcessId, MsgId)> = None;
         for_each_delivery(log, |index, ts_ns, src, msg_id| {
-            if let Some((prev_index, prev_ts_ns, prev_src, prev_msg_id)) = prev {
-                let kind = match (ts_ns, src).cmp(&(prev_ts_ns, prev_src)) {
-                    Ordering::Less => Some(ViolationKind::OutOfOrder {
-                        ts_ns,
-                        src,
-                        msg_id,
-                        prev_index,
-                        prev_ts_ns,
-                        prev_src,
-                        prev_msg_id,
-                    }),
-                    Ordering::Equal if msg_id != prev_msg_id => Some(ViolationKind::TiedKey {
-                        ts_ns,
-                        src,
-                        msg_id,
-                        prev_index,
-                        prev_msg_id,
-                    }),
-                    _ => None,
-                };
-                if let Some(kind) = kind {
-                    sink(Violation { process, index, kind });
-                }
+            if let Some(kind) = prev.and_then(|prev| out_of_order(prev, ts_ns, src, msg_id)) {
+                sink(Violation { process, index, kind });
             }
             prev = Some((index, ts_ns, src, msg_id));
         });

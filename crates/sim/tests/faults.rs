@@ -293,10 +293,8 @@ fn a_lost_announcement_or_answer_does_not_fail_a_correct_process() {
     );
 }
 
-/// A short swarm campaign: every seed draws its own fabric, traffic and faults.
-#[test]
-fn short_campaign_finds_no_violations() {
-    let report = onepipe_sim::campaign::run_campaign(1, 24, 2, 1, &|_| {});
+/// Fails listing each failing seed of `report` with its problems and replay command.
+fn assert_no_failing_seeds(report: &onepipe_sim::campaign::CampaignReport) {
     let failing: Vec<String> = report
         .runs
         .iter()
@@ -304,6 +302,13 @@ fn short_campaign_finds_no_violations() {
         .map(|r| format!("seed={} {:?}\n  {}", r.seed, r.problems, r.replay))
         .collect();
     assert!(failing.is_empty(), "{}", failing.join("\n"));
+}
+
+/// A short swarm campaign: every seed draws its own fabric, traffic and faults.
+#[test]
+fn short_campaign_finds_no_violations() {
+    let report = onepipe_sim::campaign::run_campaign(1, 24, 2, 1, &|_| {});
+    assert_no_failing_seeds(&report);
     assert_eq!(report.runs.len(), 24);
 }
 
@@ -312,13 +317,7 @@ fn short_campaign_finds_no_violations() {
 #[test]
 fn short_campaign_with_concurrent_faults_finds_no_violations() {
     let report = onepipe_sim::campaign::run_campaign(1, 24, 2, 4, &|_| {});
-    let failing: Vec<String> = report
-        .runs
-        .iter()
-        .filter(|r| r.violations > 0)
-        .map(|r| format!("seed={} {:?}\n  {}", r.seed, r.problems, r.replay))
-        .collect();
-    assert!(failing.is_empty(), "{}", failing.join("\n"));
+    assert_no_failing_seeds(&report);
     let concurrent = report.runs.iter().filter(|r| r.failures.len() >= 2).count();
     assert!(
         concurrent >= 3,
