@@ -2,7 +2,7 @@
 //! that a leaf has host ports, uplinks and ECMP choices, and a spine has only downlinks.
 
 use onepipe_fabric::{Routes, Topology, Wiring, routing};
-use onepipe_proto::switch::SwitchConfig;
+use onepipe_proto::switch::{Switch, SwitchConfig, SwitchNode};
 use onepipe_wire::{Duration, Instant};
 use std::sync::OnceLock;
 
@@ -37,4 +37,10 @@ pub fn switch_config() -> SwitchConfig {
         promise_lead: Duration::ZERO,
         time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
     }
+}
+
+/// Switch `id` of the fixture as the runtimes build it, started at [`START`].
+pub fn switch_node(id: usize) -> SwitchNode {
+    let f = fabric();
+    Switch::new(id, &f.wiring, f.routes[id].clone(), switch_config(), START).into_node()
 }

@@ -13,7 +13,7 @@ use onepipe_fuzz::fixture::{self, START};
 use onepipe_fuzz::targets::endpoint;
 use onepipe_proto::controller::store::{Event, MemoryStore, Record, Store, StoreError};
 use onepipe_proto::controller::{ControllerConfig, Input, Member};
-use onepipe_proto::switch::{Switch, SwitchNode};
+use onepipe_proto::switch::SwitchNode;
 use onepipe_runtime::udp::auth::Auth;
 use onepipe_runtime::udp::datagram::{HEADER_LEN, Header, Packer, control, parse_header};
 use onepipe_runtime::udp::{UdpConfig, UdpCounters, UdpDriver};
@@ -22,15 +22,7 @@ use onepipe_wire::packet::{Opcode, Packet, ParseError, Repr, flags};
 use onepipe_wire::protocol::ONEPIPE;
 
 fn switch(id: usize) -> SwitchNode {
-    let f = fixture::fabric();
-    Switch::new(
-        id,
-        &f.wiring,
-        f.routes[id].clone(),
-        fixture::switch_config(),
-        START,
-    )
-    .into_node()
+    fixture::switch_node(id)
 }
 
 /// What a switch node drops as bad input: its program's malformed frames and the pipeline's

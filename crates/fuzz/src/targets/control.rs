@@ -15,7 +15,6 @@ use onepipe_fabric::node::FRAME_MAX;
 use onepipe_fabric::{Node, PortId};
 use onepipe_proto::controller::forward::PacketBytes;
 use onepipe_proto::controller::{ControllerConfig, Input, Member};
-use onepipe_proto::switch::Switch;
 use onepipe_wire::Instant;
 
 pub fn run(data: &[u8]) {
@@ -247,14 +246,7 @@ fn switch(data: &[u8]) {
     let fabric = fixture::fabric();
     let mut d = Draw::new(data);
     let id = d.below(fabric.wiring.switch_count());
-    let sw = Switch::new(
-        id,
-        &fabric.wiring,
-        fabric.routes[id].clone(),
-        fixture::switch_config(),
-        START,
-    )
-    .into_node();
+    let sw = fixture::switch_node(id);
     let mgmt = mgmt_port(&fabric.wiring, id);
     let routes = RouteCache::shared(&fabric.wiring);
     let mut node = Mgmt::managed(sw, Member::Switch(id), mgmt, routes);

@@ -9,7 +9,6 @@ use crate::fixture::{self, START};
 use crate::frames::{self, Draw, Peers};
 use crate::targets::advance;
 use onepipe_fabric::PortId;
-use onepipe_proto::switch::Switch;
 use onepipe_runtime::udp::auth::Auth;
 use onepipe_runtime::udp::datagram::{self, HEADER_LEN, Header, Packer};
 use onepipe_runtime::udp::{UdpConfig, UdpCounters, UdpDriver};
@@ -144,14 +143,7 @@ fn through_driver(d: &mut Draw) {
 fn feed(d: &mut Draw, driver: &mut UdpDriver, peer: SocketAddr) {
     let fabric = fixture::fabric();
     let id = d.below(fabric.wiring.switch_count());
-    let mut node = Switch::new(
-        id,
-        &fabric.wiring,
-        fabric.routes[id].clone(),
-        fixture::switch_config(),
-        START,
-    )
-    .into_node();
+    let mut node = fixture::switch_node(id);
     let ports = fabric.wiring.switch_ports[id].len();
     let peers: Vec<Option<SocketAddr>> = (0..ports).map(|p| (p % 3 != 2).then_some(peer)).collect();
     driver.set_ports(&peers);

@@ -7,20 +7,13 @@ use crate::fixture::{self, START};
 use crate::frames::{self, Draw, Peers};
 use onepipe_fabric::PortId;
 use onepipe_fabric::node::FRAME_MAX;
-use onepipe_proto::switch::{Switch, SwitchNode};
+use onepipe_proto::switch::SwitchNode;
 
 pub fn run(data: &[u8]) {
     let fabric = fixture::fabric();
     let mut d = Draw::new(data);
     let id = d.below(fabric.wiring.switch_count());
-    let mut node = Switch::new(
-        id,
-        &fabric.wiring,
-        fabric.routes[id].clone(),
-        fixture::switch_config(),
-        START,
-    )
-    .into_node();
+    let mut node = fixture::switch_node(id);
     let ports = fabric.wiring.switch_ports[id].len() as PortId;
     let peers = Peers {
         processes: fabric.wiring.process_count() as u32,
