@@ -436,3 +436,15 @@ fn racks_joined_only_through_a_valley_are_a_partition() {
         "onepipe sim --seed 90114946 --topology three-layer:2,2,2,1,3 --processes-per-host 1 --skew 5000ns --drift-ppm 0 --pattern random:8 --gap 27000ns --message-bytes 200 --message-bytes-max 300 --send 503000ns --drain 3000000ns --drain-max 0ns --reliable --controller --fail link:spine1.0-core0@107000ns --fail link:tor1.0-spine1.1@128000ns --fail switch:spine0.0@109000ns",
     );
 }
+
+/// Campaign seed 90115774: a ToR died, then a host of the other rack. Nobody reports a dead
+/// ToR's links to its own hosts, so its rack looked the larger side and the controller waited
+/// for ever for the dead ToR to cut its uplink; the spine's repeated reports of that link
+/// restarted the wait each time. A switch that does not carry out a cut within the answer
+/// timeout is now failed with its links (crates/proto/src/controller/cuts.rs).
+#[test]
+fn a_dead_tor_that_cannot_carry_out_a_cut_is_failed_with_its_rack() {
+    check_replay(
+        "onepipe sim --seed 90115774 --topology leaf-spine:2,1,2 --processes-per-host 2 --skew 5000ns --drift-ppm 10 --pattern random:4 --gap 10000ns --message-bytes 8 --message-bytes-max 8 --send 347000ns --drain 3000000ns --drain-max 0ns --reliable --controller --loss 0.01 --dup 0.01 --reorder 0 --faults-for 173500ns --fail link:leaf1-spine0@152000ns --fail switch:leaf1@95000ns --fail host:3@100000ns",
+    );
+}

@@ -14,6 +14,7 @@
 //! It is deterministic, so a log of its inputs ([`store`]) is its whole state: a restarted
 //! or standby controller replays the log and finishes any recovery in progress.
 
+mod cuts;
 pub mod forward;
 pub mod graph;
 mod implausible;
@@ -221,6 +222,9 @@ pub struct ControllerCounters {
     pub stale_completions: u64,
     /// Processes declared failed because they did not answer in time.
     pub unanswered: u64,
+    /// Switches taken for failed because they did not carry out a cut in time (see `cuts.rs`).
+    #[serde(default)]
+    pub switches_unanswering: u64,
     /// Resumes sent again to a switch that reported a resumed input again (it missed one).
     pub resumes_resent: u64,
     /// Announcements sent again to a process that had not answered.
@@ -275,8 +279,13 @@ pub struct Controller {
     /// Links down whose inputs no decision has dealt with yet.
     undecided: BTreeSet<usize>,
     failed: Vec<Option<Instant>>,
-    /// Cut requests sent and not yet answered by a report, with when they were sent.
+    /// Cut requests sent and not yet answered by a report, with when they were first sent.
     cuts: BTreeMap<usize, Instant>,
+    /// When each of `cuts` was last sent: unanswered, it is sent again
+    /// [`ANNOUNCE_REPEATS_PER_TIMEOUT`] times within the answer timeout.
+    cuts_sent: BTreeMap<usize, Instant>,
+    /// Switches failed for not carrying out a cut: not asked again, nor waited for.
+    switches_failed: BTreeSet<usize>,
     epochs: Vec<Epoch>,
     decide_at: Option<Instant>,
     outputs: VecDeque<Output>,
@@ -302,6 +311,8 @@ impl Controller {
             undecided: BTreeSet::new(),
             failed: vec![None; processes],
             cuts: BTreeMap::new(),
+            cuts_sent: BTreeMap::new(),
+            switches_failed: BTreeSet::new(),
             epochs: Vec::new(),
             decide_at: None,
             outputs: VecDeque::new(),
@@ -328,6 +339,16 @@ impl Controller {
         for &link in self.cuts.keys() {
             assert!(link < links, "cut of link {link}");
         }
+        assert!(
+            self.switches_failed
+                .iter()
+                .all(|&s| s < self.graph.switch_count()),
+            "failed switches exist"
+        );
+        assert!(
+            self.cuts_sent.keys().eq(self.cuts.keys()),
+            "a cut's last sending is known exactly while it is pending"
+        );
         assert!(
             self.implausible.len() <= 2 * links,
             "an end reports once per link"
@@ -496,8 +517,14 @@ impl Controller {
         // A late or repeated report may raise what is known, never a decision already made:
         // failure timestamps are fixed once announced.
         *report = Some(report.map_or(last_commit, |r| r.max(last_commit)));
-        if self.cuts.remove(&link).is_some() {
-            // A decision was waiting for this report.
+        if self.cuts.contains_key(&link) {
+            // A decision was waiting for this report. The cut is done once every switch end
+            // asked has reported (see `cuts.rs`): a report from the other end must not restart
+            // the wait for one that never answers.
+            if self.unreported_switch_ends(link).is_empty() {
+                self.cuts.remove(&link);
+                self.cuts_sent.remove(&link);
+            }
             self.decide_at = Some(self.decide_at.map_or(now, |t| t.min(now)));
         }
         if self.down[link] {
@@ -561,7 +588,9 @@ impl Controller {
             .filter(|e| !e.resumed)
             .map(|e| e.deadline.min(e.announced_at + repeat));
         let cuts = self.cuts.values().map(|&at| at + self.config.answer_timeout);
+        let resends = self.cuts_sent.values().map(|&at| at + repeat);
         epochs
+            .chain(resends)
             .chain(cuts)
             .chain(self.decide_at)
             .chain(self.forward_deadline())
@@ -569,6 +598,8 @@ impl Controller {
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        // First: a switch failed for not answering a cut is in the decision that follows.
+        self.cut_timeouts(now);
         if self.decide_at.is_some_and(|t| t <= now) {
             self.decide(now);
         }
@@ -590,16 +621,6 @@ impl Controller {
                 self.cut_process(now, p);
             }
             self.resume(i);
-        }
-        // A switch told to cut an input that never reported is asked again.
-        let overdue: Vec<usize> = self
-            .cuts
-            .iter()
-            .filter(|&(_, &at)| at + self.config.answer_timeout <= now)
-            .map(|(&l, _)| l)
-            .collect();
-        for link in overdue {
-            self.request_cut(now, link);
         }
         self.forward_timeouts(now);
     }
@@ -668,14 +689,19 @@ impl Controller {
     /// Asks the switch end of `link` to cut it (both ends, for a link between switches).
     fn request_cut(&mut self, now: Instant, link: usize) {
         self.cuts.insert(link, now);
-        for end in self.graph.link(link).ends {
-            if end.node < self.graph.switch_count() && self.reports[link][self.end_index(link, end)].is_none()
-            {
-                self.outputs.push_back(Output::CutInput {
-                    switch: end.node,
-                    port: end.port,
-                });
-            }
+        self.send_cut(now, link);
+    }
+
+    fn send_cut(&mut self, now: Instant, link: usize) {
+        self.cuts_sent.insert(link, now);
+        let ends = self.graph.link(link).ends;
+        for node in self.unreported_switch_ends(link) {
+            let port = ends
+                .iter()
+                .find(|e| e.node == node)
+                .expect("an end of the link")
+                .port;
+            self.outputs.push_back(Output::CutInput { switch: node, port });
         }
     }
 

@@ -232,7 +232,11 @@ fn a_controller_taking_over_resends_forwards_and_keeps_undeliverable_recalls() {
         packet: waiting,
     };
     assert!(again.contains(&resent), "{again:?}");
-    assert_eq!(second.poll_timeout(), Some(t(70) + FORWARD), "a fresh deadline");
+    assert_eq!(
+        second.controller().forward_deadline(),
+        Some(t(70) + FORWARD),
+        "a fresh deadline"
+    );
     second.handle_input(t(71), answer(3, 1, None)).unwrap();
     assert_eq!(second.controller().forwards_pending(), 0);
 

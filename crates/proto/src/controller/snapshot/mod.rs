@@ -33,6 +33,10 @@ pub struct Snapshot {
     failed: Vec<Option<Instant>>,
     #[serde(with = "ns::map")]
     cuts: BTreeMap<usize, Instant>,
+    #[serde(with = "ns::map", default)]
+    cuts_sent: BTreeMap<usize, Instant>,
+    #[serde(default)]
+    switches_failed: BTreeSet<usize>,
     epochs: Vec<Epoch>,
     #[serde(with = "ns::opt")]
     decide_at: Option<Instant>,
@@ -60,6 +64,8 @@ impl Controller {
             undecided: self.undecided.clone(),
             failed: self.failed.clone(),
             cuts: self.cuts.clone(),
+            cuts_sent: self.cuts_sent.clone(),
+            switches_failed: self.switches_failed.clone(),
             epochs: self.epochs.clone(),
             decide_at: self.decide_at,
             reroute: self.reroute,
@@ -83,6 +89,12 @@ impl Controller {
         self.undecided = s.undecided;
         self.failed = s.failed;
         self.cuts = s.cuts;
+        // A snapshot written before resends were kept: each cut counts as sent when asked.
+        self.cuts_sent = match s.cuts_sent.keys().eq(self.cuts.keys()) {
+            true => s.cuts_sent,
+            false => self.cuts.clone(),
+        };
+        self.switches_failed = s.switches_failed;
         self.epochs = s.epochs;
         self.decide_at = s.decide_at;
         self.reroute = s.reroute;
@@ -115,6 +127,9 @@ impl Controller {
         }
         if let Some(&l) = s.cuts.keys().find(|&&l| l >= links) {
             return bad(format!("cut of link {l}, of {links}"));
+        }
+        if let Some(&sw) = s.switches_failed.iter().find(|&&sw| sw >= switches) {
+            return bad(format!("failed switch {sw}, of {switches} switches"));
         }
         if let Some(e) = s.sourceless.iter().find(|e| e.node >= switches) {
             return bad(format!(
