@@ -18,6 +18,7 @@ mod cuts;
 pub mod forward;
 pub mod graph;
 mod implausible;
+mod readmit;
 mod recovery;
 mod snapshot;
 pub mod store;
@@ -225,6 +226,15 @@ pub struct ControllerCounters {
     /// Switches taken for failed because they did not carry out a cut in time (see `cuts.rs`).
     #[serde(default)]
     pub switches_unanswering: u64,
+    /// Links between switches taken back after their far end was heard again (`readmit.rs`).
+    #[serde(default)]
+    pub links_readmitted: u64,
+    /// Such reports about a link in use, or one a decision is still to come for.
+    #[serde(default)]
+    pub readmissions_stale: u64,
+    /// Such reports refused: the far side holds processes the controller cut off.
+    #[serde(default)]
+    pub readmissions_refused: u64,
     /// Resumes sent again to a switch that reported a resumed input again (it missed one).
     pub resumes_resent: u64,
     /// Announcements sent again to a process that had not answered.
@@ -658,10 +668,15 @@ impl Controller {
         for (id, e) in self.epochs.iter().enumerate() {
             if e.resumed {
                 for (&switch, ports) in &e.inputs {
-                    self.outputs.push_back(Output::RemoveInputs {
-                        switch,
-                        ports: ports.clone(),
-                    });
+                    // A link readmitted since stays in.
+                    let ports: Vec<u16> = ports
+                        .iter()
+                        .copied()
+                        .filter(|&p| self.input_out(switch, p))
+                        .collect();
+                    if !ports.is_empty() {
+                        self.outputs.push_back(Output::RemoveInputs { switch, ports });
+                    }
                 }
             } else {
                 announce(&mut self.outputs, id, &e.failures, e.awaiting.iter().copied());

@@ -608,3 +608,100 @@ fn leaves_that_reach_each_other_only_through_a_valley_are_a_partition() {
     c.handle_timeout(t(27));
     assert_eq!(outputs(&mut c), announced(&[(1, t(22))], &[0, 2], 1));
 }
+
+fn heard(w: &Wiring, switch: usize, far: usize) -> Input {
+    Input::Heard {
+        member: Member::Switch(switch),
+        port: port_to(w, switch, far),
+    }
+}
+
+/// A spine that failed and came back (a restart, or its links healed) is taken back link by
+/// link as its neighbours hear it: both ends readmit the link, and the routes use it again.
+#[test]
+fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    // Spine 2 dies: both leaves report their uplinks to it; nobody fails.
+    for leaf in [0, 1] {
+        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
+            .unwrap();
+    }
+    c.handle_timeout(t(10) + SETTLE);
+    outputs(&mut c);
+    assert!(c.failures().is_empty());
+    assert_eq!(c.take_reroute().map(|ends| ends.len()), Some(4));
+    // Leaf 0 hears the spine again.
+    c.handle_input(t(30), heard(&w, 0, 2)).unwrap();
+    assert_eq!(
+        outputs(&mut c),
+        vec![
+            Output::Readmit {
+                switch: 0,
+                ports: vec![port_to(&w, 0, 2)]
+            },
+            Output::Readmit {
+                switch: 2,
+                ports: vec![port_to(&w, 2, 0)]
+            },
+        ]
+    );
+    // The routes now avoid only the link still out.
+    let link1 = [(1, port_to(&w, 1, 2)), (2, port_to(&w, 2, 1))];
+    let mut out = c.take_reroute().unwrap();
+    out.sort();
+    assert_eq!(out, link1.to_vec());
+    // The same report again (a repeat while the Readmit was on its way) changes nothing.
+    c.handle_input(t(31), heard(&w, 0, 2)).unwrap();
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.counters().readmissions_stale, 1);
+    // Leaf 1 hears it too: the spine is whole again, and no link is avoided.
+    c.handle_input(t(32), heard(&w, 1, 2)).unwrap();
+    assert_eq!(outputs(&mut c).len(), 2);
+    assert_eq!(c.take_reroute(), Some(vec![]));
+    assert_eq!(c.counters().links_readmitted, 2);
+    // Should it fail again, it is reported and decided afresh.
+    c.handle_input(t(40), down(Member::Switch(0), port_to(&w, 0, 2), t(39)))
+        .unwrap();
+    c.handle_timeout(t(40) + SETTLE);
+    assert!(outputs(&mut c).contains(&Output::RemoveInputs {
+        switch: 0,
+        ports: vec![port_to(&w, 0, 2)]
+    }));
+    // A controller taking over resends the Resumes of links still out only.
+    let mut again = controller(&w);
+    again.restore(c.snapshot()).unwrap();
+    again.take_over(t(50));
+    let removes: Vec<Output> = outputs(&mut again)
+        .into_iter()
+        .filter(|o| matches!(o, Output::RemoveInputs { .. }))
+        .collect();
+    assert!(
+        !removes.contains(&Output::RemoveInputs {
+            switch: 1,
+            ports: vec![port_to(&w, 1, 2)]
+        }),
+        "{removes:?}"
+    );
+}
+
+/// A ToR whose rack was declared failed and that comes back is not taken back: its hosts
+/// return only through Receiver Recovery, not by a link healing under them.
+#[test]
+fn a_failed_racks_tor_heard_again_stays_out() {
+    let w = wiring(1, 2);
+    let mut c = controller(&w);
+    c.handle_input(t(10), down(Member::Switch(2), port_to(&w, 2, 1), t(8)))
+        .unwrap();
+    c.handle_timeout(t(10) + SETTLE);
+    assert_eq!(outputs(&mut c), announced(&[(2, t(8)), (3, t(8))], &[0, 1], 0));
+    complete(&mut c, t(11), 0, &[0, 1]);
+    outputs(&mut c);
+    c.handle_input(t(30), heard(&w, 2, 1)).unwrap();
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.counters().readmissions_refused, 1);
+    // Nor does a failed rack's ToR speak for its own uplink.
+    c.handle_input(t(31), heard(&w, 1, 2)).unwrap();
+    assert_eq!(c.counters().readmissions_refused, 2);
+    assert_eq!(c.counters().links_readmitted, 0);
+}

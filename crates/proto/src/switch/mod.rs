@@ -221,6 +221,10 @@ struct Port {
     to_process: bool,
     /// Quarantined and not heard since: the first frame on it is news for the controller.
     quarantined: bool,
+    /// A link to a switch, out of the commit lane (or cut), heard again since it went silent:
+    /// when first heard, and how many times reported, for the controller to readmit it (see
+    /// `recovery.rs`).
+    heard_out: Option<(Instant, u8)>,
     /// Its last death was reported; cleared when it is heard again.
     reported: bool,
     /// Heard at least once. An input never heard is not reported when it times out: it
@@ -334,6 +338,7 @@ impl Switch {
                     cut: false,
                     to_process: matches!(spec.peer, Peer::Process(_)),
                     quarantined: false,
+                    heard_out: None,
                     reported: false,
                     heard: false,
                     last_sent: now,
@@ -421,6 +426,7 @@ impl Switch {
             self.refuse_implausible(now, port, ahead_ns);
             return false;
         }
+        self.heard_while_out(now, port);
         let half = self.half_of_input(port);
         let p = &mut self.ports[port];
         p.last_heard = now;
@@ -503,7 +509,7 @@ impl Switch {
 
     /// What the switch has to tell the management plane: inputs that went down (Detect), in the
     /// order they did, then inputs that carried implausible barriers, then quarantined inputs
-    /// heard again.
+    /// and links to switches out of the commit lane heard again.
     pub fn poll_event(&mut self) -> Option<SwitchEvent> {
         if let Some(r) = self.reports.pop_front() {
             return Some(SwitchEvent::InputDown(r));
@@ -812,7 +818,7 @@ impl Node for Switch {
         }
         if self.ports[port].cut {
             self.counters.cut_frames += 1;
-            self.heard_on_cut(port);
+            self.heard_on_cut(now, port);
             return;
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.

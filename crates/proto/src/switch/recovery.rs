@@ -10,10 +10,18 @@
 //! it of its failure. When it has recovered, the controller readmits the input
 //! ([`Switch::readmit_input`]) and it joins like a new link (paper 4.2): its registers hold the
 //! output barriers until its own pass them, so no barrier goes back.
+//!
+//! A link to another switch that the controller took out (a switch or a link failed) comes back
+//! the same way: the first frame heard on it once it is out is reported, and the controller
+//! readmits it at both ends (`controller/readmit.rs`).
 
 use super::{CommitInput, InputState, Lane, NoSuchPort, Switch};
 use onepipe_fabric::PortId;
 use onepipe_wire::Instant;
+
+/// How many times a link to a switch heard again while out is reported (see
+/// `Switch::heard_while_out`): the last goes about 2^7 `dead_after` after the first.
+pub const HEARD_OUT_REPORTS: u8 = 8;
 
 impl Switch {
     /// Cuts input `port` without reporting it (the controller has its report already).
@@ -27,8 +35,38 @@ impl Switch {
     }
 
     /// A frame arrived on cut input `port`.
-    pub(super) fn heard_on_cut(&mut self, port: usize) {
+    pub(super) fn heard_on_cut(&mut self, now: Instant, port: usize) {
         if std::mem::take(&mut self.ports[port].quarantined) {
+            self.heard_again.push(port as PortId);
+        }
+        self.heard_while_out(now, port);
+    }
+
+    /// A frame arrived on input `port`: if it is a link to a switch that the controller took
+    /// out of the commit lane (or cut) and that had gone silent, the switch at its far end is
+    /// back, restarted or healed. The switch takes it back into its lanes by itself (like a
+    /// new link, `hear`); the routes avoid it until the controller readmits it, so it is
+    /// reported, and again after `dead_after`, doubling, [`HEARD_OUT_REPORTS`] times in all
+    /// unless readmitted first (a report can be lost, and the controller may refuse: the far
+    /// side holds processes it cut off). A link out of the commit lane that never went silent
+    /// (nothing behind it can send, see `Switch::remove_input`) is not news.
+    pub(super) fn heard_while_out(&mut self, now: Instant, port: usize) {
+        let dead_after = self.config.dead_after();
+        let p = &mut self.ports[port];
+        if p.to_process {
+            return;
+        }
+        let (at, reports) = match p.heard_out {
+            None if p.cut || (p.commit == CommitInput::Removed && p.state == InputState::Dead) => (now, 0),
+            None => return,
+            Some((at, reports)) => (at, reports),
+        };
+        let wait = dead_after.saturating_mul((1u64 << reports.min(16)) - 1);
+        if reports >= HEARD_OUT_REPORTS || now < at + wait {
+            return;
+        }
+        p.heard_out = Some((at, reports + 1));
+        if !self.heard_again.contains(&(port as PortId)) {
             self.heard_again.push(port as PortId);
         }
     }
@@ -52,6 +90,8 @@ impl Switch {
         let i = self.port_index(port)?;
         let half = self.half_of_input(i);
         let p = &mut self.ports[i];
+        // Taken back: a link to a switch heard again is not reported any more.
+        p.heard_out = None;
         if !p.cut && p.commit != CommitInput::Removed {
             return Ok(());
         }

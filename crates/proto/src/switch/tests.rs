@@ -919,3 +919,43 @@ fn an_input_heard_once_still_holds_the_commit_lane_of_an_empty_half() {
     assert_eq!(up.barrier.raw(), 12_000);
     assert_eq!(up.commit_barrier.raw(), 400);
 }
+
+/// A link to a switch that the controller took out after it went silent is reported when its far
+/// end is heard again (a restarted or healed switch, for the controller to readmit), again each
+/// `dead_after` while it stays out, and no more once readmitted. One taken out while it still
+/// beacons (nothing behind it can send) is not news.
+#[test]
+fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
+    let mut s = switch(Topology::leaf_spine(2, 1, 1).unwrap(), 0);
+    let uplink = s.ports.iter().position(|p| !p.to_process).unwrap() as PortId;
+    let host = 1 - uplink;
+    pass(&mut s, 500, uplink, beacon(500));
+    for k in 1..=12u64 {
+        pass(&mut s, k * 1_000, host, beacon(k * 1_000));
+        s.handle_timeout(t(k * 1_000));
+    }
+    assert_eq!(reported(&mut s).map(|r| r.port), Some(uplink));
+    s.remove_input(uplink).unwrap();
+    assert_eq!(heard(&mut s), None);
+    pass(&mut s, 13_000, uplink, beacon(13_000));
+    assert_eq!(heard(&mut s), Some(uplink), "back");
+    pass(&mut s, 14_000, uplink, beacon(14_000));
+    assert_eq!(heard(&mut s), None, "not again within dead_after");
+    pass(&mut s, 23_000, uplink, beacon(23_000));
+    assert_eq!(heard(&mut s), Some(uplink), "again, the report may be lost");
+    pass(&mut s, 40_000, uplink, beacon(40_000));
+    assert_eq!(heard(&mut s), None, "the wait doubles");
+    pass(&mut s, 43_000, uplink, beacon(43_000));
+    assert_eq!(heard(&mut s), Some(uplink));
+    s.readmit_input(t(43_500), uplink).unwrap();
+    pass(&mut s, 200_000, uplink, beacon(200_000));
+    assert_eq!(heard(&mut s), None, "in use again");
+
+    let mut live = switch(Topology::leaf_spine(2, 1, 1).unwrap(), 0);
+    pass(&mut live, 500, uplink, beacon(500));
+    live.remove_input(uplink).unwrap();
+    for k in 1..=30u64 {
+        pass(&mut live, k * 1_000, uplink, beacon(k * 1_000));
+    }
+    assert_eq!(heard(&mut live), None, "out while live is not news");
+}

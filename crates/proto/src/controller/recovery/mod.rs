@@ -150,10 +150,11 @@ impl Controller {
     }
 
     pub(super) fn on_heard(&mut self, member: Member, port: u16) -> Result<(), super::ControllerError> {
-        let (link, _) = self.link_of(member, port)?;
+        let (link, node) = self.link_of(member, port)?;
         match self.process_of_link(link) {
             Some(p) if self.failure_of(p).is_some() => self.notify_own_failure(p),
-            _ => self.recovery.counters.stale += 1,
+            Some(_) => self.recovery.counters.stale += 1,
+            None => return self.on_switch_link_heard(link, node),
         }
         Ok(())
     }

@@ -1,0 +1,71 @@
+//! Links between switches taken back after they return.
+//!
+//! A link between switches that failed (or whose far switch failed) is taken out of the commit
+//! lanes at Resume and out of the routes. When its far end is heard on it again (the switch
+//! restarted, or the link healed), the near switch reports it (`Input::Heard`), and the
+//! controller readmits it at both ends (`Output::Readmit`: each end takes it like a new link,
+//! paper 4.2, so no barrier goes back) and gives every switch routes that use it again.
+//!
+//! Only a link that gives the controller's side back a path, or a switch with nobody behind
+//! it, is taken back: the far side, as the controller sees it without the link, holds no
+//! process it has not cut off. Processes on the far side were declared failed (or will be):
+//! they come back only through Receiver Recovery, one at a time, never by a link healing
+//! under them. A restarted ToR whose hosts are still linked to it in the controller's graph
+//! therefore stays out.
+
+use super::Output;
+use super::graph::NodeId;
+use super::{Controller, ControllerError};
+
+impl Controller {
+    /// Input `port` of switch `switch` heard its far end again, and the link leads to another
+    /// switch.
+    pub(super) fn on_switch_link_heard(&mut self, link: usize, near: NodeId) -> Result<(), ControllerError> {
+        if !self.down[link] || self.undecided.contains(&link) || self.cuts.contains_key(&link) {
+            // In use already (a repeated report), or a decision about it is still to come.
+            self.counters.readmissions_stale += 1;
+            return Ok(());
+        }
+        if !self.may_readmit(link, near) {
+            self.counters.readmissions_refused += 1;
+            return Ok(());
+        }
+        self.down[link] = false;
+        self.reports[link] = [None, None];
+        for end in self.graph.link(link).ends {
+            self.switches_failed.remove(&end.node);
+            // Removed again if it is still sourceless at the next decision.
+            self.sourceless.remove(&end);
+            self.outputs.push_back(Output::Readmit {
+                switch: end.node,
+                ports: vec![end.port],
+            });
+        }
+        self.reroute = true;
+        self.counters.links_readmitted += 1;
+        Ok(())
+    }
+
+    /// Whether taking `link` back is safe: `near` is a correct switch on the controller's side,
+    /// and the far end is on that side too or has no process behind it.
+    fn may_readmit(&self, link: usize, near: NodeId) -> bool {
+        let component = self.graph.components(|l| !self.down[l]);
+        let failed = &self.failed;
+        let home = self
+            .graph
+            .controller_component(&component, |p| failed[p as usize].is_none());
+        if component[near] != home || self.switches_failed.contains(&near) {
+            return false;
+        }
+        let ends = self.graph.link(link).ends;
+        let far = component[ends.iter().find(|e| e.node != near).map_or(near, |e| e.node)];
+        far == home
+            || (0..self.graph.process_count() as u32).all(|p| component[self.graph.node_of_process(p)] != far)
+    }
+
+    /// Whether input `port` of `switch` leads to a link taken out and not yet back: a Resume
+    /// resent after a takeover must not take a readmitted link out again.
+    pub(super) fn input_out(&self, switch: NodeId, port: u16) -> bool {
+        self.graph.link_at(switch, port).is_none_or(|l| self.down[l])
+    }
+}
