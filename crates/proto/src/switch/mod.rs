@@ -100,9 +100,11 @@ pub enum InputState {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CommitInput {
     Counted,
-    /// Removed by the controller (paper 5.2, Resume).
+    /// Removed by the controller (paper 5.2, Resume); only the controller takes it back.
     Removed,
-    /// Heard from again after removal: admitted like a joining best-effort link.
+    /// Never heard, and timed out (`Switch::forget_unheard`): out until first heard.
+    Unheard,
+    /// Readmitted, or heard for the first time: admitted like a joining best-effort link.
     Joining,
 }
 
@@ -225,6 +227,8 @@ struct Port {
     /// when first heard, and how many times reported, for the controller to readmit it (see
     /// `recovery.rs`).
     heard_out: Option<(Instant, u8)>,
+    /// Went silent since it was last readmitted (or since the start).
+    died: bool,
     /// Its last death was reported; cleared when it is heard again.
     reported: bool,
     /// Heard at least once. An input never heard is not reported when it times out: it
@@ -339,6 +343,7 @@ impl Switch {
                     to_process: matches!(spec.peer, Peer::Process(_)),
                     quarantined: false,
                     heard_out: None,
+                    died: false,
                     reported: false,
                     heard: false,
                     last_sent: now,
@@ -480,12 +485,14 @@ impl Switch {
             InputState::Joining => self.try_admit(port, half, Lane::BestEffort),
         }
         match commit {
-            CommitInput::Counted => {}
-            // Removed while it was still live: nothing behind it can send any more (the
-            // controller's sourceless inputs), and its frozen barrier must not hold ours.
-            CommitInput::Removed if state == InputState::Live => {}
-            CommitInput::Removed => {
-                // As for best effort: the output holds while the returning link catches up.
+            // Only the controller takes an input back into the commit lane
+            // (`Switch::readmit_input`): behind a removed input may be a region whose
+            // processes it declared failed (a partition healing, a ToR restarting under its
+            // failed rack), whose barriers must never hold or pass ours again; or nothing that
+            // can send (the controller's sourceless inputs), whose frozen barrier would.
+            CommitInput::Counted | CommitInput::Removed => {}
+            CommitInput::Unheard => {
+                // A process (or a switch) joining late: the output holds while it catches up.
                 self.ports[port].commit = CommitInput::Joining;
                 self.freeze(Lane::Commit, half, slot);
                 self.try_admit(port, half, Lane::Commit);
@@ -557,6 +564,7 @@ impl Switch {
         if self.ports[port as usize].to_process {
             self.quarantine(port as usize);
         }
+        self.returned_before_removal(port as usize);
         let p = &mut self.ports[port as usize];
         if p.commit != CommitInput::Removed {
             p.commit = CommitInput::Removed;
@@ -604,6 +612,7 @@ impl Switch {
             return;
         }
         self.ports[port].state = InputState::Dead;
+        self.ports[port].died = true;
         let slot = self.ports[port].slot;
         let half = self.half_of_input(port);
         self.lanes[Lane::BestEffort as usize]
@@ -623,7 +632,7 @@ impl Switch {
         if p.commit != CommitInput::Counted {
             return;
         }
-        p.commit = CommitInput::Removed;
+        p.commit = CommitInput::Unheard;
         let slot = p.slot;
         let half = self.half_of_input(port);
         self.lanes[Lane::Commit as usize].half(half).set(slot, u64::MAX);
@@ -705,7 +714,8 @@ impl Switch {
                     (Lane::Commit, _, CommitInput::Counted) | (Lane::BestEffort, InputState::Live, _) => {
                         assert_eq!(counted, p.barrier[lane as usize].as_nanos())
                     }
-                    (Lane::Commit, _, CommitInput::Removed) | (Lane::BestEffort, InputState::Dead, _) => {
+                    (Lane::Commit, _, CommitInput::Removed | CommitInput::Unheard)
+                    | (Lane::BestEffort, InputState::Dead, _) => {
                         assert_eq!(counted, u64::MAX)
                     }
                     (Lane::Commit, _, CommitInput::Joining) | (Lane::BestEffort, InputState::Joining, _) => {

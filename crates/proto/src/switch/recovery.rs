@@ -71,6 +71,38 @@ impl Switch {
         }
     }
 
+    /// This switch is starting again after a crash, with none of its state: what its inputs
+    /// carried through the crashed incarnation is unknown, so an input silent across the
+    /// restart (a process paused with a scattering prepared, a link down) may still hold
+    /// prepared messages older than anything this incarnation will hear. Every input is taken
+    /// as heard at zero: it holds the commit lane until it speaks, and if it stays silent it is
+    /// reported like any dead input, rather than forgotten as an input that never joined
+    /// (`forget_unheard`, which is for a fabric starting up; found by a simulator campaign,
+    /// seed 90109074: a host paused as its ToR crashed came back with a scattering below the
+    /// commit barrier the fresh ToR had let pass, and every commit barrier stalled).
+    pub fn restarted(mut self) -> Switch {
+        for p in &mut self.ports {
+            p.heard = true;
+        }
+        self.check_invariants();
+        self
+    }
+
+    /// The controller removes input `port`, a link to a switch that went silent and was heard
+    /// again before this order came (the far switch restarted within the controller's
+    /// decision): it is back already, and reported as if heard now, or the routes would avoid
+    /// it for good.
+    pub(super) fn returned_before_removal(&mut self, port: usize) {
+        let p = &mut self.ports[port];
+        if p.to_process || !p.died || p.state == InputState::Dead || p.heard_out.is_some() {
+            return;
+        }
+        p.heard_out = Some((p.last_heard, 1));
+        if !self.heard_again.contains(&(port as PortId)) {
+            self.heard_again.push(port as PortId);
+        }
+    }
+
     /// Quarantined process inputs heard since they were quarantined: what a restarted
     /// controller must hear again.
     pub fn quarantined_heard(&self) -> impl Iterator<Item = PortId> + '_ {
@@ -92,7 +124,9 @@ impl Switch {
         let p = &mut self.ports[i];
         // Taken back: a link to a switch heard again is not reported any more.
         p.heard_out = None;
-        if !p.cut && p.commit != CommitInput::Removed {
+        p.died = false;
+        let out = matches!(p.commit, CommitInput::Removed | CommitInput::Unheard);
+        if !p.cut && !out {
             return Ok(());
         }
         p.cut = false;
@@ -105,7 +139,7 @@ impl Switch {
             p.state = InputState::Joining;
             self.freeze(Lane::BestEffort, half, slot);
         }
-        if self.ports[i].commit == CommitInput::Removed {
+        if matches!(self.ports[i].commit, CommitInput::Removed | CommitInput::Unheard) {
             self.ports[i].commit = CommitInput::Joining;
             self.freeze(Lane::Commit, half, slot);
         }

@@ -959,3 +959,26 @@ fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
     }
     assert_eq!(heard(&mut live), None, "out while live is not news");
 }
+
+/// A link to a switch that went silent and came back before the controller's order to remove
+/// it (the far switch restarted within the decision) is reported at the removal: removed while
+/// live, it would otherwise look like an input with nothing behind it and stay out for good.
+#[test]
+fn a_link_back_before_its_removal_is_reported_at_the_removal() {
+    let mut s = switch(Topology::leaf_spine(2, 1, 1).unwrap(), 0);
+    let uplink = s.ports.iter().position(|p| !p.to_process).unwrap() as PortId;
+    let host = 1 - uplink;
+    pass(&mut s, 500, uplink, beacon(500));
+    for k in 1..=12u64 {
+        pass(&mut s, k * 1_000, host, beacon(k * 1_000));
+        s.handle_timeout(t(k * 1_000));
+    }
+    assert_eq!(reported(&mut s).map(|r| r.port), Some(uplink));
+    pass(&mut s, 13_000, uplink, beacon(13_000));
+    assert_eq!(heard(&mut s), None, "not out yet");
+    s.remove_input(uplink).unwrap();
+    assert_eq!(heard(&mut s), Some(uplink));
+    s.readmit_input(t(13_500), uplink).unwrap();
+    s.remove_input(uplink).unwrap();
+    assert_eq!(heard(&mut s), None, "readmitted, it has not died since");
+}
