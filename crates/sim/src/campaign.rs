@@ -197,6 +197,30 @@ pub fn draw(seed: u64, faults_max: u32) -> (SimConfig, String) {
         }
         config.failures.push(f);
     }
+    // A switch crashing and starting again with none of its state, drawn last so that seeds
+    // without one draw what they drew before. With the controller its links come back
+    // through readmission; the only switch of a fabric restarting is a total outage (see
+    // above), which a controller run does not draw.
+    let outage = switch_names.len() == 1 && config.controller;
+    if !outage && chance(&mut rng, 0.25) {
+        let at = Duration::from_micros(uniform(&mut rng, 20, send_for.as_nanos() / 2000));
+        let name = switch_names[(rng.next_u64() % switch_names.len() as u64) as usize].clone();
+        // A switch already failing in this seed is left alone: a restart would end its
+        // failure early (a node is up once any of its failures heals).
+        let failing = config
+            .failures
+            .iter()
+            .any(|f| matches!(&f.target, FailTarget::Switch(s) if *s == name));
+        if !failing {
+            config.failures.push(Failure {
+                target: FailTarget::Restart(name),
+                at,
+                // Down for two to four link timeouts (dead_after, 30 us): long enough for its
+                // neighbours to see it go, as a reboot is.
+                lasts: Some(Duration::from_micros(uniform(&mut rng, 60, 120))),
+            });
+        }
+    }
     (config, spec.to_string())
 }
 
@@ -231,6 +255,7 @@ fn describe(f: &Failure) -> String {
     let what = match &f.target {
         FailTarget::Link(a, b) => format!("link:{a}-{b}"),
         FailTarget::Switch(s) => format!("switch:{s}"),
+        FailTarget::Restart(s) => format!("restart:{s}"),
         FailTarget::Process(p) => format!("host:{p}"),
     };
     match f.lasts {
@@ -293,7 +318,7 @@ fn declared_beyond_faults(config: &SimConfig, r: &SimReport) -> Option<String> {
     for failure in &config.failures {
         match failure.target {
             FailTarget::Process(p) => injected.push(p),
-            FailTarget::Link(..) | FailTarget::Switch(_) => return None,
+            FailTarget::Link(..) | FailTarget::Switch(_) | FailTarget::Restart(_) => return None,
         }
     }
     let extra: Vec<u32> = f

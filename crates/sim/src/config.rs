@@ -13,6 +13,9 @@ pub enum FailTarget {
     /// A cable between two switches, by name (both directions fail).
     Link(String, String),
     Switch(String),
+    /// A switch that crashes and, when the failure ends, starts again with none of its state
+    /// (a paused `Switch` keeps it).
+    Restart(String),
     /// A process (its host's endpoint).
     Process(u32),
 }
@@ -28,8 +31,8 @@ pub struct Failure {
 
 impl std::str::FromStr for Failure {
     type Err = String;
-    /// `link:A-B@T[+D]`, `switch:NAME@T[+D]`, `host:P@T[+D]`; times with a unit (ns, us, ms,
-    /// s), for example `switch:core0@200us+300us`.
+    /// `link:A-B@T[+D]`, `switch:NAME@T[+D]`, `restart:NAME@T+D`, `host:P@T[+D]`; times with a
+    /// unit (ns, us, ms, s), for example `switch:core0@200us+300us`.
     fn from_str(s: &str) -> Result<Failure, String> {
         let (what, when) = s
             .split_once('@')
@@ -38,9 +41,9 @@ impl std::str::FromStr for Failure {
             Some((a, d)) => (parse_time(a)?, Some(parse_time(d)?)),
             None => (parse_time(when)?, None),
         };
-        let (kind, name) = what
-            .split_once(':')
-            .ok_or_else(|| format!("failure `{s}`: expected link:A-B, switch:NAME or host:P"))?;
+        let (kind, name) = what.split_once(':').ok_or_else(|| {
+            format!("failure `{s}`: expected link:A-B, switch:NAME, restart:NAME or host:P")
+        })?;
         let target = match kind {
             "link" => {
                 let (a, b) = name
@@ -49,13 +52,19 @@ impl std::str::FromStr for Failure {
                 FailTarget::Link(a.to_string(), b.to_string())
             }
             "switch" => FailTarget::Switch(name.to_string()),
+            "restart" if lasts.is_none() => {
+                return Err(format!(
+                    "failure `{s}`: a restart names how long the switch is down (restart:NAME@T+D)"
+                ));
+            }
+            "restart" => FailTarget::Restart(name.to_string()),
             "host" => FailTarget::Process(
                 name.parse()
                     .map_err(|_| format!("failure `{s}`: host:P takes a process number"))?,
             ),
             _ => {
                 return Err(format!(
-                    "failure `{s}`: unknown kind `{kind}` (link, switch, host)"
+                    "failure `{s}`: unknown kind `{kind}` (link, switch, restart, host)"
                 ));
             }
         };
@@ -360,11 +369,13 @@ impl SimConfig {
                 "recovers the reliable service only; add --reliable",
             ));
         }
-        if self.controller && self.failures.iter().any(|f| f.lasts.is_some()) {
+        let pauses = |f: &Failure| matches!(f.target, FailTarget::Switch(_) | FailTarget::Process(_));
+        if self.controller && self.failures.iter().any(|f| f.lasts.is_some() && pauses(f)) {
             return Err(bad(
                 "failures",
-                "with the controller a failure is permanent (a process declared failed does not \
-                 come back: receiver recovery is not implemented); drop the +DURATION",
+                "with the controller a switch or host failure is permanent (a process declared \
+                 failed does not come back here: receiver recovery is not simulated); drop the \
+                 +DURATION, or crash and start a switch afresh with restart:NAME@T+D",
             ));
         }
         if self.measure_after >= self.send_for {

@@ -253,7 +253,12 @@ pub struct Engine<N: Node> {
     stats: Stats,
     buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
+    /// Gives a node that restarts its fresh state ([`Engine::on_restart`]).
+    restart: Option<RestartFn<N>>,
 }
+
+/// Replaces node `index`'s state with a fresh one, at `now`.
+pub type RestartFn<N> = Box<dyn FnMut(u32, Instant, &mut N)>;
 
 impl<N: Node> Engine<N> {
     /// Nodes are numbered by their index; `links` connect their ports (a port without a link
@@ -347,6 +352,7 @@ impl<N: Node> Engine<N> {
             stats: Stats::default(),
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
+            restart: None,
             model,
         };
         for n in 0..count as u32 {
@@ -745,8 +751,28 @@ impl<N: Node> Engine<N> {
         self.push(Instant::from_nanos(at), Event::Timeout { node });
     }
 
+    /// How a node that restarts (`FaultAction::Restart`) gets its fresh state; without it, a
+    /// restart resumes the node as it was.
+    pub fn on_restart(&mut self, restart: RestartFn<N>) {
+        self.restart = Some(restart);
+    }
+
     fn apply_fault(&mut self, action: FaultAction) {
         match action {
+            FaultAction::Restart { node } => {
+                let now = self.now;
+                let Some(s) = self.nodes.get_mut(node as usize) else {
+                    return;
+                };
+                if let Some(restart) = self.restart.as_mut() {
+                    restart(node, now, &mut s.node);
+                }
+                // Timers of the old state are void; the fresh one asks for its own.
+                s.timer_at = None;
+                s.up = true;
+                self.arm_timer(node);
+                self.kick(node);
+            }
             FaultAction::Link { link, up } => {
                 if let Some(l) = self.links.get_mut(link as usize) {
                     l.up = up;

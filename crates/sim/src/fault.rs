@@ -10,6 +10,8 @@ pub enum FaultAction {
     Link { link: u32, up: bool },
     /// A node stops (or resumes) processing.
     Node { node: u32, up: bool },
+    /// A node that stopped starts again with none of its state.
+    Restart { node: u32 },
 }
 
 impl FaultAction {
@@ -18,6 +20,7 @@ impl FaultAction {
         match *self {
             FaultAction::Link { link, up } => (link as u64) << 2 | up as u64,
             FaultAction::Node { node, up } => (node as u64) << 2 | 2 | up as u64,
+            FaultAction::Restart { node } => (node as u64) << 2 | 3 | 1 << 63,
         }
     }
 }
@@ -28,6 +31,8 @@ pub enum FaultTarget {
     /// Directed links (a cable is both directions).
     Links(Vec<u32>),
     Node(u32),
+    /// A node that, when healed, restarts with none of its state.
+    Restart(u32),
 }
 
 /// A failure from `at`, healed at `heal_at` if given.
@@ -48,6 +53,8 @@ impl Fault {
                 }
             }
             FaultTarget::Node(node) => out.push((at, FaultAction::Node { node: *node, up })),
+            FaultTarget::Restart(node) if up => out.push((at, FaultAction::Restart { node: *node })),
+            FaultTarget::Restart(node) => out.push((at, FaultAction::Node { node: *node, up })),
         };
         both(false, self.at);
         if let Some(h) = self.heal_at {

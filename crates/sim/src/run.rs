@@ -4,7 +4,7 @@
 #![allow(clippy::disallowed_methods)] // wall-clock time only measures the simulator's own speed
 
 use crate::config::{ConfigError, FailTarget, ForgedBeacon, SimConfig};
-use crate::engine::{Budget, Engine, EngineError, Model, Role, Stats};
+use crate::engine::{Budget, Engine, EngineError, Model, RestartFn, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
 use crate::traffic::{Generator, Traffic};
@@ -73,6 +73,10 @@ pub struct SimFailureOutcome {
     pub aborted: u64,
     /// Reports of frames refused for implausible time that reached the controller.
     pub implausible_reports: u64,
+    /// Links between switches the controller took back after their far end returned.
+    pub links_readmitted: u64,
+    /// Switches failed for not carrying out a cut in time.
+    pub switches_unanswering: u64,
     /// Every correct process's stall, for pooling over runs.
     #[serde(skip)]
     pub stalls_us: Vec<f64>,
@@ -279,6 +283,21 @@ pub struct Times {
     pub first_failure_at: Option<Instant>,
 }
 
+/// A switch that restarts: its first routing tables and none of its state (the management
+/// plane's channel stays: it is the switch's port to the controller, not its state).
+fn restart_switch(wiring: &Wiring, config: &SwitchConfig) -> Result<RestartFn<SimNode>, SimError> {
+    let tables = routing::build(wiring).map_err(|e| SimError::Wiring(e.to_string()))?;
+    let (wiring, config) = (wiring.clone(), config.clone());
+    Ok(Box::new(move |index, now, node| {
+        if let SimNode::Switch(s) = node {
+            let routes = tables[index as usize].clone();
+            s.node = Switch::new(index as usize, &wiring, routes, config.clone(), now)
+                .restarted()
+                .into_node();
+        }
+    }))
+}
+
 pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
     let wiring = Wiring::new(config.topology.clone(), config.processes_per_host)
         .map_err(|e| SimError::Wiring(e.to_string()))?;
@@ -385,6 +404,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         let target = match &f.target {
             FailTarget::Process(p) => FaultTarget::Node(wiring.node_of_process(*p) as u32),
             FailTarget::Switch(name) => FaultTarget::Node(switch_index(&wiring, name)? as u32),
+            FailTarget::Restart(name) => FaultTarget::Restart(switch_index(&wiring, name)? as u32),
             FailTarget::Link(a, b) => {
                 let (a, b) = (switch_index(&wiring, a)?, switch_index(&wiring, b)?);
                 let links = engine.links_between(a, b);
@@ -406,6 +426,13 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             at: send_from + f.at,
             heal_at: f.lasts.map(|d| send_from + f.at + d),
         });
+    }
+    if config
+        .failures
+        .iter()
+        .any(|f| matches!(f.target, FailTarget::Restart(_)))
+    {
+        engine.on_restart(restart_switch(&wiring, &switch_config)?);
     }
     for f in &config.forged_beacons {
         forge_beacon(&mut engine, &wiring, send_from, f)?;
@@ -550,7 +577,15 @@ fn report(
     } else {
         (0, 0)
     };
-    if config.reliable && times.liveness_from.is_some() {
+    // Processes the controller declared failed are gone for good (receiver recovery is not
+    // simulated): a run that declared any is held to atomicity, not to loss and liveness,
+    // whether or not the fault that caused it healed (a restarted ToR's rack stays failed).
+    let declared_any = engine
+        .nodes()
+        .find_map(|n| n.controller())
+        .is_some_and(|c| !c.timeline.failures.is_empty());
+    let liveness_judged = !declared_any;
+    if config.reliable && times.liveness_from.is_some() && liveness_judged {
         let lost = check_no_loss(&logs);
         no_loss = lost.is_empty() && never_released == 0;
         violations += lost.len() as u64 + never_released;
@@ -569,7 +604,10 @@ fn report(
         .flat_map(|l| &l.events)
         .filter(|e| matches!(e, onepipe_check::Event::Send { .. }))
         .count() as u64;
-    let mut stalled = check_no_loss(&liveness_logs);
+    let mut stalled = match liveness_judged {
+        true => check_no_loss(&liveness_logs),
+        false => Vec::new(),
+    };
     if !config.reliable {
         // Best effort promises no delivery: a message whose frame a full queue or a lossy
         // link dropped is lost, not stalled. It stalled only if more messages are missing
@@ -581,6 +619,7 @@ fn report(
             stalled.clear();
         }
     }
+    let never_released_live = if liveness_judged { never_released_live } else { 0 };
     violations += stalled.len() as u64 + never_released_live;
     examples.extend(stalled.iter().take(3).map(|v| format!("liveness: {v}")));
     if never_released_live > 0 {
@@ -729,6 +768,8 @@ fn failure_outcome(
         stalled_processes,
         aborted,
         implausible_reports: controller.controller().counters().implausible_reports,
+        links_readmitted: controller.controller().counters().links_readmitted,
+        switches_unanswering: controller.controller().counters().switches_unanswering,
         stalls_us,
     }
 }
