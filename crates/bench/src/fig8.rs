@@ -10,6 +10,7 @@
 #![allow(clippy::disallowed_methods)] // the runtimes run in real time: the bench sleeps meanwhile
 
 use crate::demo::{DemoConfig, run_phase};
+use crate::pairs::{self, AuthCost, Measured, median};
 use crate::runtimes::{self, RuntimeKind, udp_config};
 use crate::udp_limit::{self, LimitReport};
 use indicatif::ProgressBar;
@@ -154,19 +155,6 @@ pub struct OrderingCost {
     /// `--ratio-pairs` more, alternating which of the two runs first.
     pub ratios: Vec<f64>,
     pub median: f64,
-}
-
-/// What authenticating every datagram costs 1Pipe best effort (docs/udp.md).
-#[derive(Serialize)]
-pub struct AuthCost {
-    pub processes: usize,
-    /// Throughput with authentication over without, one per pair, alternating which runs
-    /// first.
-    pub ratios: Vec<f64>,
-    pub median: f64,
-    /// p50 latency with over without, per pair.
-    pub latency_p50_ratios: Vec<f64>,
-    pub latency_p50_median: f64,
 }
 
 #[derive(Serialize)]
@@ -486,49 +474,24 @@ fn auth_cost(
     processes: usize,
     bar: &ProgressBar,
 ) -> Result<AuthCost, String> {
-    let mut ratios = Vec::new();
-    let mut latency_p50_ratios = Vec::new();
-    for k in 0..pairs {
+    let mut k = 0usize;
+    pairs::auth_cost(pairs, processes, |authenticated| {
+        k += 1;
         bar.set_message(format!(
             "authenticated/not pair {}/{pairs} at {processes} processes",
-            k + 1
+            k.div_ceil(2)
         ));
-        let run = |insecure_no_auth| -> Result<Row, String> {
-            let options = Fig8Options {
-                insecure_no_auth,
-                ..args.clone()
-            };
-            let r = run_row(&options, "1pipe-be", processes);
-            bar.inc(1);
-            r
+        let options = Fig8Options {
+            insecure_no_auth: !authenticated,
+            ..args.clone()
         };
-        let (with, without) = if k % 2 == 0 {
-            let w = run(false)?;
-            (w, run(true)?)
-        } else {
-            let wo = run(true)?;
-            (run(false)?, wo)
-        };
-        ratios.push(with.throughput_msgs_per_s / without.throughput_msgs_per_s.max(1.0));
-        latency_p50_ratios.push(with.latency_us.p50 / without.latency_us.p50.max(1e-9));
-    }
-    Ok(AuthCost {
-        processes,
-        median: median(&ratios),
-        latency_p50_median: median(&latency_p50_ratios),
-        ratios,
-        latency_p50_ratios,
+        let row = run_row(&options, "1pipe-be", processes)?;
+        bar.inc(1);
+        Ok(Measured {
+            throughput_msgs_per_s: row.throughput_msgs_per_s,
+            latency_p50_us: row.latency_us.p50,
+        })
     })
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
 }
 
 /// Ordered over unordered at `processes`: the table's pair, then `--ratio-pairs` more runs of

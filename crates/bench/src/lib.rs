@@ -5,7 +5,8 @@
 //!   inside each endpoint's worker as its [`onepipe::host::Application`]), judged and
 //!   summarized by [`demo_summary`].
 //! - [`modes`], [`fig8`], [`recovery`], [`udp_limit`]: the runners of `onepipe bench`, their
-//!   statistics and their reports; [`plot`] draws figures as PNG.
+//!   statistics and their reports; [`pairs`] compares runs in pairs; [`plot`] draws figures
+//!   as PNG.
 //! - [`soak`]: `onepipe bench soak`, a long open-loop run at a fraction of the measured
 //!   capacity, checked online ([`soak_stream`] hands each process's events out as they come).
 //! - [`runtimes`]: which runtime a run uses, and each runtime's defaults.
@@ -15,6 +16,7 @@ mod demo_drain;
 pub mod demo_summary;
 pub mod fig8;
 pub mod modes;
+pub mod pairs;
 pub mod plot;
 pub mod recovery;
 pub mod runtimes;

@@ -1,8 +1,12 @@
 //! `onepipe bench modes`: best-effort, reliable and unordered 1Pipe side by side on the paper
 //! testbed, saturated and compared as ratios within one run; then latency against link loss
-//! (paper Fig. 9b) at a light paced load.
+//! (paper Fig. 9b) at a light paced load. The modes run on the inproc runtime, where nothing
+//! is authenticated; `auth_pairs` adds saturated best-effort and reliable runs over udp (the
+//! same testbed, every node on a loopback socket) with and without datagram tags.
 
 use crate::demo::{DemoConfig, PhaseResult, run_phase};
+use crate::pairs::{self, AuthCost, Measured};
+use crate::runtimes::{self, RuntimeKind};
 use indicatif::ProgressBar;
 use onepipe_runtime::inproc::LinkFaults;
 use onepipe_wire::Duration;
@@ -22,6 +26,9 @@ pub struct ModesOptions {
     /// End-to-end loss probabilities of a packet for the loss table.
     pub losses: Vec<f64>,
     pub seed: u64,
+    /// Pairs of saturated best-effort and of reliable runs over udp with and without
+    /// authentication, alternating which goes first (0 skips them).
+    pub auth_pairs: usize,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -99,9 +106,20 @@ pub struct ModesReport {
     /// Each pair's lossy reliable run over its loss-free one (run next to it), in run order.
     pub reliable_throughput_at_1pct_loss_pairs: Vec<f64>,
     pub loss_table: Vec<LossRow>,
+    /// Over udp, per mode: throughput and p50 latency with authentication over without
+    /// (`auth_pairs`; absent without them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub auth_cost: Vec<ModeAuthCost>,
     /// Every reliable run delivered every message exactly once.
     #[serde(skip)]
     pub all_delivered: bool,
+}
+
+#[derive(Serialize)]
+pub struct ModeAuthCost {
+    pub system: &'static str,
+    #[serde(flatten)]
+    pub cost: AuthCost,
 }
 
 fn percentiles(r: &PhaseResult) -> Percentiles {
@@ -187,7 +205,8 @@ pub fn modes(args: &ModesOptions, bar: &ProgressBar) -> Result<ModesReport, Stri
     if let Some(p) = args.losses.iter().find(|p| !(0.0..1.0).contains(*p)) {
         return Err(format!("loss {p} is not a probability in [0, 1)"));
     }
-    bar.set_length(3 * args.pairs as u64 + 1 + 3 * args.losses.len() as u64);
+    let udp_runs = 2 * 2 * args.auth_pairs as u64;
+    bar.set_length(3 * args.pairs as u64 + 1 + 3 * args.losses.len() as u64 + udp_runs);
     let s = args.seconds;
     let mut pairs = Vec::with_capacity(args.pairs);
     let mut lossy = Vec::with_capacity(args.pairs);
@@ -259,6 +278,7 @@ pub fn modes(args: &ModesOptions, bar: &ProgressBar) -> Result<ModesReport, Stri
             best_effort_delivered_fraction: b.delivered as f64 / b.messages_sent.max(1) as f64,
         });
     }
+    let auth_cost = auth_costs(args, bar)?;
     bar.finish_and_clear();
     let lowest = loss_table.first();
     let report = ModesReport {
@@ -281,6 +301,7 @@ pub fn modes(args: &ModesOptions, bar: &ProgressBar) -> Result<ModesReport, Stri
             row("1pipe-r", 0.01, &rel_lossy, true),
         ],
         loss_table,
+        auth_cost,
         all_delivered: false,
     };
     let all_delivered = every_reliable_run_delivered
@@ -290,6 +311,60 @@ pub fn modes(args: &ModesOptions, bar: &ProgressBar) -> Result<ModesReport, Stri
     Ok(ModesReport {
         all_delivered,
         ..report
+    })
+}
+
+/// The saturated best-effort and reliable runs over udp with authentication over without,
+/// `args.auth_pairs` pairs of each.
+fn auth_costs(args: &ModesOptions, bar: &ProgressBar) -> Result<Vec<ModeAuthCost>, String> {
+    if args.auth_pairs == 0 {
+        return Ok(Vec::new());
+    }
+    [("1pipe-be", false), ("1pipe-r", true)]
+        .into_iter()
+        .map(|(system, reliable)| {
+            let mut k = 0usize;
+            let cost = pairs::auth_cost(args.auth_pairs, processes(), |authenticated| {
+                k += 1;
+                let what = match authenticated {
+                    true => "authenticated",
+                    false => "not authenticated",
+                };
+                let label = format!("udp {system}, {what} ({}/{})", k.div_ceil(2), args.auth_pairs);
+                let c = udp_config(args, reliable, authenticated)?;
+                let r = phase(&c, true, bar, label)?;
+                Ok(Measured {
+                    throughput_msgs_per_s: r.throughput_msgs_per_s(),
+                    latency_p50_us: r.latency_us(0.5),
+                })
+            })?;
+            Ok(ModeAuthCost { system, cost })
+        })
+        .collect()
+}
+
+fn processes() -> usize {
+    DemoConfig::default().topology.hosts.len()
+}
+
+/// A saturated run over udp as `onepipe demo --runtime udp` makes it: the runtime's beacon
+/// interval and promise lead, its default datagrams and credit window, a thread per core.
+fn udp_config(args: &ModesOptions, reliable: bool, authenticated: bool) -> Result<DemoConfig, String> {
+    let defaults = onepipe_runtime::udp::UdpConfig {
+        auth: onepipe_runtime::udp::auth::Auth::Off,
+        ..Default::default()
+    };
+    let udp = runtimes::udp_config(
+        defaults.datagram_bytes_max,
+        runtimes::udp_threads(None),
+        defaults.window_datagrams_max,
+        !authenticated,
+    )?;
+    Ok(DemoConfig {
+        beacon_interval: runtimes::beacon_interval(None, RuntimeKind::Udp),
+        promise_lead: runtimes::promise_lead(None, RuntimeKind::Udp),
+        udp: Some(udp),
+        ..config(args.seconds, args.seed, reliable, 0.0, 0.0)
     })
 }
 

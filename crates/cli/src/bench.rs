@@ -51,6 +51,12 @@ pub struct ModesArgs {
         value_parser = crate::bounds::probability()
     )]
     losses: Vec<f64>,
+    /// Pairs of saturated best-effort and of reliable runs over udp (the same testbed, every
+    /// node on a loopback socket) with and without authentication, alternating which goes
+    /// first: what authentication costs each mode (0 skips them; the modes above run inproc,
+    /// where nothing is authenticated)
+    #[arg(long, default_value_t = 0, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::REPEATS_MAX))]
+    auth_pairs: usize,
     #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
@@ -87,6 +93,7 @@ fn modes(args: ModesArgs) -> Result<ExitCode, String> {
         rate: args.rate,
         losses: args.losses,
         seed: args.rng.seed,
+        auth_pairs: args.auth_pairs,
     };
     let bar = runs_bar(args.out.json, "[{bar:30}] {pos}/{len} {msg}");
     let report = onepipe_bench::modes::modes(&options, &bar)?;
@@ -181,4 +188,16 @@ fn print_report(r: &ModesReport) {
         "  reliable adds {:.1} us to the best-effort median at the lowest loss",
         r.reliable_minus_best_effort_latency_us
     );
+    for a in &r.auth_cost {
+        let c = &a.cost;
+        println!(
+            "  over udp, {} authenticated / not at {} processes: throughput x{:.2}, the median of {} pairs ({}); p50 latency x{:.2}",
+            a.system,
+            c.processes,
+            c.median,
+            c.ratios.len(),
+            list(&c.ratios),
+            c.latency_p50_median
+        );
+    }
 }

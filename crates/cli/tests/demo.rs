@@ -318,6 +318,44 @@ fn bench_modes_prints_every_row() {
     assert_eq!(modes[3]["loss"], 0.01, "{v}");
     assert_eq!(modes[3]["no_loss"], true, "{v}");
     assert_eq!(v["loss_table"][0]["reliable_no_loss"], true, "{v}");
+    // Without --auth-pairs nothing runs over udp.
+    assert!(v.get("auth_cost").is_none(), "{v}");
+}
+
+/// Issue 42: `bench modes --auth-pairs N` runs each saturated mode over udp with and without
+/// datagram tags, and reports one ratio per pair and their median.
+#[test]
+fn bench_modes_reports_what_authentication_costs_each_mode() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let args = [
+        "bench",
+        "modes",
+        "--seconds",
+        "0.5",
+        "--loss-seconds",
+        "0.5",
+        "--losses",
+        "0.001",
+        "--pairs",
+        "1",
+        "--auth-pairs",
+        "1",
+        "--json",
+    ];
+    let v = run_json(&args, None);
+    let costs = v["auth_cost"].as_array().expect("auth_cost is a list");
+    let systems: Vec<&str> = costs.iter().map(|c| c["system"].as_str().unwrap()).collect();
+    assert_eq!(systems, ["1pipe-be", "1pipe-r"], "{v}");
+    for c in costs {
+        assert_eq!(c["processes"], v["processes"], "{c}");
+        for (pairs, median) in [("ratios", "median"), ("latency_p50_ratios", "latency_p50_median")] {
+            let ratios = c[pairs].as_array().unwrap();
+            assert_eq!(ratios.len(), 1, "{c}");
+            let ratio = ratios[0].as_f64().unwrap();
+            assert!(ratio.is_finite() && ratio > 0.0, "{c}");
+            assert_eq!(c[median].as_f64().unwrap(), ratio, "{c}");
+        }
+    }
 }
 
 /// Issue 6: `onepipe demo --reliable --fail host:H@T` crashes a host mid-run; the controller

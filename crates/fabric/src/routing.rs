@@ -44,6 +44,10 @@ pub struct Routes {
     /// Per destination ToR ordinal: range into `choices`.
     by_tor: Vec<(u32, u16)>,
     choices: Vec<u16>,
+    /// Per destination ToR ordinal: its `choices` as a bit per port, so that
+    /// [`Routes::leads_to`] is O(1). Empty where a choice is port 64 or above (then it searches
+    /// `choices`); as large as `by_tor` otherwise.
+    port_masks: Vec<u64>,
 }
 
 /// Bitset over ToR ordinals.
@@ -184,33 +188,39 @@ fn build_tables(
             }
             by_tor.push((start, (choices.len() as u32 - start) as u16));
         }
+        let port_masks = port_masks(&by_tor, &choices);
         tables.push(Routes {
             shared: shared.clone(),
             tor_ordinal: tor_of_switch[s],
             local_hosts,
             by_tor,
             choices,
+            port_masks,
         });
     }
     Ok(tables)
 }
 
+/// Each destination ToR's next hops as a bit per port; empty if some port does not fit in 64.
+fn port_masks(by_tor: &[(u32, u16)], choices: &[u16]) -> Vec<u64> {
+    if choices.iter().any(|&p| p >= 64) {
+        return Vec::new();
+    }
+    by_tor
+        .iter()
+        .map(|&(start, len)| {
+            let ports = &choices[start as usize..start as usize + len as usize];
+            ports.iter().fold(0, |mask, &p| mask | 1 << p)
+        })
+        .collect()
+}
+
 impl Routes {
     /// Equal-cost next-hop ports towards `dst` process; never empty on success.
     pub fn next_hops(&self, dst: u32) -> Result<NextHops<'_>, NoRoute> {
-        let pph = self.shared.processes_per_host;
-        let host = if pph == 1 {
-            dst as usize
-        } else {
-            (dst / pph) as usize
-        };
-        let tor = *self.shared.host_tor.get(host).ok_or(NoRoute::UnknownProcess)?;
+        let (host, tor) = self.host_and_tor(dst)?;
         if Some(tor) == self.tor_ordinal {
-            let i = self
-                .local_hosts
-                .binary_search_by_key(&(host as u32), |&(h, _)| h)
-                .map_err(|_| NoRoute::UnknownProcess)?;
-            return Ok(NextHops::Local(self.local_hosts[i].1 + (dst % pph) as u16));
+            return self.local_port(host, dst).map(NextHops::Local);
         }
         let (start, len) = self.by_tor[tor as usize];
         if len == 0 {
@@ -219,6 +229,46 @@ impl Routes {
         Ok(NextHops::Ecmp(
             &self.choices[start as usize..start as usize + len as usize],
         ))
+    }
+
+    /// Whether `port` is one of [`Routes::next_hops`]`(dst)`, in O(1): a switch asks it of
+    /// every packet's source and the port it came in on (the reverse path check).
+    pub fn leads_to(&self, dst: u32, port: u16) -> bool {
+        let Ok((host, tor)) = self.host_and_tor(dst) else {
+            return false;
+        };
+        if Some(tor) == self.tor_ordinal {
+            return self.local_port(host, dst) == Ok(port);
+        }
+        match self.port_masks.get(tor as usize) {
+            Some(mask) => port < 64 && mask >> port & 1 == 1,
+            None => {
+                let (start, len) = self.by_tor[tor as usize];
+                self.choices[start as usize..start as usize + len as usize].contains(&port)
+            }
+        }
+    }
+
+    /// The host of process `dst` and the ordinal of its ToR.
+    fn host_and_tor(&self, dst: u32) -> Result<(usize, u32), NoRoute> {
+        let pph = self.shared.processes_per_host;
+        let host = if pph == 1 {
+            dst as usize
+        } else {
+            (dst / pph) as usize
+        };
+        let tor = *self.shared.host_tor.get(host).ok_or(NoRoute::UnknownProcess)?;
+        Ok((host, tor))
+    }
+
+    /// The port of process `dst` on `host`, a host under this ToR.
+    fn local_port(&self, host: usize, dst: u32) -> Result<u16, NoRoute> {
+        let pph = self.shared.processes_per_host;
+        let i = self
+            .local_hosts
+            .binary_search_by_key(&(host as u32), |&(h, _)| h)
+            .map_err(|_| NoRoute::UnknownProcess)?;
+        Ok(self.local_hosts[i].1 + (dst % pph) as u16)
     }
 
     pub fn process_count(&self) -> usize {
@@ -298,6 +348,40 @@ mod tests {
                     assert!(path[top..].windows(2).all(|w2| layer(w2[0]) > layer(w2[1])));
                 }
             }
+        }
+    }
+
+    /// `leads_to` answers as `next_hops` does, for every switch, process and port, also where
+    /// a switch has more than 64 ports (the search instead of the masks).
+    #[test]
+    fn leads_to_agrees_with_next_hops() {
+        for (topology, pph) in [
+            (Topology::paper_testbed(), 1),
+            (Topology::leaf_spine(3, 2, 2).unwrap(), 2),
+            (Topology::fat_tree(4).unwrap(), 1),
+            (Topology::leaf_spine(2, 70, 1).unwrap(), 1),
+        ] {
+            let w = Wiring::new(topology, pph).unwrap();
+            let tables = build(&w).unwrap();
+            let processes = w.process_count() as u32;
+            for (s, table) in tables.iter().enumerate() {
+                for dst in 0..processes + 2 {
+                    for port in 0..w.switch_ports[s].len() as u16 + 2 {
+                        let expected = match table.next_hops(dst) {
+                            Ok(NextHops::Local(p)) => p == port,
+                            Ok(NextHops::Ecmp(c)) => c.contains(&port),
+                            Err(_) => false,
+                        };
+                        assert_eq!(
+                            table.leads_to(dst, port),
+                            expected,
+                            "switch {s} dst {dst} port {port}"
+                        );
+                    }
+                }
+            }
+            let wide = tables.iter().any(|t| t.port_masks.is_empty());
+            assert_eq!(wide, w.switch_ports.iter().any(|p| p.len() > 64));
         }
     }
 

@@ -244,6 +244,50 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn total_len(&self) -> usize {
         HEADER_LEN + self.payload_len() as usize
     }
+
+    /// Checks the whole header as [`Repr::parse`] does (which calls this), without building a
+    /// [`Repr`]: a switch checks every frame it forwards and reads only the few fields it
+    /// routes by. Never panics; the opcode on success.
+    #[inline]
+    pub fn check_header(&self) -> Result<Opcode, ParseError> {
+        self.check_len()?;
+        if self.version() != VERSION {
+            return Err(ParseError::BadVersion);
+        }
+        let opcode = Opcode::from_u8(self.opcode_raw()).ok_or(ParseError::UnknownOpcode)?;
+        let flag_bits = self.flags();
+        if flag_bits & !flags::KNOWN != 0 {
+            return Err(ParseError::UnknownFlags);
+        }
+        let end_of_message = flag_bits & flags::END_OF_MESSAGE != 0;
+        let (frag_index, frag_count) = (self.frag_index(), self.frag_count());
+        if frag_count == 0 || frag_index >= frag_count || end_of_message != (frag_index + 1 == frag_count) {
+            return Err(ParseError::BadFragment);
+        }
+        let payload_len = self.payload_len();
+        let ack = flag_bits & flags::ACK != 0;
+        let sack = flag_bits & flags::SACK != 0;
+        let recall = flag_bits & flags::RECALL != 0;
+        // A recall names one whole message: fragment 0 of 1 (END_OF_MESSAGE set, checked above).
+        if recall && frag_count != 1 {
+            return Err(ParseError::BadFragment);
+        }
+        let piggyback_len = if ack { crate::ack::piggyback_len(sack) } else { 0 };
+        let payload_ok = match opcode {
+            _ if sack && !ack => false,
+            Opcode::Prepare if recall => payload_len as usize == piggyback_len,
+            _ if recall => false,
+            Opcode::Prepare if ack => payload_len as usize >= piggyback_len,
+            _ if ack => false,
+            Opcode::Data | Opcode::Prepare => true,
+            Opcode::Ack => payload_len as usize == crate::ack::ACK_PAYLOAD_LEN,
+            Opcode::Beacon | Opcode::Nak => payload_len == 0,
+        };
+        if !payload_ok {
+            return Err(ParseError::UnexpectedPayload);
+        }
+        Ok(opcode)
+    }
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
@@ -348,49 +392,15 @@ impl Repr {
 
     /// Validates the header of any byte slice. Never panics.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Repr, ParseError> {
-        packet.check_len()?;
-        if packet.version() != VERSION {
-            return Err(ParseError::BadVersion);
-        }
-        let opcode = Opcode::from_u8(packet.opcode_raw()).ok_or(ParseError::UnknownOpcode)?;
+        let opcode = packet.check_header()?;
         let flag_bits = packet.flags();
-        if flag_bits & !flags::KNOWN != 0 {
-            return Err(ParseError::UnknownFlags);
-        }
-        let end_of_message = flag_bits & flags::END_OF_MESSAGE != 0;
-        let (frag_index, frag_count) = (packet.frag_index(), packet.frag_count());
-        if frag_count == 0 || frag_index >= frag_count || end_of_message != (frag_index + 1 == frag_count) {
-            return Err(ParseError::BadFragment);
-        }
-        let payload_len = packet.payload_len();
-        let ack = flag_bits & flags::ACK != 0;
-        let sack = flag_bits & flags::SACK != 0;
-        let recall = flag_bits & flags::RECALL != 0;
-        // A recall names one whole message: fragment 0 of 1 (END_OF_MESSAGE set, checked above).
-        if recall && frag_count != 1 {
-            return Err(ParseError::BadFragment);
-        }
-        let piggyback_len = if ack { crate::ack::piggyback_len(sack) } else { 0 };
-        let payload_ok = match opcode {
-            _ if sack && !ack => false,
-            Opcode::Prepare if recall => payload_len as usize == piggyback_len,
-            _ if recall => false,
-            Opcode::Prepare if ack => payload_len as usize >= piggyback_len,
-            _ if ack => false,
-            Opcode::Data | Opcode::Prepare => true,
-            Opcode::Ack => payload_len as usize == crate::ack::ACK_PAYLOAD_LEN,
-            Opcode::Beacon | Opcode::Nak => payload_len == 0,
-        };
-        if !payload_ok {
-            return Err(ParseError::UnexpectedPayload);
-        }
         Ok(Repr {
             opcode,
-            end_of_message,
+            end_of_message: flag_bits & flags::END_OF_MESSAGE != 0,
             ecn: flag_bits & flags::ECN != 0,
-            ack,
-            sack,
-            recall,
+            ack: flag_bits & flags::ACK != 0,
+            sack: flag_bits & flags::SACK != 0,
+            recall: flag_bits & flags::RECALL != 0,
             msg_ts: packet.msg_ts(),
             barrier: packet.barrier(),
             commit_barrier: packet.commit_barrier(),
@@ -398,10 +408,10 @@ impl Repr {
             src: packet.src(),
             dst: packet.dst(),
             msg_id: packet.msg_id(),
-            frag_index,
-            frag_count,
+            frag_index: packet.frag_index(),
+            frag_count: packet.frag_count(),
             link_id: packet.link_id(),
-            payload_len,
+            payload_len: packet.payload_len(),
         })
     }
 

@@ -66,6 +66,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("bench modes", "--loss-seconds", "86400", "86401"),
     ("bench modes", "--rate", "1000000000", "1000000001"),
     ("bench modes", "--losses", "0.5,1", "0.5,1.5"),
+    ("bench modes", "--auth-pairs", "1000", "1001"),
     ("bench fig8", "--processes", "1048576", "1048577"),
     ("bench fig8", "--seconds", "86400", "86401"),
     ("bench fig8", "--window", "16777216", "16777217"),

@@ -86,19 +86,17 @@ impl Endpoint {
         if !self.config.ordering {
             return true;
         }
-        let message = matches!(repr.opcode, Opcode::Data | Opcode::Prepare);
-        let values = [
-            from_fabric.then_some(repr.barrier),
-            from_fabric.then_some(repr.commit_barrier),
-            message.then_some(repr.msg_ts),
-        ];
         let lead = self.config.promise_lead.unwrap_or(Duration::ZERO);
         let max = self.config.time_ahead_max;
-        let ahead_ns = values
-            .into_iter()
-            .flatten()
-            .filter_map(|v| implausible_ahead_ns(v.unwrap_near(host_now), host_now, lead, max))
-            .max();
+        let ahead = |v: Timestamp48| implausible_ahead_ns(v.unwrap_near(host_now), host_now, lead, max);
+        // Every frame passes here: plain branches, not an iterator over optional values.
+        let mut ahead_ns = None;
+        if from_fabric {
+            ahead_ns = ahead(repr.barrier).max(ahead(repr.commit_barrier));
+        }
+        if matches!(repr.opcode, Opcode::Data | Opcode::Prepare) {
+            ahead_ns = ahead_ns.max(ahead(repr.msg_ts));
+        }
         let Some(ahead_ns) = ahead_ns else {
             return true;
         };

@@ -15,11 +15,7 @@ impl Switch {
     /// names (an ACK releases the named sender's buffer, a NAK fails its send). Beacons are
     /// not checked: they name no source and speak only for their link.
     pub fn source_matches(&self, port: PortId, src: u32) -> bool {
-        match self.routes.next_hops(src) {
-            Ok(NextHops::Local(p)) => p == port,
-            Ok(NextHops::Ecmp(choices)) => choices.contains(&port),
-            Err(_) => false,
-        }
+        self.routes.leads_to(src, port)
     }
 
     pub(super) fn choose_output(&self, in_port: usize, packet: &Packet<&[u8]>) -> Result<usize, NoRoute> {

@@ -21,7 +21,7 @@ impl Switch {
     /// queued for a report unless one was made within the report interval.
     pub(super) fn refuse_implausible(&mut self, now: Instant, port: usize, ahead_ns: u64) {
         self.counters.barrier_implausible += 1;
-        if self.ports[port].implausible.refuse(now, ahead_ns) {
+        if self.implausible_inputs[port].refuse(now, ahead_ns) {
             self.implausible.push(port as PortId);
         }
     }
@@ -29,6 +29,6 @@ impl Switch {
     /// The next input's report of frames refused, for the controller.
     pub(super) fn poll_implausible(&mut self) -> Option<ImplausibleReport> {
         let port = self.implausible.pop()?;
-        Some(self.ports[port as usize].implausible.take_report(port))
+        Some(self.implausible_inputs[port as usize].take_report(port))
     }
 }
