@@ -360,6 +360,21 @@ impl Client {
                 reason: e.to_string(),
             },
             ureq::Error::BodyExceedsLimit(n) => self.bad_answer(call, format!("answer over {n} bytes")),
+            // Under TLS 1.3 etcd refuses a client's certificate after the client has finished
+            // its handshake: the client may find the connection closed, not hear why.
+            ureq::Error::Io(e)
+                if self.endpoint.starts_with("https://")
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                EtcdError::Unreachable {
+                    endpoint: self.endpoint.clone(),
+                    call,
+                    reason: format!("{e} (did etcd refuse this client's certificate, or its lack of one?)"),
+                }
+            }
             e => EtcdError::Unreachable {
                 endpoint: self.endpoint.clone(),
                 call,
