@@ -28,6 +28,7 @@ pub mod group;
 mod replica;
 pub mod replica_loop;
 mod store;
+pub mod testing;
 
 pub use client::{Client, EtcdError, Lease};
 pub use connect::{Connect, Credentials, USER_FILE_ENV};

@@ -8,21 +8,15 @@
 // etcd starts, and its tokens lapse, in real time.
 #![allow(clippy::disallowed_methods)]
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use onepipe_etcd::gateway::RangeRequest;
+use onepipe_etcd::testing::{TestEtcd, write_user_file};
 use onepipe_etcd::{Client, Connect, ElectionConfig, EtcdError, EtcdStore, Replica};
 use onepipe_proto::controller::store::{Event, Record, Store};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const NEEDS_ETCD: &str = "needs the `etcd` binary on PATH (.ci/run installs Debian's etcd-server)";
 const TIMEOUT: Duration = Duration::from_secs(2);
-/// The most an etcd is given to start answering.
-const START_FOR: Duration = Duration::from_secs(20);
 
 /// A directory of the test's own, removed when dropped.
 struct Dir(PathBuf);
@@ -46,86 +40,6 @@ impl Dir {
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// An etcd this test started; killed when dropped.
-struct Etcd {
-    child: Child,
-    endpoint: String,
-    log: PathBuf,
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Etcd {
-    /// Starts etcd with its data in `dir`, serving clients at `scheme://127.0.0.1:PORT`.
-    fn start(dir: &Dir, scheme: &str, args: &[String]) -> Etcd {
-        let (client_port, peer_port) = (free_port(), free_port());
-        let endpoint = format!("{scheme}://127.0.0.1:{client_port}");
-        let peer = format!("http://127.0.0.1:{peer_port}");
-        let log = dir.0.join("etcd.log");
-        let child = Command::new("etcd")
-            .args(["--name", "secured", "--data-dir"])
-            .arg(dir.0.join("data"))
-            .args([
-                "--listen-client-urls",
-                &endpoint,
-                "--advertise-client-urls",
-                &endpoint,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("secured={peer}")])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect(NEEDS_ETCD);
-        Etcd { child, endpoint, log }
-    }
-
-    /// Waits until `client` gets an answer (any: a refusal is an answer).
-    fn wait_until_up(&mut self, client: &Client) {
-        let started = Instant::now();
-        loop {
-            match client.range(&RangeRequest::key(b"/up")) {
-                Ok(_) | Err(EtcdError::Refused { .. } | EtcdError::NoCredentials { .. }) => return,
-                Err(e) => {
-                    let exited = self.child.try_wait().unwrap();
-                    if exited.is_some() || started.elapsed() > START_FOR {
-                        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                        panic!(
-                            "etcd at {} did not come up ({exited:?}, last: {e}); its log:\n{log}",
-                            self.endpoint
-                        );
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn connect(&self) -> Connect {
-        Connect::new(&self.endpoint)
     }
 }
 
@@ -153,19 +67,6 @@ fn append_and_read_back(client: &Client, prefix: &str, records: &[Record]) {
     replica.resign().unwrap();
 }
 
-/// An administrator's call through the gateway, before authentication is on.
-fn admin(endpoint: &str, path: &str, body: serde_json::Value) {
-    let mut answer = ureq::post(format!("{endpoint}{path}"))
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .content_type("application/json")
-        .send(&serde_json::to_vec(&body).unwrap()[..])
-        .unwrap();
-    let text = answer.body_mut().read_to_string().unwrap();
-    assert_eq!(answer.status(), 200, "{path}: {text}");
-}
-
 /// etcd's authentication, set up as docs/udp.md says: user root (with role root, which
 /// enabling authentication needs), and user onepipe whose role may read and write only under
 /// /onepipe/. Then a client without credentials and one with a wrong password are refused with
@@ -175,43 +76,14 @@ fn admin(endpoint: &str, path: &str, body: serde_json::Value) {
 #[ignore = "needs etcd on PATH: .ci/run installs it; or cargo test -p onepipe-etcd --test secured -- --ignored"]
 fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
     let dir = Dir::new("auth");
-    let mut etcd = Etcd::start(
-        &dir,
-        "http",
-        &["--auth-token=simple".into(), "--auth-token-ttl=1".into()],
-    );
+    let args = [
+        "--auth-token=simple".to_string(),
+        "--auth-token-ttl=1".to_string(),
+    ];
+    let mut etcd = TestEtcd::start(&dir.0, "http", &args).unwrap();
     let open = Client::new(&etcd.connect(), TIMEOUT).unwrap();
-    etcd.wait_until_up(&open);
-    let url = etcd.endpoint.clone();
-    let b64 = |s: &str| STANDARD.encode(s);
-    admin(
-        &url,
-        "/v3/auth/user/add",
-        serde_json::json!({"name": "root", "password": "root-secret"}),
-    );
-    admin(&url, "/v3/auth/role/add", serde_json::json!({"name": "root"}));
-    admin(
-        &url,
-        "/v3/auth/user/grant",
-        serde_json::json!({"user": "root", "role": "root"}),
-    );
-    admin(&url, "/v3/auth/role/add", serde_json::json!({"name": "onepipe"}));
-    admin(
-        &url,
-        "/v3/auth/role/grant",
-        serde_json::json!({"name": "onepipe", "perm": {"permType": "READWRITE", "key": b64("/onepipe/"), "range_end": b64("/onepipe0")}}),
-    );
-    admin(
-        &url,
-        "/v3/auth/user/add",
-        serde_json::json!({"name": "onepipe", "password": "s3cret pass"}),
-    );
-    admin(
-        &url,
-        "/v3/auth/user/grant",
-        serde_json::json!({"user": "onepipe", "role": "onepipe"}),
-    );
-    admin(&url, "/v3/auth/enable", serde_json::json!({}));
+    etcd.wait_until_up(&open).unwrap();
+    etcd.enable_auth("onepipe", "s3cret pass", "/onepipe/").unwrap();
 
     // Without credentials.
     let e = open.range(&RangeRequest::key(b"/onepipe/x")).unwrap_err();
@@ -224,7 +96,8 @@ fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
         c.files.user_file = Some(file.to_path_buf());
         Client::new(&c, TIMEOUT).unwrap()
     };
-    let wrong = dir.file("wrong", "user = \"onepipe\"\npassword = \"guess\"\n", 0o600);
+    let wrong = dir.0.join("wrong");
+    write_user_file(&wrong, "onepipe", "guess").unwrap();
     let e = with_user(&wrong)
         .range(&RangeRequest::key(b"/onepipe/x"))
         .unwrap_err();
@@ -233,7 +106,8 @@ fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
     eprintln!("with a wrong password: {e}");
 
     // With the right one, within its role's keys, and not outside them.
-    let right = dir.file("right", "user = \"onepipe\"\npassword = \"s3cret pass\"\n", 0o600);
+    let right = dir.0.join("right");
+    write_user_file(&right, "onepipe", "s3cret pass").unwrap();
     let client = with_user(&right);
     let prefix = "/onepipe/secured/controller";
     append_and_read_back(&client, prefix, &[tick(1), tick(2), tick(3)]);
@@ -322,7 +196,7 @@ fn over_tls_only_a_client_with_a_certificate_of_the_ca_runs_the_log() {
         format!("--trusted-ca-file={}", path(&ours.ca)),
         "--client-cert-auth".to_string(),
     ];
-    let mut etcd = Etcd::start(&dir, "https", &args);
+    let mut etcd = TestEtcd::start(&dir.0, "https", &args).unwrap();
     let plain = etcd.connect();
     let connect = |ca: &PathBuf, cert: Option<&PathBuf>, key: Option<&PathBuf>| {
         let mut c = plain.clone();
@@ -336,7 +210,7 @@ fn over_tls_only_a_client_with_a_certificate_of_the_ca_runs_the_log() {
         TIMEOUT,
     )
     .unwrap();
-    etcd.wait_until_up(&good);
+    etcd.wait_until_up(&good).unwrap();
     append_and_read_back(&good, "/onepipe/tls/controller", &[tick(1), tick(2)]);
 
     // etcd refuses a client's certificate after the client has sent its own Finished (TLS
