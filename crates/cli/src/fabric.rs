@@ -3,13 +3,14 @@
 //! replicas are library code ([`onepipe::supervise`], [`onepipe_etcd::replica_loop`]); this
 //! parses their flags, says how to start a child, and prints.
 
-use crate::flags::{DeadAfterFlag, KeyFlags, TimeAheadFlag};
+use crate::flags::{DeadAfterFlag, EtcdFlags, KeyFlags, TimeAheadFlag};
 use clap::Args;
 use onepipe::file_store::FileStore;
 use onepipe::supervise::{self, Children, Note, Res, UpPlan, serve};
 use onepipe::udp::{UdpOptions, run_switch_reporting};
+use onepipe_etcd::Connect;
 use onepipe_etcd::replica_loop::{self, DEFAULT_LEASE_TTL_SECS};
-use onepipe_fabric::Topology;
+use onepipe_fabric::{EtcdFiles, Topology};
 use onepipe_proto::controller::ControllerConfig;
 use onepipe_proto::controller::store::MemoryStore;
 use onepipe_runtime::udp::UdpConfig;
@@ -93,11 +94,13 @@ impl FabricArgs {
 
 #[derive(Args, Clone, Debug)]
 pub struct ReplicaArgs {
-    /// Keep the log in etcd at URL (http://HOST:PORT) and run as one controller replica: it
-    /// stands by until it wins the election, then acts as the controller. Default: the
-    /// topology's `[controller] etcd`
+    /// Keep the log in etcd at URL (http://HOST:PORT, or https://HOST:PORT over TLS) and run
+    /// as one controller replica: it stands by until it wins the election, then acts as the
+    /// controller. Default: the topology's `[controller] etcd`
     #[arg(long, value_name = "URL", conflicts_with = "log")]
     pub etcd: Option<String>,
+    #[command(flatten)]
+    pub etcd_files: EtcdFlags,
     /// This replica's name in the election (default: HOSTNAME-PID)
     #[arg(long, value_name = "NAME")]
     pub replica: Option<String>,
@@ -219,6 +222,8 @@ pub struct UpArgs {
     /// The controller replicas' lease TTL (topologies whose [controller] names etcd)
     #[arg(long, value_name = "SECONDS", value_parser = crate::bounds::int::<u64>(1..=crate::bounds::LEASE_TTL_SECS_MAX))]
     lease_ttl_secs: Option<u64>,
+    #[command(flatten)]
+    etcd_files: EtcdFlags,
     /// Skew injection for tests: run switch NAME's clock US microseconds ahead (negative:
     /// behind), as if on another machine (repeatable; `onepipe switch --clock-offset-us`)
     #[arg(long, value_name = "NAME=US", value_parser = parse_switch_offset, allow_hyphen_values = true)]
@@ -299,27 +304,29 @@ pub fn controller(args: ControllerArgs) -> Result<ExitCode, String> {
 
 fn controller_inner(args: ControllerArgs) -> Res<ExitCode> {
     let topology = load(&args.topology)?;
-    let etcd = args
+    let url = args
         .replica
         .etcd
         .clone()
         .or_else(|| topology.controller.as_ref().and_then(|c| c.etcd.clone()));
+    let etcd = args.replica.etcd_files.connect(url.as_deref(), &topology)?;
     let options = args.fabric.options(topology)?;
     let stop = stop_on_signal()?;
     if args.exit_with_parent {
         supervise::stop_with_parent(&stop);
     }
     match (&etcd, &args.log) {
-        (Some(url), Some(_)) => Err(format!(
-            "the topology keeps the controller's log in etcd ({url}): drop --log, or the table's etcd"
+        (Some(connect), Some(_)) => Err(format!(
+            "the topology keeps the controller's log in etcd ({}): drop --log, or the table's etcd",
+            connect.endpoint
         )
         .into()),
-        (Some(url), None) => {
+        (Some(connect), None) => {
             let config = args.decide.config(Some(args.replica.lease_ttl_secs));
             replica_loop::run(
                 args.replica.replica,
                 args.replica.lease_ttl_secs,
-                url,
+                connect,
                 &options,
                 config,
                 &stop,
@@ -364,6 +371,17 @@ struct Spawn<'a> {
     exe: PathBuf,
     args: &'a UpArgs,
     topology: Topology,
+    /// The files that secure the way to etcd, as found once for every replica.
+    etcd_files: EtcdFiles,
+}
+
+impl Spawn<'_> {
+    fn connect(&self, url: &str) -> Connect {
+        Connect {
+            endpoint: url.to_string(),
+            files: self.etcd_files.clone(),
+        }
+    }
 }
 
 impl Children for Spawn<'_> {
@@ -373,6 +391,7 @@ impl Children for Spawn<'_> {
         match replica {
             Some(r) => {
                 cmd.args(["--replica", r]);
+                cmd.args(EtcdFlags::to_cli(&self.etcd_files));
                 if let Some(ttl) = self.args.lease_ttl_secs {
                     cmd.arg(format!("--lease-ttl-secs={ttl}"));
                 }
@@ -411,11 +430,11 @@ impl Children for Spawn<'_> {
     }
 
     fn prepare_group(&mut self, url: &str) -> Res<()> {
-        replica_loop::prepare_group(url, &self.topology, say)
+        replica_loop::prepare_group(&self.connect(url), &self.topology, say)
     }
 
     fn forget_group(&mut self, url: &str) {
-        replica_loop::forget_group(url, &self.topology, say);
+        replica_loop::forget_group(&self.connect(url), &self.topology, say);
     }
 }
 
@@ -436,11 +455,18 @@ fn up_inner(mut args: UpArgs) -> Res<ExitCode> {
         lease_ttl_secs: args.lease_ttl_secs,
         switch_clock_offsets: args.switch_clock_offset.clone(),
     };
+    let url = topology.controller.as_ref().and_then(|c| c.etcd.clone());
+    let etcd_files = args
+        .etcd_files
+        .connect(url.as_deref(), &topology)?
+        .map(|c| c.files)
+        .unwrap_or_default();
     let stop = stop_on_signal()?;
     let mut spawn = Spawn {
         exe: std::env::current_exe()?,
         args: &args,
         topology,
+        etcd_files,
     };
     supervise::up(&plan, &mut spawn, &stop, say)?;
     Ok(ExitCode::SUCCESS)

@@ -4,7 +4,8 @@
 
 use crate::demo::RuntimeKind;
 use clap::Args;
-use onepipe_fabric::Topology;
+use onepipe_etcd::Connect;
+use onepipe_fabric::{EtcdFiles, Topology};
 use onepipe_runtime::udp::auth::Auth;
 use std::path::PathBuf;
 
@@ -82,6 +83,77 @@ impl KeyFlags {
             v.push("--insecure-no-auth".into());
         }
         v
+    }
+}
+
+/// How the controller's replicas reach a secured etcd: `--etcd-ca-file`, `--etcd-cert-file`,
+/// `--etcd-key-file`, `--etcd-user-file` (`controller`, `up`; docs/udp.md, "Securing etcd").
+#[derive(Args, Clone, Debug, Default)]
+pub struct EtcdFlags {
+    /// The CA that signed etcd's certificate (PEM), for an https:// etcd [default: the
+    /// topology's `etcd_ca_file`, else the public web's CAs]
+    #[arg(long, value_name = "FILE")]
+    pub etcd_ca_file: Option<PathBuf>,
+    /// This client's certificate (PEM), for an etcd that asks for one (--client-cert-auth)
+    /// [default: the topology's `etcd_cert_file`]
+    #[arg(long, value_name = "FILE", requires = "etcd_key_file")]
+    pub etcd_cert_file: Option<PathBuf>,
+    /// This client's private key (PEM, mode 600) [default: the topology's `etcd_key_file`]
+    #[arg(long, value_name = "FILE", requires = "etcd_cert_file")]
+    pub etcd_key_file: Option<PathBuf>,
+    /// etcd's user and password, for an etcd with authentication on: a TOML file of mode 600,
+    /// `user = "NAME"` and `password = "SECRET"` [default: $ONEPIPE_ETCD_USER_FILE, else the
+    /// topology's `etcd_user_file`]
+    #[arg(long, value_name = "FILE")]
+    pub etcd_user_file: Option<PathBuf>,
+}
+
+impl EtcdFlags {
+    fn given(&self) -> EtcdFiles {
+        EtcdFiles {
+            ca_file: self.etcd_ca_file.clone(),
+            cert_file: self.etcd_cert_file.clone(),
+            key_file: self.etcd_key_file.clone(),
+            user_file: self.etcd_user_file.clone(),
+        }
+    }
+
+    /// How to reach etcd at `endpoint`, or an error if these flags name files and there is no
+    /// etcd.
+    pub fn connect(&self, endpoint: Option<&str>, topology: &Topology) -> Result<Option<Connect>, String> {
+        let given = self.given();
+        let Some(endpoint) = endpoint else {
+            return match given.is_empty() {
+                true => Ok(None),
+                false => Err(
+                    "the --etcd-*-file flags need etcd: `etcd` in the topology's [controller] (or, for \
+                              `onepipe controller`, --etcd URL)"
+                        .into(),
+                ),
+            };
+        };
+        let table = topology
+            .controller
+            .as_ref()
+            .map(|c| c.etcd_files.clone())
+            .unwrap_or_default();
+        Ok(Some(Connect::resolve(endpoint, &given, &table)))
+    }
+
+    /// The flags that name each file of `files`, so that a process started with them reads
+    /// those files whatever its environment.
+    pub fn to_cli(files: &EtcdFiles) -> Vec<String> {
+        let flag =
+            |name: &str, path: &Option<PathBuf>| path.as_ref().map(|p| format!("--{name}={}", p.display()));
+        [
+            flag("etcd-ca-file", &files.ca_file),
+            flag("etcd-cert-file", &files.cert_file),
+            flag("etcd-key-file", &files.key_file),
+            flag("etcd-user-file", &files.user_file),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 }
 
@@ -180,5 +252,38 @@ impl TimeAheadFlag {
 
     pub fn to_cli(self) -> String {
         format!("--time-ahead-max-ms={}", self.time_ahead_max_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Etcd {
+        #[command(flatten)]
+        etcd: EtcdFlags,
+    }
+
+    /// `onepipe up` finds the files once and names them to every replica it starts.
+    #[test]
+    fn etcd_files_reach_a_child_replica_unchanged() {
+        let files = EtcdFiles {
+            ca_file: Some("/a/ca.pem".into()),
+            cert_file: Some("rel/cert.pem".into()),
+            key_file: Some("/a/key with space.pem".into()),
+            user_file: Some("/a/user".into()),
+        };
+        let args = EtcdFlags::to_cli(&files);
+        let parsed = Etcd::try_parse_from(std::iter::once("onepipe".to_string()).chain(args)).unwrap();
+        assert_eq!(parsed.etcd.given(), files);
+        assert!(EtcdFlags::to_cli(&EtcdFiles::default()).is_empty());
+        let t = Topology::preset("single:2").unwrap();
+        assert_eq!(
+            parsed.etcd.connect(None, &t).unwrap_err().split(':').next(),
+            Some("the --etcd-*-file flags need etcd")
+        );
+        assert_eq!(EtcdFlags::default().connect(None, &t), Ok(None));
     }
 }

@@ -764,7 +764,11 @@ fn check_takeover(lines: &[String], old: &str, killed_at: u64, url: &str, file: 
     // `onepipe down` left neither a leader nor a log under the topology's prefix.
     let topology = Topology::from_file(file).unwrap();
     let prefix = format!("/onepipe/{}/controller", topology.name);
-    let client = onepipe_etcd::Client::new(url, std::time::Duration::from_secs(2)).unwrap();
+    let client = onepipe_etcd::Client::new(
+        &onepipe_etcd::Connect::new(url),
+        std::time::Duration::from_secs(2),
+    )
+    .unwrap();
     assert_eq!(onepipe_etcd::group::leader(&client, &prefix).unwrap(), None);
     assert_eq!(onepipe_etcd::group::delete_log(&client, &prefix).unwrap(), 0);
 }

@@ -398,6 +398,25 @@ pub struct ErrorBody {
 /// gRPC status NOT_FOUND, e.g. "etcdserver: requested lease not found".
 pub const NOT_FOUND: i64 = 5;
 
+/// gRPC status UNAUTHENTICATED: "etcdserver: invalid auth token" (it lapsed, or etcd
+/// restarted).
+pub const UNAUTHENTICATED: i64 = 16;
+
+/// `/v3/auth/authenticate`.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct AuthenticateRequest {
+    pub name: String,
+    pub password: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct AuthenticateResponse {
+    pub header: ResponseHeader,
+    /// Sent as the `Authorization` header of later calls.
+    pub token: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,8 +11,9 @@
 //! - [`replica_loop`]: one controller replica as `onepipe controller` runs it: stands by, then
 //!   serves as the controller while it leads.
 //! - [`Client`]: the few calls of etcd's v3 JSON gateway (`/v3/kv/*`, `/v3/lease/*`) over
-//!   plain HTTP, each with a timeout. The gateway, not gRPC, so that building needs no
-//!   `protoc`.
+//!   HTTP or HTTPS, each with a timeout. The gateway, not gRPC, so that building needs no
+//!   `protoc`. [`Connect`] says how to reach a secured etcd: TLS with client certificates,
+//!   and etcd's user/password authentication (docs/udp.md, "Securing etcd").
 //!
 //! Keys, under a prefix shared by the replicas (e.g. `/onepipe/controller`):
 //! - `<prefix>/leader`: the leader's id, attached to its lease;
@@ -20,14 +21,17 @@
 //!   the record's JSON. A compacted log starts past 0, at a snapshot (`Store::compact`).
 
 pub mod client;
+pub mod connect;
 pub mod election;
 pub mod gateway;
 pub mod group;
 mod replica;
 pub mod replica_loop;
 mod store;
+pub mod testing;
 
 pub use client::{Client, EtcdError, Lease};
+pub use connect::{Connect, Credentials, USER_FILE_ENV};
 pub use election::{Action, Campaign, Election, ElectionConfig, Leadership};
 pub use replica::Replica;
 pub use store::EtcdStore;

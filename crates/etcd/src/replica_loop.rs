@@ -8,7 +8,7 @@
 // at etcd.
 #![allow(clippy::disallowed_methods)]
 
-use crate::{Client, ElectionConfig, EtcdStore, Leadership, Replica, group};
+use crate::{Client, Connect, ElectionConfig, EtcdStore, Leadership, Replica, group};
 use onepipe::supervise::{Note, Res, Say, controller_prefix, serve};
 use onepipe::udp::{UdpOptions, UdpSystemError};
 use onepipe_fabric::Topology;
@@ -30,15 +30,16 @@ const NAP: Duration = Duration::from_millis(20);
 pub const DEFAULT_LEASE_TTL_SECS: u64 = 2;
 pub const LEASE_TTL_SECS_MAX: u64 = 3_600;
 
-/// A client for `url`, with errors that say what it is for.
-pub fn client(url: &str) -> Res<Client> {
-    Client::new(url, CALL_TIMEOUT).map_err(|e| format!("the controller's etcd: {e}").into())
+/// A client for `connect`, with errors that say what it is for.
+pub fn client(connect: &Connect) -> Res<Client> {
+    Client::new(connect, CALL_TIMEOUT).map_err(|e| format!("the controller's etcd: {e}").into())
 }
 
 /// Before `onepipe up` starts replicas on a fresh fabric: etcd answers, no replica of an
 /// earlier run still leads, and that run's log is gone (its failures are not this fabric's).
-pub fn prepare_group(url: &str, topology: &Topology, say: Say) -> Res<()> {
-    let client = client(url)?;
+pub fn prepare_group(connect: &Connect, topology: &Topology, say: Say) -> Res<()> {
+    let client = client(connect)?;
+    let url = &connect.endpoint;
     let prefix = controller_prefix(topology);
     let leader = group::leader(&client, &prefix)
         .map_err(|e| format!("cannot use etcd for the controller of `{}`: {e}", topology.name))?;
@@ -60,9 +61,9 @@ pub fn prepare_group(url: &str, topology: &Topology, say: Say) -> Res<()> {
 }
 
 /// After `onepipe up` stopped every replica: their log goes with the fabric.
-pub fn forget_group(url: &str, topology: &Topology, say: Say) {
+pub fn forget_group(connect: &Connect, topology: &Topology, say: Say) {
     let prefix = controller_prefix(topology);
-    if let Err(e) = client(url).and_then(|c| group::delete_log(&c, &prefix).map_err(Into::into)) {
+    if let Err(e) = client(connect).and_then(|c| group::delete_log(&c, &prefix).map_err(Into::into)) {
         say(Note::Err(format!(
             "could not delete the controller's log under {prefix}: {e}"
         )));
@@ -85,7 +86,7 @@ fn default_name() -> String {
 pub fn run(
     name: Option<String>,
     lease_ttl_secs: u64,
-    url: &str,
+    connect: &Connect,
     options: &UdpOptions,
     config: ControllerConfig,
     stop: &Arc<AtomicBool>,
@@ -102,7 +103,7 @@ pub fn run(
     let plan = onepipe_runtime::udp::plan::AddressPlan::new(&wiring)?;
     let addr = plan.controller.ok_or(UdpSystemError::NoController)?;
     let prefix = controller_prefix(&options.topology);
-    let client = client(url)?;
+    let client = client(connect)?;
     let election = ElectionConfig::with_ttl_secs(lease_ttl_secs);
     let mut replica = Replica::new(client, &prefix, &name, election);
     // The first calls fail fast: a wrong URL is an error, not a standby waiting forever.
@@ -139,8 +140,8 @@ pub fn run(
         std::thread::spawn(move || keep_leading(replica, term, &stop, &halt, &lost, say))
     };
     let log = format!(
-        "in etcd at {url} under {prefix} (replica {name}, term {})",
-        term.revision
+        "in etcd at {} under {prefix} (replica {name}, term {})",
+        connect.endpoint, term.revision
     );
     let served = serve(options, config, store, &halt, &log, say);
     halt.store(true, Ordering::Relaxed);

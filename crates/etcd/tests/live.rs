@@ -8,7 +8,7 @@
 
 use onepipe::{Duration, Instant};
 use onepipe_etcd::gateway::{DeleteRangeRequest, RangeRequest};
-use onepipe_etcd::{Client, ElectionConfig, EtcdStore, Keys, Replica};
+use onepipe_etcd::{Client, Connect, ElectionConfig, EtcdStore, Keys, Replica};
 use onepipe_fabric::{Topology, Wiring};
 use onepipe_proto::controller::graph::Graph;
 use onepipe_proto::controller::store::{Event, Record, Service, Store, StoreError};
@@ -19,7 +19,7 @@ const NEEDS_ETCD: &str = "set ONEPIPE_ETCD=http://HOST:PORT (see the ignore reas
 
 fn client() -> Client {
     let endpoint = std::env::var("ONEPIPE_ETCD").expect(NEEDS_ETCD);
-    Client::new(&endpoint, std::time::Duration::from_secs(2)).unwrap()
+    Client::new(&Connect::new(&endpoint), std::time::Duration::from_secs(2)).unwrap()
 }
 
 /// A key prefix no other test run uses; its keys are deleted when dropped.

@@ -17,5 +17,5 @@ pub mod wiring;
 pub use node::{Either, Hints, Node, PortId, Route};
 pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
-pub use topology::{Topology, TopologyError};
+pub use topology::{EtcdFiles, Topology, TopologyError};
 pub use wiring::{DirectedLink, Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};

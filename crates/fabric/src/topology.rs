@@ -9,7 +9,7 @@ use crate::limits::{FILE_BYTES_MAX, limit, limit_counts, limit_delay, limit_name
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Index into [`Topology::switches`].
 pub type SwitchIndex = usize;
@@ -58,12 +58,44 @@ pub struct ControllerSpec {
     /// Where the controller listens; `None` takes the default plan
     /// (`onepipe_runtime::udp::AddressPlan`).
     pub addr: Option<SocketAddr>,
-    /// The etcd endpoint (`http://HOST:PORT`) that keeps the controller's log and elects the
-    /// active replica; `None` keeps the log in a file or in memory.
+    /// The etcd endpoint (`http://HOST:PORT`, or `https://HOST:PORT` over TLS) that keeps the
+    /// controller's log and elects the active replica; `None` keeps the log in a file or in
+    /// memory.
     pub etcd: Option<String>,
+    /// The files that let a replica into a secured etcd (`etcd_ca_file`, ...; relative to the
+    /// topology file); only with `etcd`.
+    pub etcd_files: EtcdFiles,
     /// How many controller replicas `onepipe up` starts: one is active, the others stand by
     /// (more than one needs `etcd`).
     pub replicas: u32,
+}
+
+/// The files a client of a secured etcd reads (docs/udp.md, "Securing etcd"): for TLS, the CA
+/// that signed etcd's certificate and this client's certificate and key (PEM); for etcd's
+/// authentication, a credentials file with a user name and password. All optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EtcdFiles {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub user_file: Option<PathBuf>,
+}
+
+impl EtcdFiles {
+    pub fn is_empty(&self) -> bool {
+        *self == EtcdFiles::default()
+    }
+
+    /// Each path made relative to `dir` (an absolute one stays).
+    fn relative_to(self, dir: &Path) -> EtcdFiles {
+        let join = |p: Option<PathBuf>| p.map(|p| dir.join(p));
+        EtcdFiles {
+            ca_file: join(self.ca_file),
+            cert_file: join(self.cert_file),
+            key_file: join(self.key_file),
+            user_file: join(self.user_file),
+        }
+    }
 }
 
 /// More replicas than this is a typo, not a deployment.
@@ -166,6 +198,10 @@ struct FileController {
     addr: Option<String>,
     etcd: Option<String>,
     replicas: Option<u32>,
+    etcd_ca_file: Option<PathBuf>,
+    etcd_cert_file: Option<PathBuf>,
+    etcd_key_file: Option<PathBuf>,
+    etcd_user_file: Option<PathBuf>,
 }
 
 impl FileTopology {
@@ -207,11 +243,22 @@ impl FileController {
             ));
         }
         if let Some(url) = &self.etcd
-            && (!url.starts_with("http://") || url.len() == "http://".len())
+            && !["http://", "https://"]
+                .iter()
+                .any(|scheme| url.strip_prefix(scheme).is_some_and(|host| !host.is_empty()))
         {
             return bad(format!(
-                "etcd = \"{url}\": expected http://HOST:PORT (etcd's v3 gateway, plain HTTP)"
+                "etcd = \"{url}\": expected http://HOST:PORT or https://HOST:PORT (etcd's v3 gateway)"
             ));
+        }
+        let etcd_files = EtcdFiles {
+            ca_file: self.etcd_ca_file,
+            cert_file: self.etcd_cert_file,
+            key_file: self.etcd_key_file,
+            user_file: self.etcd_user_file,
+        };
+        if self.etcd.is_none() && !etcd_files.is_empty() {
+            return bad("etcd_ca_file, etcd_cert_file, etcd_key_file and etcd_user_file need etcd".into());
         }
         if replicas > 1 && self.etcd.is_none() {
             return bad(format!(
@@ -222,6 +269,7 @@ impl FileController {
         Ok(ControllerSpec {
             addr: parse_addr("controller", self.addr.as_deref())?,
             etcd: self.etcd,
+            etcd_files,
             replicas,
         })
     }
@@ -410,6 +458,9 @@ impl Topology {
         // command runs.
         if let (Some(key), Some(dir)) = (&t.key_file, path.parent()) {
             t.key_file = Some(dir.join(key));
+        }
+        if let (Some(c), Some(dir)) = (&mut t.controller, path.parent()) {
+            c.etcd_files = std::mem::take(&mut c.etcd_files).relative_to(dir);
         }
         Ok(t)
     }
@@ -808,6 +859,13 @@ mod tests {
         assert!(message("replicas = 0").contains("expected 1 to 9"));
         assert!(message("etcd = \"127.0.0.1:2379\"").contains("expected http://HOST:PORT"));
         assert!(message("etcd = \"http://\"").contains("expected http://HOST:PORT"));
+        assert!(message("etcd = \"https://\"").contains("expected http://HOST:PORT"));
+        assert!(message("etcd_user_file = \"u\"").contains("need etcd"));
+        let tls = with("etcd = \"https://127.0.0.1:2379\"\netcd_ca_file = \"ca.pem\"")
+            .unwrap()
+            .controller
+            .unwrap();
+        assert_eq!(tls.etcd_files.ca_file, Some("ca.pem".into()));
         assert!(message("replicas = -1").contains("invalid topology file"));
         assert!(message("etcd = 5").contains("invalid topology file"));
     }
@@ -828,6 +886,11 @@ mod tests {
             "an absolute path stays"
         );
         assert_eq!(Topology::from_toml(GOOD).unwrap().key_file, None);
+        let table = "[controller]\netcd = \"https://h:1\"\netcd_user_file = \"etcd/user\"\netcd_ca_file = \"/ca.pem\"\n";
+        std::fs::write(&path, format!("{GOOD}\n{table}")).unwrap();
+        let files = Topology::from_file(&path).unwrap().controller.unwrap().etcd_files;
+        assert_eq!(files.user_file, Some(dir.join("etcd/user")));
+        assert_eq!(files.ca_file, Some("/ca.pem".into()), "an absolute path stays");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -293,8 +293,9 @@ impl KeyRing {
     }
 }
 
-/// A key file must be the owner's alone, as ssh requires of private keys.
-fn check_private(meta: &std::fs::Metadata, path: &str) -> Result<(), KeyError> {
+/// A key file must be the owner's alone, as ssh requires of private keys. Other secrets read
+/// from files (etcd's credentials and client key, crates/etcd) are held to the same rule.
+pub fn check_private(meta: &std::fs::Metadata, path: &str) -> Result<(), KeyError> {
     let mode = meta.mode() & 0o777;
     match mode & 0o077 {
         0 => Ok(()),
