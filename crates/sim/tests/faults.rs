@@ -498,3 +498,16 @@ fn a_host_silent_across_its_tors_restart_holds_the_commit_lane() {
     assert_eq!(r.violations, 0, "{:?}", r.examples);
     assert!(r.checks.liveness && r.checks.no_loss);
 }
+
+/// Campaign seed 90109845: a spine restarted while the core it links to was dead. The fresh
+/// spine held its input from the dead core in its commit lane (a restarted switch holds every
+/// input until it speaks) and reported it; the controller had decided that link while the spine
+/// was down, with only the core's end to remove, and sent the spine no Resume, so every rack's
+/// commit barrier stalled. A decided link's late report gets its Resume once no recovery is in
+/// progress.
+#[test]
+fn a_restarted_spine_next_to_a_dead_core_is_told_to_drop_it() {
+    let command = "onepipe sim --seed 90109845 --topology testbed --processes-per-host 2 --skew 5000ns --drift-ppm 10 --pattern random:4 --gap 17408ns --message-bytes 200 --message-bytes-max 1700 --send 264000ns --drain 3000000ns --drain-max 0ns --reliable --controller --fail switch:core1@105000ns --fail restart:spine0.0@37000ns+91000ns";
+    let config = replay(command);
+    check_recovered(config);
+}

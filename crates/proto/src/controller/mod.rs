@@ -539,7 +539,7 @@ impl Controller {
         }
         if self.down[link] {
             self.counters.duplicate_reports += 1;
-            self.resend_resume(node, port);
+            self.resend_resume(link, node, port);
             return Ok(());
         }
         self.down[link] = true;
@@ -571,15 +571,22 @@ impl Controller {
     /// (switches repeat a report until the input leaves their commit lane, because management
     /// frames can be lost), or its own first report came late. It gets its Resume again;
     /// removing an input twice changes nothing.
-    fn resend_resume(&mut self, node: NodeId, port: u16) {
+    ///
+    /// So does a switch that was not on the controller's side when the link was decided, and
+    /// is now: a switch that restarted holds every input in its commit lane until it speaks,
+    /// and an input that never will (its far switch is dead) is removed once no recovery is in
+    /// progress (found by a simulator campaign, seed 90109845: a spine restarted next to a dead
+    /// core, and its commit barrier stalled every rack's).
+    fn resend_resume(&mut self, link: usize, node: NodeId, port: u16) {
         if node >= self.graph.switch_count() {
             return;
         }
-        let resumed = self
+        let listed = self
             .epochs
             .iter()
             .any(|e| e.resumed && e.inputs.get(&node).is_some_and(|ports| ports.contains(&port)));
-        if !resumed {
+        let settled = !self.undecided.contains(&link) && self.epochs.iter().all(|e| e.resumed);
+        if !listed && !settled {
             return; // decided later, or not yet resumed: its Resume is still to come
         }
         self.counters.resumes_resent += 1;

@@ -705,3 +705,33 @@ fn a_failed_racks_tor_heard_again_stays_out() {
     assert_eq!(c.counters().readmissions_refused, 2);
     assert_eq!(c.counters().links_readmitted, 0);
 }
+
+/// A switch that was not on the controller's side when a link was decided (it was down), and
+/// reports that link later (it restarted, and one neighbour stayed silent), is told to remove
+/// it once no recovery is in progress (simulator campaign seed 90109845).
+#[test]
+fn a_late_report_of_a_decided_link_gets_its_resume() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    // Spine 2 dies: both leaves report their uplinks to it, and the links are decided with the
+    // leaves' ends only (the spine is cut off from everything).
+    for leaf in [0, 1] {
+        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
+            .unwrap();
+    }
+    c.handle_timeout(t(10) + SETTLE);
+    outputs(&mut c);
+    // It restarts; leaf 1 hears it and the link is readmitted. Leaf 0 stays silent to it.
+    c.handle_input(t(30), heard(&w, 1, 2)).unwrap();
+    outputs(&mut c);
+    c.handle_input(t(40), down(Member::Switch(2), port_to(&w, 2, 0), t(0)))
+        .unwrap();
+    assert_eq!(
+        outputs(&mut c),
+        vec![Output::RemoveInputs {
+            switch: 2,
+            ports: vec![port_to(&w, 2, 0)]
+        }]
+    );
+    assert!(c.failures().is_empty());
+}
