@@ -80,6 +80,15 @@ impl HostClock {
         Instant::from_nanos(v as u64)
     }
 
+    /// Steps the clock by `delta_ns` (back if negative), as NTP does when a clock is too far off
+    /// to slew: from now on it reads that much more (or less). The guards stay: after a step
+    /// back, [`HostClock::read`] holds at its last reading until the clock catches up, and
+    /// nothing is issued below what was issued, promised or delivered, so neither timestamps
+    /// nor the barriers built from [`HostClock::issue_floor`] ever go back.
+    pub fn step(&mut self, delta_ns: i64) {
+        self.offset_ns = self.offset_ns.saturating_add(delta_ns);
+    }
+
     /// The host's time: never lower than an earlier reading.
     pub fn read(&mut self, now: Instant) -> Instant {
         self.last_read = self.last_read.max(self.reading(now));
@@ -186,6 +195,30 @@ mod tests {
         // The shared source going backwards (or a smaller reading) never moves the clock back.
         assert_eq!(c.read(Instant::from_nanos(900)).as_nanos(), 500);
         assert_eq!(c.read(Instant::from_nanos(2_000)).as_nanos(), 1_500);
+    }
+
+    /// A step back holds readings, timestamps and the issue floor where they were until the
+    /// clock catches up; a step forward moves them all on at once.
+    #[test]
+    fn steps_never_take_readings_timestamps_or_the_floor_back() {
+        let mut c = HostClock::new(0);
+        let t = Instant::from_nanos;
+        let ts = c.issue(t(10_000));
+        let floor = c.issue_floor(t(10_000));
+        c.step(-5_000);
+        assert_eq!(
+            c.reading(t(11_000)).as_nanos(),
+            6_000,
+            "the raw reading went back"
+        );
+        assert_eq!(c.read(t(11_000)), ts, "held at the last reading");
+        assert!(c.issue_floor(t(11_000)) >= floor);
+        let next = c.issue(t(11_000));
+        assert!(next > ts, "{next:?} after {ts:?}");
+        assert_eq!(c.issue(t(20_000)).as_nanos(), 15_000, "caught up");
+        c.step(1_000_000);
+        assert_eq!(c.read(t(20_000)).as_nanos(), 1_015_000);
+        assert_eq!(c.offset_ns(), 995_000);
     }
 
     #[test]

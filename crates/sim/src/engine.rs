@@ -253,6 +253,9 @@ pub struct Engine<N: Node> {
     stats: Stats,
     buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
+    /// Steps a node's clock: the engine knows nodes only as [`Node`]s, which have no clock of
+    /// their own. Without it, clock steps change nothing.
+    clock_stepper: Option<fn(&mut N, i64)>,
 }
 
 impl<N: Node> Engine<N> {
@@ -347,6 +350,7 @@ impl<N: Node> Engine<N> {
             stats: Stats::default(),
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
+            clock_stepper: None,
             model,
         };
         for n in 0..count as u32 {
@@ -417,6 +421,12 @@ impl<N: Node> Engine<N> {
         for action in fault.actions() {
             self.push(action.0, Event::Fault(action.1));
         }
+    }
+
+    /// Node `node`'s clock steps by `delta_ns` at `at`, through `stepper`.
+    pub fn schedule_clock_step(&mut self, at: Instant, node: u32, delta_ns: i64, stepper: fn(&mut N, i64)) {
+        self.clock_stepper = Some(stepper);
+        self.push(at, Event::Fault(FaultAction::ClockStep { node, delta_ns }));
     }
 
     /// Runs every event up to and including `until`.
@@ -772,6 +782,14 @@ impl<N: Node> Engine<N> {
                     p.queue.clear();
                     p.queued_bytes = 0;
                 }
+            }
+            FaultAction::ClockStep { node, delta_ns } => {
+                let (Some(step), Some(s)) = (self.clock_stepper, self.nodes.get_mut(node as usize)) else {
+                    return;
+                };
+                step(&mut s.node, delta_ns);
+                // Its timers are on the stepped clock now.
+                self.kick(node);
             }
         }
     }

@@ -10,6 +10,8 @@ pub enum FaultAction {
     Link { link: u32, up: bool },
     /// A node stops (or resumes) processing.
     Node { node: u32, up: bool },
+    /// A node's clock steps by `delta_ns` (back if negative), as NTP steps a clock.
+    ClockStep { node: u32, delta_ns: i64 },
 }
 
 impl FaultAction {
@@ -18,6 +20,9 @@ impl FaultAction {
         match *self {
             FaultAction::Link { link, up } => (link as u64) << 2 | up as u64,
             FaultAction::Node { node, up } => (node as u64) << 2 | 2 | up as u64,
+            FaultAction::ClockStep { node, delta_ns } => {
+                onepipe_proto::hash::mix64((node as u64) << 32 ^ delta_ns as u64)
+            }
         }
     }
 }

@@ -279,6 +279,14 @@ pub struct Times {
     pub first_failure_at: Option<Instant>,
 }
 
+/// A clock step on a process's node (the only nodes with clocks of their own: switches and
+/// the controller run on the shared clock).
+fn step_host_clock(node: &mut SimNode, delta_ns: i64) {
+    if let Some(h) = node.host_mut() {
+        h.endpoint.step_clock(delta_ns);
+    }
+}
+
 pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
     let wiring = Wiring::new(config.topology.clone(), config.processes_per_host)
         .map_err(|e| SimError::Wiring(e.to_string()))?;
@@ -406,6 +414,10 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
             at: send_from + f.at,
             heal_at: f.lasts.map(|d| send_from + f.at + d),
         });
+    }
+    for c in &config.clock_steps {
+        let node = wiring.node_of_process(c.process) as u32;
+        engine.schedule_clock_step(send_from + c.at, node, c.delta_ns, step_host_clock);
     }
     for f in &config.forged_beacons {
         forge_beacon(&mut engine, &wiring, send_from, f)?;
