@@ -493,9 +493,9 @@ impl SimConfig {
             return Ok(());
         }
         let why = format!(
-            "clocks may get {spread_ns} ns apart (4 x skew_mean {} ns, drift_ppb_max {} over the run, \
-             clock_steps of {} ns in all), more than time_ahead_max ({max_ns} ns): correct hosts' \
-             barriers and timestamps would be refused as implausible",
+            "is {max_ns} ns, less than the {spread_ns} ns the run's clocks may get apart (4 x \
+             skew_mean {} ns, drift_ppb_max {} over the run, clock_steps of {} ns in all): correct \
+             hosts' barriers and timestamps would be refused as implausible",
             self.skew_mean.as_nanos(),
             self.drift_ppb_max,
             self.clock_steps

@@ -255,7 +255,7 @@ pub struct Engine<N: Node> {
     spare: Vec<Vec<u8>>,
     /// Steps a node's clock: the engine knows nodes only as [`Node`]s, which have no clock of
     /// their own. Without it, clock steps change nothing.
-    clock_stepper: Option<fn(&mut N, i64)>,
+    clock_stepper: Option<fn(&mut N, Instant, i64)>,
 }
 
 impl<N: Node> Engine<N> {
@@ -424,7 +424,13 @@ impl<N: Node> Engine<N> {
     }
 
     /// Node `node`'s clock steps by `delta_ns` at `at`, through `stepper`.
-    pub fn schedule_clock_step(&mut self, at: Instant, node: u32, delta_ns: i64, stepper: fn(&mut N, i64)) {
+    pub fn schedule_clock_step(
+        &mut self,
+        at: Instant,
+        node: u32,
+        delta_ns: i64,
+        stepper: fn(&mut N, Instant, i64),
+    ) {
         self.clock_stepper = Some(stepper);
         self.push(at, Event::Fault(FaultAction::ClockStep { node, delta_ns }));
     }
@@ -787,7 +793,7 @@ impl<N: Node> Engine<N> {
                 let (Some(step), Some(s)) = (self.clock_stepper, self.nodes.get_mut(node as usize)) else {
                     return;
                 };
-                step(&mut s.node, delta_ns);
+                step(&mut s.node, self.now, delta_ns);
                 // Its timers are on the stepped clock now.
                 self.kick(node);
             }

@@ -193,7 +193,10 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         .reliable_config
         .rto_max
         .saturating_mul(4)
-        .max(DRAIN_STALL_MIN);
+        .max(DRAIN_STALL_MIN)
+        // A message waits until every clock has passed its timestamp, and nothing moves
+        // meanwhile when a clock is far ahead (skew, a step forward).
+        .max(onepipe_wire::Duration::from_nanos(config.clock_spread_ns_max()));
     let (mut moved, mut moved_at) = (traffic_progress(&engine, &wiring), engine.now());
     while engine.now() < drain_end
         && engine.now() - moved_at < stall_max
@@ -281,9 +284,9 @@ pub struct Times {
 
 /// A clock step on a process's node (the only nodes with clocks of their own: switches and
 /// the controller run on the shared clock).
-fn step_host_clock(node: &mut SimNode, delta_ns: i64) {
+fn step_host_clock(node: &mut SimNode, now: Instant, delta_ns: i64) {
     if let Some(h) = node.host_mut() {
-        h.endpoint.step_clock(delta_ns);
+        h.endpoint.step_clock(now, delta_ns);
     }
 }
 

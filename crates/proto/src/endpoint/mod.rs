@@ -473,11 +473,11 @@ impl Endpoint {
         self.clock.reading(now)
     }
 
-    /// Steps the host clock by `delta_ns` (back if negative), as NTP does when it steps a clock
+    /// Steps the host clock by `delta_ns` at `now` (back if negative), as NTP does when it steps a clock
     /// ([`HostClock::step`]): timestamps and barriers never go back; after a step forward they
     /// jump ahead, and the others' barriers take that long to pass this host's messages.
-    pub fn step_clock(&mut self, delta_ns: i64) {
-        self.clock.step(delta_ns);
+    pub fn step_clock(&mut self, now: Instant, delta_ns: i64) {
+        self.clock.step(now, delta_ns);
     }
 
     /// Packets a message of `len` bytes needs.
@@ -867,11 +867,10 @@ impl Endpoint {
         if now < self.next_beacon_at {
             return;
         }
-        // On the clock's raw reading, not the guarded one: after the clock steps back, the
-        // guarded reading holds until the clock catches up, and the next multiple of it would
-        // be that far away; the link would fall silent past the dead-link timeout (the barrier
-        // the beacon carries is the guarded floor, which never goes back).
-        let reading = self.clock.reading(now);
+        // While a step back holds the clock, on its raw reading: the next multiple of the held
+        // one is as far away as the step was long, and the link would fall silent past the
+        // dead-link timeout (the beacon's barrier is the guarded floor, which never goes back).
+        let reading = self.clock.schedule_reading(now);
         self.beacon_due = true;
         self.next_beacon_at = self
             .clock

@@ -939,7 +939,7 @@ fn after_a_clock_step_back_beacons_keep_coming_and_the_barrier_holds() {
     let mut ep = endpoint(0, 2);
     ep.handle_timeout(t(100_000));
     let before = repr(&drain(&mut ep, 100_000)[0]).barrier;
-    ep.step_clock(-20_000);
+    ep.step_clock(t(100_000), -20_000);
     let mut now = 100_000;
     for _ in 0..5 {
         let due = ep.poll_timeout().as_nanos();
