@@ -411,6 +411,18 @@ pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
                 out.violations += 1;
                 out.problems.push(problem);
             }
+            // Nothing lost, duplicated, reordered or failed: links are FIFO and every input
+            // stays live, so nothing may arrive below a barrier already passed (a clock step
+            // that silenced a host's link past the dead-link timeout did: bug 12).
+            let fault_free = config.failures.is_empty()
+                && !(config.loss > 0.0 || config.duplicate > 0.0 || config.reorder > 0.0);
+            if fault_free && r.late_drops > 0 {
+                out.violations += 1;
+                out.problems.push(format!(
+                    "[late] {} packets dropped as late with no fault",
+                    r.late_drops
+                ));
+            }
             // Nothing forged: every frame came from a correct sender, and refusing one means
             // the bound on time (docs/ordering.md, "Implausible time") is below the run's skew.
             if config.forged_beacons.is_empty() && r.implausible_refused > 0 {
