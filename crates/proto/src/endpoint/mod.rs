@@ -473,7 +473,7 @@ impl Endpoint {
         self.clock.reading(now)
     }
 
-    /// Steps the host clock by `delta_ns` at `now` (back if negative), as NTP does when it steps a clock
+    /// Steps the host clock by `delta_ns` at `now` (back if negative), as NTP steps a clock
     /// ([`HostClock::step`]): timestamps and barriers never go back; after a step forward they
     /// jump ahead, and the others' barriers take that long to pass this host's messages.
     pub fn step_clock(&mut self, now: Instant, delta_ns: i64) {
