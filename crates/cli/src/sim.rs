@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_sim::config::parse_time;
 use onepipe_sim::traffic::Pattern;
-use onepipe_sim::{Failure, SimConfig, SimReport};
+use onepipe_sim::{ClockStep, Failure, SimConfig, SimReport};
 use onepipe_wire::Duration;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -141,6 +141,11 @@ pub struct RunArgs {
     /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D] (T after traffic starts, D how long); repeatable
     #[arg(long = "fail")]
     failures: Vec<Failure>,
+    /// A host's clock steps, as NTP steps a clock: host:P@T+D (forward) or host:P@T-D (back), T
+    /// after traffic starts; repeatable. Timestamps and barriers never go back; --time-ahead-max-ms
+    /// must cover the steps (the run says by how much)
+    #[arg(long = "clock-step")]
+    clock_steps: Vec<ClockStep>,
     /// Destinations of each scattering: broadcast, random:K, incast:P
     #[arg(long, default_value = "broadcast")]
     pattern: Pattern,
@@ -253,6 +258,7 @@ impl RunArgs {
             reorder: self.reorder,
             faults_for: self.faults_for,
             failures: self.failures.clone(),
+            clock_steps: self.clock_steps.clone(),
             pattern: self.pattern,
             gap: self.gap,
             message_bytes_min: self.msg.message_bytes,

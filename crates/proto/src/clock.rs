@@ -27,6 +27,9 @@ pub struct HostClock {
     delivered_max: Option<Instant>,
     /// The host promised never to issue a timestamp below this (see [`HostClock::promise`]).
     promised: Instant,
+    /// What the clock read when it last stepped back: until the raw reading is back there,
+    /// the guard holds readings (see [`HostClock::schedule_reading`]).
+    stepped_back_from: Instant,
 }
 
 impl HostClock {
@@ -48,6 +51,7 @@ impl HostClock {
             last_issued: None,
             delivered_max: None,
             promised: Instant::ZERO,
+            stepped_back_from: Instant::ZERO,
         }
     }
 
@@ -78,6 +82,30 @@ impl HostClock {
             v -= 1;
         }
         Instant::from_nanos(v as u64)
+    }
+
+    /// Steps the clock by `delta_ns` at shared time `now` (back if negative), as NTP does when
+    /// a clock is too far off to slew: from then on it reads that much more (or less). The
+    /// guards stay: after a step back, [`HostClock::read`] holds at its last reading until the
+    /// clock catches up, and nothing is issued below what was issued, promised or delivered,
+    /// so neither timestamps nor the barriers built from [`HostClock::issue_floor`] go back.
+    pub fn step(&mut self, now: Instant, delta_ns: i64) {
+        let before = self.read(now);
+        if delta_ns < 0 {
+            self.stepped_back_from = before;
+        }
+        self.offset_ns = self.offset_ns.saturating_add(delta_ns);
+    }
+
+    /// The reading to schedule periodic work by (beacons at multiples of the interval): the
+    /// guarded one, except while a step back holds it, when the next multiple of the held
+    /// reading would be as far away as the step was long; then the raw reading.
+    pub fn schedule_reading(&mut self, now: Instant) -> Instant {
+        let raw = self.reading(now);
+        if raw < self.stepped_back_from {
+            return raw;
+        }
+        self.read(now)
     }
 
     /// The host's time: never lower than an earlier reading.
@@ -186,6 +214,36 @@ mod tests {
         // The shared source going backwards (or a smaller reading) never moves the clock back.
         assert_eq!(c.read(Instant::from_nanos(900)).as_nanos(), 500);
         assert_eq!(c.read(Instant::from_nanos(2_000)).as_nanos(), 1_500);
+    }
+
+    /// A step back holds readings, timestamps and the issue floor where they were until the
+    /// clock catches up; a step forward moves them all on at once.
+    #[test]
+    fn steps_never_take_readings_timestamps_or_the_floor_back() {
+        let mut c = HostClock::new(0);
+        let t = Instant::from_nanos;
+        let ts = c.issue(t(10_000));
+        let floor = c.issue_floor(t(10_000));
+        c.step(t(10_000), -5_000);
+        assert_eq!(
+            c.reading(t(11_000)).as_nanos(),
+            6_000,
+            "the raw reading went back"
+        );
+        assert_eq!(
+            c.schedule_reading(t(11_000)).as_nanos(),
+            6_000,
+            "schedules follow it"
+        );
+        assert_eq!(c.read(t(11_000)), ts, "held at the last reading");
+        assert!(c.issue_floor(t(11_000)) >= floor);
+        let next = c.issue(t(11_000));
+        assert!(next > ts, "{next:?} after {ts:?}");
+        assert_eq!(c.issue(t(20_000)).as_nanos(), 15_000, "caught up");
+        assert_eq!(c.schedule_reading(t(20_000)).as_nanos(), 15_000);
+        c.step(t(20_000), 1_000_000);
+        assert_eq!(c.read(t(20_000)).as_nanos(), 1_015_000);
+        assert_eq!(c.offset_ns(), 995_000);
     }
 
     #[test]

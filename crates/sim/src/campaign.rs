@@ -2,7 +2,7 @@
 //! (so that different seeds stress different corners, TigerBeetle's VOPR idea), runs them, and
 //! checks safety over the whole run and liveness after the faults heal.
 
-use crate::config::{FailTarget, Failure, SimConfig};
+use crate::config::{ClockStep, FailTarget, Failure, SimConfig};
 use crate::run::{SimError, SimReport, run};
 use crate::traffic::Pattern;
 use onepipe_fabric::Topology;
@@ -24,6 +24,10 @@ pub struct CampaignRun {
     pub duplicate: f64,
     pub reorder: f64,
     pub failures: Vec<String>,
+    /// Clock steps, as `--clock-step` spells them.
+    pub clock_steps: Vec<String>,
+    pub skew_mean_ns: u64,
+    pub time_ahead_max_ns: u64,
     /// The controller ran: failures are permanent and atomicity is checked.
     pub controller: bool,
     pub violations: u64,
@@ -221,7 +225,48 @@ pub fn draw(seed: u64, faults_max: u32) -> (SimConfig, String) {
             });
         }
     }
+    // Clock steps and large skew: drawn last, so that a seed that draws neither runs what it
+    // ran before they existed.
+    draw_clocks(&mut rng, &mut config);
     (config, spec.to_string())
+}
+
+/// Clock steps (a quarter of the seeds: one or two, forward or back, 1-100 us, with the
+/// reliable service up to 1 ms) and large skew (a tenth: up to 200 us mean, so 800 us between
+/// two clocks), with the drain lengthened by as much as they delay a message; half of those
+/// runs put `time_ahead_max` exactly at how far apart their clocks may get, where anything
+/// further would be refused.
+fn draw_clocks(rng: &mut SplitMix, config: &mut SimConfig) {
+    let processes = config.topology.hosts.len() as u64 * config.processes_per_host as u64;
+    let steps = if chance(rng, 0.25) { uniform(rng, 1, 2) } else { 0 };
+    for _ in 0..steps {
+        let process = (rng.next_u64() % processes) as u32;
+        let at = Duration::from_micros(uniform(rng, 10, config.send_for.as_nanos() / 1000 - 10));
+        let size_us = if config.reliable && chance(rng, 0.3) {
+            uniform(rng, 100, 1000)
+        } else {
+            uniform(rng, 1, 100)
+        };
+        let sign = if chance(rng, 0.5) { -1 } else { 1 };
+        config.clock_steps.push(ClockStep {
+            process,
+            at,
+            delta_ns: sign * size_us as i64 * 1000,
+        });
+    }
+    let large_skew = chance(rng, 0.1);
+    if large_skew {
+        config.skew_mean = Duration::from_micros(pick(rng, &[20, 50, 100, 200]));
+    }
+    if steps == 0 && !large_skew {
+        return;
+    }
+    // A message waits until every clock has passed its timestamp: up to how far apart they get.
+    let spread = Duration::from_nanos(config.clock_spread_ns_max());
+    config.drain = config.drain + spread;
+    if chance(rng, 0.5) {
+        config.time_ahead_max = Duration::from_nanos(config.clock_spread_ns_max());
+    }
 }
 
 /// What a campaign's faults may hit.
@@ -304,6 +349,15 @@ pub fn replay_command(c: &SimConfig, topology: &str) -> String {
     for f in &c.failures {
         cmd += &format!(" --fail {}", describe(f));
     }
+    for step in &c.clock_steps {
+        cmd += &format!(" --clock-step {step}");
+    }
+    if c.time_ahead_max != SimConfig::default().time_ahead_max {
+        cmd += &format!(
+            " --time-ahead-max-ms {}",
+            c.time_ahead_max.as_nanos() as f64 / 1e6
+        );
+    }
     cmd
 }
 
@@ -357,6 +411,9 @@ pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
         duplicate: config.duplicate,
         reorder: config.reorder,
         failures: config.failures.iter().map(describe).collect(),
+        clock_steps: config.clock_steps.iter().map(ClockStep::to_string).collect(),
+        skew_mean_ns: config.skew_mean.as_nanos(),
+        time_ahead_max_ns: config.time_ahead_max.as_nanos(),
         controller: config.controller,
         violations: 0,
         events: 0,
@@ -378,6 +435,18 @@ pub fn run_seed(seed: u64, faults_max: u32) -> CampaignRun {
             if let Some(problem) = declared {
                 out.violations += 1;
                 out.problems.push(problem);
+            }
+            // Nothing lost, duplicated, reordered or failed: links are FIFO and every input
+            // stays live, so nothing may arrive below a barrier already passed (a clock step
+            // that silenced a host's link past the dead-link timeout did: bug 12).
+            let fault_free = config.failures.is_empty()
+                && !(config.loss > 0.0 || config.duplicate > 0.0 || config.reorder > 0.0);
+            if fault_free && r.late_drops > 0 {
+                out.violations += 1;
+                out.problems.push(format!(
+                    "[late] {} packets dropped as late with no fault",
+                    r.late_drops
+                ));
             }
             // Nothing forged: every frame came from a correct sender, and refusing one means
             // the bound on time (docs/ordering.md, "Implausible time") is below the run's skew.

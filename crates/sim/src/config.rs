@@ -107,6 +107,61 @@ pub struct ForgedBeacon {
     pub ahead: Duration,
 }
 
+/// A host's clock stepping (as NTP steps a clock too far off to slew): at `at` after traffic
+/// starts, process `process`'s clock jumps by `delta_ns`, back if negative.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockStep {
+    pub process: u32,
+    pub at: Duration,
+    pub delta_ns: i64,
+}
+
+impl std::str::FromStr for ClockStep {
+    type Err = String;
+    /// `host:P@T+D` (forward) or `host:P@T-D` (back), times with a unit, for example
+    /// `host:3@200us-50us`.
+    fn from_str(s: &str) -> Result<ClockStep, String> {
+        let usage = || {
+            format!("clock step `{s}`: expected host:P@TIME+STEP or host:P@TIME-STEP, like host:3@200us-50us")
+        };
+        let (what, when) = s.split_once('@').ok_or_else(usage)?;
+        let process = what
+            .strip_prefix("host:")
+            .ok_or_else(usage)?
+            .parse()
+            .map_err(|_| format!("clock step `{s}`: host:P takes a process number"))?;
+        let (split, sign) = match (when.find('+'), when.find('-')) {
+            (Some(i), None) => (i, 1),
+            (None, Some(i)) => (i, -1),
+            _ => return Err(usage()),
+        };
+        let (at, step) = (parse_time(&when[..split])?, parse_time(&when[split + 1..])?);
+        if step.as_nanos() > WIRE_AHEAD_NS_MAX {
+            return Err(format!(
+                "clock step `{s}`: a step is at most {WIRE_AHEAD_NS_MAX} ns (half the wire clock's range)"
+            ));
+        }
+        Ok(ClockStep {
+            process,
+            at,
+            delta_ns: sign * step.as_nanos() as i64,
+        })
+    }
+}
+
+impl std::fmt::Display for ClockStep {
+    /// The form [`ClockStep::from_str`] reads.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sign = if self.delta_ns < 0 { '-' } else { '+' };
+        let (at, step) = (self.at.as_nanos(), self.delta_ns.unsigned_abs());
+        write!(f, "host:{}@{at}ns{sign}{step}ns", self.process)
+    }
+}
+
+/// Half the 48-bit wire clock's range: a time further ahead than this cannot be told from one
+/// behind, so no bound on time (`time_ahead_max`) or skew may exceed it.
+pub const WIRE_AHEAD_NS_MAX: u64 = 1 << 47;
+
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub seed: u64,
@@ -144,6 +199,7 @@ pub struct SimConfig {
     pub faults_for: Option<Duration>,
     pub failures: Vec<Failure>,
     pub forged_beacons: Vec<ForgedBeacon>,
+    pub clock_steps: Vec<ClockStep>,
     pub pattern: Pattern,
     /// Mean gap between one process's scatterings; zero saturates.
     pub gap: Duration,
@@ -214,6 +270,7 @@ impl Default for SimConfig {
             faults_for: None,
             failures: Vec::new(),
             forged_beacons: Vec::new(),
+            clock_steps: Vec::new(),
             pattern: Pattern::Broadcast,
             gap: Duration::from_micros(20),
             message_bytes_min: 64,
@@ -381,6 +438,18 @@ impl SimConfig {
         if self.measure_after >= self.send_for {
             return Err(bad("measure_after", "must be shorter than send_for"));
         }
+        for c in &self.clock_steps {
+            if c.process as u64 >= processes {
+                return Err(bad(
+                    "clock_steps",
+                    format!("host:{} does not exist ({processes} processes)", c.process),
+                ));
+            }
+            if c.at > self.send_for {
+                return Err(bad("clock_steps", "a clock step comes after traffic has stopped"));
+            }
+        }
+        self.validate_time_ahead()?;
         for f in &self.failures {
             if let FailTarget::Process(p) = f.target
                 && p as u64 >= processes
@@ -395,5 +464,67 @@ impl SimConfig {
             }
         }
         Ok(())
+    }
+
+    /// How far apart two clocks of this run may get, in ns: offsets differ by up to 4 x
+    /// `skew_mean` (each is within 2 x `skew_mean` of the shared clock); drift adds up to
+    /// twice `drift_ppb_max` over the longest run (clocks drift from virtual time zero); and
+    /// each clock step its size (a step forward puts its host ahead, a step back holds its
+    /// clock while the others go on).
+    pub fn clock_spread_ns_max(&self) -> u64 {
+        let run = crate::run::START
+            + self.beacon_interval.saturating_mul(crate::run::WARMUP_INTERVALS)
+            + self.send_for
+            + self.drain.max(self.drain_max);
+        let drift = 2 * run.as_nanos() as u128 * self.drift_ppb_max as u128 / 1_000_000_000;
+        let steps: u128 = self
+            .clock_steps
+            .iter()
+            .map(|c| c.delta_ns.unsigned_abs() as u128)
+            .sum();
+        let spread = 4 * self.skew_mean.as_nanos() as u128 + drift + steps;
+        spread.min(u64::MAX as u128) as u64
+    }
+
+    /// A correct host's barrier or timestamp is never refused as implausible: the bound on
+    /// time covers how far the run's clocks may get apart, and stays within the wire's range.
+    fn validate_time_ahead(&self) -> Result<(), ConfigError> {
+        let max_ns = self.time_ahead_max.as_nanos();
+        if max_ns > WIRE_AHEAD_NS_MAX {
+            return Err(bad(
+                "time_ahead_max",
+                format!(
+                    "is {max_ns} ns, past half the wire clock's range ({WIRE_AHEAD_NS_MAX} ns), where a time \
+                     ahead cannot be told from one behind"
+                ),
+            ));
+        }
+        let spread_ns = self.clock_spread_ns_max();
+        if spread_ns <= max_ns {
+            return Ok(());
+        }
+        let why = format!(
+            "is {max_ns} ns, less than the {spread_ns} ns the run's clocks may get apart (4 x \
+             skew_mean {} ns, drift_ppb_max {} over the run, clock_steps of {} ns in all): correct \
+             hosts' barriers and timestamps would be refused as implausible",
+            self.skew_mean.as_nanos(),
+            self.drift_ppb_max,
+            self.clock_steps
+                .iter()
+                .map(|c| c.delta_ns.unsigned_abs())
+                .sum::<u64>(),
+        );
+        let fix = if spread_ns > WIRE_AHEAD_NS_MAX {
+            format!(
+                "; that is past the wire's limit ({WIRE_AHEAD_NS_MAX} ns, half its clock's range): lower \
+                 --skew, --drift-ppm or the --clock-step sizes"
+            )
+        } else {
+            format!(
+                "; raise --time-ahead-max-ms to at least {} or lower --skew, --drift-ppm or the --clock-step sizes",
+                spread_ns.div_ceil(1_000) as f64 / 1_000.0
+            )
+        };
+        Err(bad("time_ahead_max", why + &fix))
     }
 }

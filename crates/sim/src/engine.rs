@@ -255,6 +255,9 @@ pub struct Engine<N: Node> {
     spare: Vec<Vec<u8>>,
     /// Gives a node that restarts its fresh state ([`Engine::on_restart`]).
     restart: Option<RestartFn<N>>,
+    /// Steps a node's clock: the engine knows nodes only as [`Node`]s, which have no clock of
+    /// their own. Without it, clock steps change nothing.
+    clock_stepper: Option<fn(&mut N, Instant, i64)>,
 }
 
 /// Replaces node `index`'s state with a fresh one, at `now`.
@@ -353,6 +356,7 @@ impl<N: Node> Engine<N> {
             buf: vec![0; FRAME_BUF_BYTES],
             spare: Vec::new(),
             restart: None,
+            clock_stepper: None,
             model,
         };
         for n in 0..count as u32 {
@@ -423,6 +427,18 @@ impl<N: Node> Engine<N> {
         for action in fault.actions() {
             self.push(action.0, Event::Fault(action.1));
         }
+    }
+
+    /// Node `node`'s clock steps by `delta_ns` at `at`, through `stepper`.
+    pub fn schedule_clock_step(
+        &mut self,
+        at: Instant,
+        node: u32,
+        delta_ns: i64,
+        stepper: fn(&mut N, Instant, i64),
+    ) {
+        self.clock_stepper = Some(stepper);
+        self.push(at, Event::Fault(FaultAction::ClockStep { node, delta_ns }));
     }
 
     /// Runs every event up to and including `until`.
@@ -798,6 +814,14 @@ impl<N: Node> Engine<N> {
                     p.queue.clear();
                     p.queued_bytes = 0;
                 }
+            }
+            FaultAction::ClockStep { node, delta_ns } => {
+                let (Some(step), Some(s)) = (self.clock_stepper, self.nodes.get_mut(node as usize)) else {
+                    return;
+                };
+                step(&mut s.node, self.now, delta_ns);
+                // Its timers are on the stepped clock now.
+                self.kick(node);
             }
         }
     }

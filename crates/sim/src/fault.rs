@@ -12,6 +12,8 @@ pub enum FaultAction {
     Node { node: u32, up: bool },
     /// A node that stopped starts again with none of its state.
     Restart { node: u32 },
+    /// A node's clock steps by `delta_ns` (back if negative), as NTP steps a clock.
+    ClockStep { node: u32, delta_ns: i64 },
 }
 
 impl FaultAction {
@@ -21,6 +23,9 @@ impl FaultAction {
             FaultAction::Link { link, up } => (link as u64) << 2 | up as u64,
             FaultAction::Node { node, up } => (node as u64) << 2 | 2 | up as u64,
             FaultAction::Restart { node } => (node as u64) << 2 | 3 | 1 << 63,
+            FaultAction::ClockStep { node, delta_ns } => {
+                onepipe_proto::hash::mix64((node as u64) << 32 ^ delta_ns as u64)
+            }
         }
     }
 }

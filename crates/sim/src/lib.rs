@@ -17,5 +17,5 @@ pub mod figures;
 pub mod recovery;
 pub mod run;
 
-pub use config::{ConfigError, FailTarget, Failure, ForgedBeacon, SimConfig};
+pub use config::{ClockStep, ConfigError, FailTarget, Failure, ForgedBeacon, SimConfig};
 pub use run::{SimChecks, SimError, SimReport, run};

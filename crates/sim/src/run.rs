@@ -197,7 +197,10 @@ pub fn run(config: &SimConfig, progress: &mut dyn FnMut(Instant, Instant)) -> Re
         .reliable_config
         .rto_max
         .saturating_mul(4)
-        .max(DRAIN_STALL_MIN);
+        .max(DRAIN_STALL_MIN)
+        // A message waits until every clock has passed its timestamp, and nothing moves
+        // meanwhile when a clock is far ahead (skew, a step forward).
+        .max(onepipe_wire::Duration::from_nanos(config.clock_spread_ns_max()));
     let (mut moved, mut moved_at) = (traffic_progress(&engine, &wiring), engine.now());
     while engine.now() < drain_end
         && engine.now() - moved_at < stall_max
@@ -296,6 +299,14 @@ fn restart_switch(wiring: &Wiring, config: &SwitchConfig) -> Result<RestartFn<Si
                 .into_node();
         }
     }))
+}
+
+/// A clock step on a process's node (the only nodes with clocks of their own: switches and
+/// the controller run on the shared clock).
+fn step_host_clock(node: &mut SimNode, now: Instant, delta_ns: i64) {
+    if let Some(h) = node.host_mut() {
+        h.endpoint.step_clock(now, delta_ns);
+    }
 }
 
 pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), SimError> {
@@ -433,6 +444,10 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         .any(|f| matches!(f.target, FailTarget::Restart(_)))
     {
         engine.on_restart(restart_switch(&wiring, &switch_config)?);
+    }
+    for c in &config.clock_steps {
+        let node = wiring.node_of_process(c.process) as u32;
+        engine.schedule_clock_step(send_from + c.at, node, c.delta_ns, step_host_clock);
     }
     for f in &config.forged_beacons {
         forge_beacon(&mut engine, &wiring, send_from, f)?;

@@ -473,6 +473,13 @@ impl Endpoint {
         self.clock.reading(now)
     }
 
+    /// Steps the host clock by `delta_ns` at `now` (back if negative), as NTP steps a clock
+    /// ([`HostClock::step`]): timestamps and barriers never go back; after a step forward they
+    /// jump ahead, and the others' barriers take that long to pass this host's messages.
+    pub fn step_clock(&mut self, now: Instant, delta_ns: i64) {
+        self.clock.step(now, delta_ns);
+    }
+
     /// Packets a message of `len` bytes needs.
     pub fn packets_for(&self, len: usize) -> usize {
         len.div_ceil(self.config.fragment_payload_bytes()).max(1)
@@ -860,11 +867,14 @@ impl Endpoint {
         if now < self.next_beacon_at {
             return;
         }
-        let host_now = self.clock.read(now);
+        // While a step back holds the clock, on its raw reading: the next multiple of the held
+        // one is as far away as the step was long, and the link would fall silent past the
+        // dead-link timeout (the beacon's barrier is the guarded floor, which never goes back).
+        let reading = self.clock.schedule_reading(now);
         self.beacon_due = true;
         self.next_beacon_at = self
             .clock
-            .to_shared(host_now.next_multiple_of(self.config.beacon_interval));
+            .to_shared(reading.next_multiple_of(self.config.beacon_interval));
     }
 }
 

@@ -931,3 +931,24 @@ fn process_failure(ep: &mut Endpoint) -> Option<(u32, Instant)> {
         Some(other) => panic!("expected a process failure, got {other:?}"),
     }
 }
+
+/// A clock stepped back (NTP): the barrier never goes back and the host keeps beaconing once
+/// an interval, so its ToR never takes its link for dead while the clock catches up.
+#[test]
+fn after_a_clock_step_back_beacons_keep_coming_and_the_barrier_holds() {
+    let mut ep = endpoint(0, 2);
+    ep.handle_timeout(t(100_000));
+    let before = repr(&drain(&mut ep, 100_000)[0]).barrier;
+    ep.step_clock(t(100_000), -20_000);
+    let mut now = 100_000;
+    for _ in 0..5 {
+        let due = ep.poll_timeout().as_nanos();
+        assert!(due <= now + 1_000, "next beacon at {due} ns, now {now} ns");
+        now = due.max(now);
+        ep.handle_timeout(t(now));
+        let frames = drain(&mut ep, now);
+        let beacon = repr(frames.last().expect("a beacon each interval"));
+        assert_eq!(beacon.opcode, Opcode::Beacon);
+        assert!(beacon.barrier.unwrap_near(t(now)) >= before.unwrap_near(t(now)));
+    }
+}
