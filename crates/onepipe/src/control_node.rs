@@ -103,7 +103,17 @@ impl<N: Node + Manage> Mgmt<N> {
         Mgmt { node, link: None }
     }
 
-    pub fn managed(node: N, member: Member, mgmt_port: PortId, routes: SharedRoutes) -> Mgmt<N> {
+    /// Puts `node` in place of the one managed so far (a switch that restarted): it has the
+    /// same controller, if any.
+    pub fn replace_node(&mut self, mut node: N) {
+        if self.link.is_some() {
+            node.controlled();
+        }
+        self.node = node;
+    }
+
+    pub fn managed(mut node: N, member: Member, mgmt_port: PortId, routes: SharedRoutes) -> Mgmt<N> {
+        node.controlled();
         Mgmt {
             node,
             link: Some(MgmtLink {
@@ -122,6 +132,7 @@ impl<N: Node + Manage> Mgmt<N> {
 
     /// Connects the node to the controller's thread ([`crate::control::ControlPlane`]).
     pub fn attach(&mut self, link: ChannelLink) {
+        self.node.controlled();
         self.link = Some(MgmtLink {
             port: link.port,
             transport: Transport::Channel {

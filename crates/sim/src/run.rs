@@ -294,9 +294,8 @@ fn restart_switch(wiring: &Wiring, config: &SwitchConfig) -> Result<RestartFn<Si
     Ok(Box::new(move |index, now, node| {
         if let SimNode::Switch(s) = node {
             let routes = tables[index as usize].clone();
-            s.node = Switch::new(index as usize, &wiring, routes, config.clone(), now)
-                .restarted()
-                .into_node();
+            let fresh = Switch::new(index as usize, &wiring, routes, config.clone(), now).restarted();
+            s.replace_node(fresh.into_node());
         }
     }))
 }

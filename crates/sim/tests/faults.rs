@@ -511,3 +511,19 @@ fn a_restarted_spine_next_to_a_dead_core_is_told_to_drop_it() {
     let config = replay(command);
     check_recovered(config);
 }
+
+/// Campaign seeds 90114189 and 90116684: a ToR restarted between the decision that failed its
+/// rack (its processes alive behind it) and the Resume. The spines heard it again and counted
+/// its commit barrier, which passed the failure timestamp with its processes' messages before
+/// every correct receiver had heard of the failure. A switch with a controller now holds a
+/// reported input's commit register until the controller removes or readmits it
+/// (`Switch::set_controlled`).
+#[test]
+fn a_tor_back_before_its_racks_resume_does_not_move_the_commit_lane() {
+    check_replay(
+        "onepipe sim --seed 90114189 --topology leaf-spine:4,3,2 --processes-per-host 2 --skew 0ns --drift-ppm 0 --pattern random:6 --gap 22000ns --message-bytes 64 --message-bytes-max 64 --send 363000ns --drain 3000000ns --drain-max 0ns --reliable --controller --fail host:5@67000ns --fail restart:leaf1@179000ns+63000ns",
+    );
+    check_replay(
+        "onepipe sim --seed 90116684 --topology leaf-spine:4,3,2 --processes-per-host 2 --skew 0ns --drift-ppm 0 --pattern random:6 --gap 38000ns --message-bytes 8 --message-bytes-max 108 --send 268000ns --drain 3000000ns --drain-max 0ns --reliable --controller --fail host:7@52000ns --fail link:leaf1-spine0@110000ns --fail restart:leaf0@54000ns+82000ns",
+    );
+}

@@ -246,9 +246,16 @@ pub trait Manage {
     fn hello(&mut self, port: &mut ControlPort) {
         port.hello();
     }
+
+    /// The node has a controller from now on (`Switch::set_controlled`).
+    fn controlled(&mut self) {}
 }
 
 impl Manage for Switch {
+    fn controlled(&mut self) {
+        self.set_controlled();
+    }
+
     /// Inputs still down are reported again; healed ones are not.
     fn hello(&mut self, port: &mut ControlPort) {
         for r in self.reported_down() {
@@ -325,6 +332,12 @@ impl<A: Manage, B: Manage> Manage for Either<Box<A>, Box<B>> {
             Either::Right(b) => b.hello(port),
         }
     }
+    fn controlled(&mut self) {
+        match self {
+            Either::Left(a) => a.controlled(),
+            Either::Right(b) => b.controlled(),
+        }
+    }
 }
 
 /// What the controller is told of a switch's event.
@@ -360,6 +373,11 @@ impl<P: Node + Manage> Manage for Pipeline<P> {
     fn hello(&mut self, port: &mut ControlPort) {
         for (_, p) in self.programs_mut() {
             p.hello(port);
+        }
+    }
+    fn controlled(&mut self) {
+        for (_, p) in self.programs_mut() {
+            p.controlled();
         }
     }
 }

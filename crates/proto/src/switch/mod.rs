@@ -229,6 +229,9 @@ struct Port {
     heard_out: Option<(Instant, u8)>,
     /// Went silent since it was last readmitted (or since the start).
     died: bool,
+    /// Reported to a controller, which has not removed nor readmitted it yet: its commit
+    /// register holds (see `Switch::set_controlled`).
+    held: bool,
     /// Its last death was reported; cleared when it is heard again.
     reported: bool,
     /// Heard at least once. An input never heard is not reported when it times out: it
@@ -298,6 +301,8 @@ pub struct Switch {
     report_repeat_after: u64,
     /// Quarantined inputs heard again, for the controller (each once per quarantine).
     heard_again: Vec<PortId>,
+    /// A controller takes reported inputs out (`Switch::set_controlled`).
+    controlled: bool,
     /// Inputs with a report of implausible barriers due (each at most once, so bounded).
     implausible: Vec<PortId>,
     /// Per input, frames refused for implausible barriers, for the next report. Kept apart
@@ -346,6 +351,7 @@ impl Switch {
                     quarantined: false,
                     heard_out: None,
                     died: false,
+                    held: false,
                     reported: false,
                     heard: false,
                     last_sent: now,
@@ -364,6 +370,7 @@ impl Switch {
             report_repeat_at: None,
             report_repeat_after: REPORT_REPEAT_DEAD_AFTERS,
             heard_again: Vec::new(),
+            controlled: false,
             implausible: Vec::new(),
             implausible_inputs: vec![ImplausibleInput::default(); ports.len()],
             config,
@@ -442,6 +449,9 @@ impl Switch {
             - self.config.promise_lead.as_nanos() as i64;
         p.clock.add(now, ahead);
         for lane in LANES {
+            if lane == Lane::Commit && p.held {
+                continue;
+            }
             let (b, register) = (heard[lane as usize], &mut p.barrier[lane as usize]);
             if b < *register {
                 // Links are FIFO and upstream barriers monotonic (hosts' too: ordering.md),
@@ -453,14 +463,14 @@ impl Switch {
         }
         p.reported = false;
         p.heard = true;
-        let (state, commit, values, slot) = (p.state, p.commit, p.barrier, p.slot);
+        let (state, commit, values, slot, held) = (p.state, p.commit, p.barrier, p.slot, p.held);
         // The commit lane counts every input whatever its best-effort state (see
         // `InputState::Dead`), until the controller removes it.
         for lane in LANES {
             if lane == Lane::BestEffort && state != InputState::Live {
                 continue;
             }
-            if lane == Lane::Commit && commit != CommitInput::Counted {
+            if lane == Lane::Commit && (commit != CommitInput::Counted || held) {
                 continue;
             }
             let regs = self.lanes[lane as usize].half(half);
@@ -535,7 +545,7 @@ impl Switch {
         self.ports
             .iter()
             .enumerate()
-            .filter(|(_, p)| p.reported)
+            .filter(|(_, p)| p.reported || p.held)
             .map(|(i, p)| InputReport {
                 port: i as PortId,
                 last_commit: p.barrier[Lane::Commit as usize],
@@ -546,6 +556,7 @@ impl Switch {
         let cap = REPORTS_MAX_PER_PORT * self.ports.len();
         let p = &mut self.ports[port];
         p.reported = true;
+        p.held |= self.controlled;
         // With no controller polling, a flapping link must not grow the queue forever.
         if self.reports.len() >= cap {
             self.counters.reports_dropped += 1;
@@ -568,6 +579,7 @@ impl Switch {
         }
         self.returned_before_removal(port as usize);
         let p = &mut self.ports[port as usize];
+        p.held = false;
         if p.commit != CommitInput::Removed {
             p.commit = CommitInput::Removed;
             let slot = p.slot;
@@ -965,7 +977,7 @@ impl Node for Switch {
                 }
             }
             let p = &self.ports[i];
-            if p.reported && p.commit != CommitInput::Removed {
+            if (p.reported || p.held) && p.commit != CommitInput::Removed {
                 unresolved = true;
                 if repeat {
                     self.counters.reports_repeated += 1;

@@ -71,6 +71,18 @@ impl Switch {
         }
     }
 
+    /// A controller decides the inputs this switch reports down (paper 5.2). Until it removes
+    /// one (Resume) or readmits it, a reported input that speaks again does not move the
+    /// commit lane: the controller may be deciding a failure timestamp from the last commit
+    /// barrier reported, and the commit barrier must not pass it before every correct receiver
+    /// has heard of the failure (found by a simulator campaign, seed 90114189: a ToR restarted
+    /// between the decision that failed its rack and the Resume, and the spines' commit
+    /// barriers passed the failure timestamp with its processes' messages). Without a
+    /// controller nobody would decide, and a returning input counts again at once.
+    pub fn set_controlled(&mut self) {
+        self.controlled = true;
+    }
+
     /// This switch is starting again after a crash, with none of its state: what its inputs
     /// carried through the crashed incarnation is unknown, so an input silent across the
     /// restart (a process paused with a scattering prepared, a link down) may still hold
@@ -125,10 +137,21 @@ impl Switch {
         // Taken back: a link to a switch heard again is not reported any more.
         p.heard_out = None;
         p.died = false;
+        let held = std::mem::take(&mut p.held);
         let out = matches!(p.commit, CommitInput::Removed | CommitInput::Unheard);
-        if !p.cut && !out {
+        if !p.cut && !out && !held {
             return Ok(());
         }
+        if held && p.commit == CommitInput::Counted {
+            // Held at its report: it joins again from there, like a new link.
+            p.commit = CommitInput::Removed;
+            let slot = p.slot;
+            let half = self.half_of_input(i);
+            self.lanes[super::Lane::Commit as usize]
+                .half(half)
+                .set(slot, u64::MAX);
+        }
+        let p = &mut self.ports[i];
         p.cut = false;
         p.quarantined = false;
         p.reported = false;

@@ -982,3 +982,27 @@ fn a_link_back_before_its_removal_is_reported_at_the_removal() {
     s.remove_input(uplink).unwrap();
     assert_eq!(heard(&mut s), None, "readmitted, it has not died since");
 }
+
+/// With a controller, an input reported dead that speaks again before the controller acts does
+/// not move the commit lane (the controller may be deciding a failure timestamp from what was
+/// reported); best effort takes it back at once. Without a controller it counts again at once
+/// (`silent_input_holds_the_commit_barrier`).
+#[test]
+fn with_a_controller_a_reported_input_heard_again_holds_the_commit_lane_until_it_acts() {
+    let mut s = switch(Topology::single_switch(3).unwrap(), 0);
+    s.set_controlled();
+    pass(&mut s, 500, 2, beacon(500));
+    beacon_ports_0_and_1_for_12_intervals(&mut s);
+    assert_eq!(reported(&mut s).map(|r| r.last_commit), Some(t(500)));
+    pass(&mut s, 12_600, 2, beacon(11_000));
+    let (_, out) = pass(&mut s, 12_700, 0, frame(Opcode::Data, 0, 1, 12_700, 12_700));
+    assert_eq!(commit_of(&out), 500, "held at its report");
+    // Still reported to a controller that restarts.
+    assert_eq!(
+        s.reported_down().map(|r| r.last_commit).collect::<Vec<_>>(),
+        vec![t(500)]
+    );
+    s.remove_input(2).unwrap();
+    let (_, out) = pass(&mut s, 12_800, 0, frame(Opcode::Data, 0, 1, 12_800, 12_800));
+    assert_eq!(commit_of(&out), 12_000, "removed at Resume");
+}
