@@ -3,7 +3,7 @@
 
 use onepipe_fabric::Topology;
 use onepipe_sim::traffic::Pattern;
-use onepipe_sim::{Failure, SimConfig, run};
+use onepipe_sim::{ClockStep, Failure, SimConfig, run};
 use onepipe_wire::Duration;
 
 fn ns(v: u64) -> Duration {
@@ -383,6 +383,8 @@ fn replay(command: &str) -> SimConfig {
             "--reorder" => config.reorder = v.parse().unwrap(),
             "--faults-for" => config.faults_for = Some(time(v)),
             "--fail" => config.failures.push(v.parse::<Failure>().unwrap()),
+            "--clock-step" => config.clock_steps.push(v.parse::<ClockStep>().unwrap()),
+            "--time-ahead-max-ms" => config.time_ahead_max = Duration::from_millis(v.parse().unwrap()),
             _ => panic!("flag {flag} of a replay"),
         }
     }
@@ -525,5 +527,21 @@ fn a_tor_back_before_its_racks_resume_does_not_move_the_commit_lane() {
     );
     check_replay(
         "onepipe sim --seed 90116684 --topology leaf-spine:4,3,2 --processes-per-host 2 --skew 0ns --drift-ppm 0 --pattern random:6 --gap 38000ns --message-bytes 8 --message-bytes-max 108 --send 268000ns --drain 3000000ns --drain-max 0ns --reliable --controller --fail host:7@52000ns --fail link:leaf1-spine0@110000ns --fail restart:leaf0@54000ns+82000ns",
+    );
+}
+
+/// Campaign seeds 90112648 and 90117261: a spine restarted in a pod where a ToR or the other
+/// spine then failed. Readmitted while it still held its input from the dead ToR in its commit
+/// lane (nobody had told it to remove it: the link was decided while it was out), it joined its
+/// neighbours' commit lanes as a new link that never caught up, and froze them for good. A
+/// switch taken back is now told to remove its inputs on every link still down, and nothing
+/// is readmitted while a recovery is in progress.
+#[test]
+fn a_readmitted_spine_drops_its_inputs_still_down() {
+    check_replay(
+        "onepipe sim --seed 90112648 --topology three-layer:2,2,2,1,3 --processes-per-host 2 --skew 0ns --drift-ppm 10 --pattern broadcast --gap 15000ns --message-bytes 64 --message-bytes-max 64 --send 322000ns --drain 3000000ns --drain-max 0ns --reliable --controller --loss 0.03 --dup 0.01 --reorder 0 --faults-for 161000ns --fail switch:spine0.0@161000ns --fail switch:core0@126000ns --fail link:spine1.0-core0@100000ns --fail restart:spine0.1@98000ns+79000ns",
+    );
+    check_replay(
+        "onepipe sim --seed 90117261 --topology three-layer:2,2,2,2,2 --processes-per-host 2 --skew 20000ns --drift-ppm 0 --pattern broadcast --gap 9000ns --message-bytes 8 --message-bytes-max 108 --send 258000ns --drain 3155000ns --drain-max 0ns --reliable --controller --fail host:5@63000ns --fail link:tor1.0-spine1.0@37000ns --fail switch:tor0.1@105000ns --fail link:tor1.0-spine1.1@73000ns --fail restart:spine0.1@92000ns+98000ns --clock-step host:15@13000ns+75000ns",
     );
 }

@@ -574,9 +574,10 @@ impl Controller {
     ///
     /// So does a switch that was not on the controller's side when the link was decided, and
     /// is now: a switch that restarted holds every input in its commit lane until it speaks,
-    /// and an input that never will (its far switch is dead) is removed once no recovery is in
-    /// progress (found by a simulator campaign, seed 90109845: a spine restarted next to a dead
-    /// core, and its commit barrier stalled every rack's).
+    /// and an input that never will (its far switch is dead) is removed once the recovery that
+    /// decided the link has resumed (found by a simulator campaign, seed 90109845: a spine
+    /// restarted next to a dead core, and its commit barrier stalled every rack's; and seed
+    /// 90117261: waiting for every recovery to resume instead stalled it behind another).
     fn resend_resume(&mut self, link: usize, node: NodeId, port: u16) {
         if node >= self.graph.switch_count() {
             return;
@@ -585,7 +586,16 @@ impl Controller {
             .epochs
             .iter()
             .any(|e| e.resumed && e.inputs.get(&node).is_some_and(|ports| ports.contains(&port)));
-        let settled = !self.undecided.contains(&link) && self.epochs.iter().all(|e| e.resumed);
+        let ends = self.graph.link(link).ends;
+        let settled = !self.undecided.contains(&link)
+            && self.epochs.iter().any(|e| {
+                e.resumed
+                    && ends.iter().any(|end| {
+                        e.inputs
+                            .get(&end.node)
+                            .is_some_and(|ports| ports.contains(&end.port))
+                    })
+            });
         if !listed && !settled {
             return; // decided later, or not yet resumed: its Resume is still to come
         }

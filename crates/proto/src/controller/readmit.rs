@@ -6,7 +6,8 @@
 //! controller readmits it at both ends (`Output::Readmit`: each end takes it like a new link,
 //! paper 4.2, so no barrier goes back) and gives every switch routes that use it again.
 //!
-//! Only a link that gives the controller's side back a path, or a switch with nobody behind
+//! Only while no recovery is in progress (the switch repeats its report), and only a link that
+//! gives the controller's side back a path, or a switch with nobody behind
 //! it, is taken back: the far side, as the controller sees it without the link, holds no
 //! process it has not cut off. Processes on the far side were declared failed (or will be):
 //! they come back only through Receiver Recovery, one at a time, never by a link healing
@@ -21,8 +22,11 @@ impl Controller {
     /// Input `port` of switch `switch` heard its far end again, and the link leads to another
     /// switch.
     pub(super) fn on_switch_link_heard(&mut self, link: usize, near: NodeId) -> Result<(), ControllerError> {
-        if !self.down[link] || self.undecided.contains(&link) || self.cuts.contains_key(&link) {
-            // In use already (a repeated report), or a decision about it is still to come.
+        let busy =
+            !self.undecided.is_empty() || !self.cuts.is_empty() || self.epochs.iter().any(|e| !e.resumed);
+        if !self.down[link] || busy {
+            // In use already (a repeated report), or a recovery is in progress: the switch
+            // reports it again later.
             self.counters.readmissions_stale += 1;
             return Ok(());
         }
@@ -41,9 +45,32 @@ impl Controller {
                 ports: vec![end.port],
             });
         }
+        let far = self.graph.link(link).ends.into_iter().find(|e| e.node != near);
+        if let Some(far) = far {
+            self.remove_inputs_still_down(far.node);
+        }
         self.reroute = true;
         self.counters.links_readmitted += 1;
         Ok(())
+    }
+
+    /// A switch taken back was told nothing while it was out: it removes its inputs on every
+    /// link still down now (decided while it was out, or never reported at its end). A
+    /// restarted switch holds each input in its commit lane until it speaks, and one whose far
+    /// end is dead never will (found by a simulator campaign, seed 90117261: a restarted spine
+    /// next to a dead ToR was readmitted, and as a joining link it froze its neighbours'
+    /// commit barriers for good); behind one whose far end lives may be processes declared
+    /// failed.
+    fn remove_inputs_still_down(&mut self, switch: NodeId) {
+        let ports: Vec<u16> = (0..self.graph.link_count())
+            .filter(|&l| self.down[l])
+            .flat_map(|l| self.graph.link(l).ends)
+            .filter(|e| e.node == switch)
+            .map(|e| e.port)
+            .collect();
+        if !ports.is_empty() {
+            self.outputs.push_back(Output::RemoveInputs { switch, ports });
+        }
     }
 
     /// Whether taking `link` back is safe: `near` is a correct switch on the controller's side,

@@ -644,6 +644,12 @@ fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
                 switch: 2,
                 ports: vec![port_to(&w, 2, 0)]
             },
+            // The spine was told nothing while it was out: it drops its input from leaf 1,
+            // still out (a restarted switch holds every input until it speaks).
+            Output::RemoveInputs {
+                switch: 2,
+                ports: vec![port_to(&w, 2, 1)]
+            },
         ]
     );
     // The routes now avoid only the link still out.
@@ -657,7 +663,7 @@ fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
     assert_eq!(c.counters().readmissions_stale, 1);
     // Leaf 1 hears it too: the spine is whole again, and no link is avoided.
     c.handle_input(t(32), heard(&w, 1, 2)).unwrap();
-    assert_eq!(outputs(&mut c).len(), 2);
+    assert_eq!(outputs(&mut c).len(), 2, "nothing still out to remove");
     assert_eq!(c.take_reroute(), Some(vec![]));
     assert_eq!(c.counters().links_readmitted, 2);
     // Should it fail again, it is reported and decided afresh.
@@ -685,6 +691,31 @@ fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
     );
 }
 
+/// While a recovery is in progress nothing is taken back (the switch reports again later).
+#[test]
+fn nothing_is_readmitted_while_a_recovery_is_in_progress() {
+    let w = wiring(2, 2);
+    let mut c = controller(&w);
+    for leaf in [0, 1] {
+        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
+            .unwrap();
+    }
+    c.handle_timeout(t(10) + SETTLE);
+    outputs(&mut c);
+    // A host fails; its recovery waits for answers.
+    c.handle_input(t(20), tor_down(&w, 0, t(19))).unwrap();
+    c.handle_timeout(t(20) + SETTLE);
+    outputs(&mut c);
+    assert!(c.recovering());
+    c.handle_input(t(30), heard(&w, 0, 2)).unwrap();
+    assert!(outputs(&mut c).is_empty());
+    assert_eq!(c.counters().readmissions_stale, 1);
+    complete(&mut c, t(31), 1, &[1, 2, 3]);
+    outputs(&mut c);
+    c.handle_input(t(32), heard(&w, 0, 2)).unwrap();
+    assert_eq!(c.counters().links_readmitted, 1);
+}
+
 /// A ToR whose rack was declared failed and that comes back is not taken back: its hosts
 /// return only through Receiver Recovery, not by a link healing under them.
 #[test]
@@ -708,7 +739,7 @@ fn a_failed_racks_tor_heard_again_stays_out() {
 
 /// A switch that was not on the controller's side when a link was decided (it was down), and
 /// reports that link later (it restarted, and one neighbour stayed silent), is told to remove
-/// it once no recovery is in progress (simulator campaign seed 90109845).
+/// it once the recovery that decided the link has resumed (simulator campaign seed 90109845).
 #[test]
 fn a_late_report_of_a_decided_link_gets_its_resume() {
     let w = wiring(2, 2);
