@@ -545,3 +545,14 @@ fn a_readmitted_spine_drops_its_inputs_still_down() {
         "onepipe sim --seed 90117261 --topology three-layer:2,2,2,2,2 --processes-per-host 2 --skew 20000ns --drift-ppm 0 --pattern broadcast --gap 9000ns --message-bytes 8 --message-bytes-max 108 --send 258000ns --drain 3155000ns --drain-max 0ns --reliable --controller --fail host:5@63000ns --fail link:tor1.0-spine1.0@37000ns --fail switch:tor0.1@105000ns --fail link:tor1.0-spine1.1@73000ns --fail restart:spine0.1@92000ns+98000ns --clock-step host:15@13000ns+75000ns",
     );
 }
+
+/// Campaign seed 90110662: the orders that took a restarted spine's inputs out (sent as it was
+/// readmitted, for every link of it still down) crossed the orders readmitting those links on
+/// a reordering management link, and a live input stayed out of its commit lane. Only inputs
+/// from the side the controller cut off are taken out now.
+#[test]
+fn a_readmitted_spine_keeps_its_inputs_from_the_controllers_side() {
+    check_replay(
+        "onepipe sim --seed 90110662 --topology leaf-spine:4,3,2 --processes-per-host 2 --skew 1000ns --drift-ppm 0 --pattern random:4 --gap 29000ns --message-bytes 200 --message-bytes-max 300 --send 385000ns --drain 3522000ns --drain-max 0ns --reliable --controller --loss 0 --dup 0.01 --reorder 0.01 --faults-for 192500ns --fail host:4@52000ns --fail link:leaf3-spine0@184000ns --fail switch:spine1@179000ns --fail restart:spine2@34000ns+73000ns --clock-step host:13@111000ns-518000ns",
+    );
+}

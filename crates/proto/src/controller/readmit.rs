@@ -54,19 +54,34 @@ impl Controller {
         Ok(())
     }
 
-    /// A switch taken back was told nothing while it was out: it removes its inputs on every
-    /// link still down now (decided while it was out, or never reported at its end). A
-    /// restarted switch holds each input in its commit lane until it speaks, and one whose far
-    /// end is dead never will (found by a simulator campaign, seed 90117261: a restarted spine
-    /// next to a dead ToR was readmitted, and as a joining link it froze its neighbours'
-    /// commit barriers for good); behind one whose far end lives may be processes declared
-    /// failed.
+    /// A switch taken back was told nothing while it was out: it removes its inputs on the
+    /// links still down whose far end is off the controller's side (dead, or a region declared
+    /// failed). A restarted switch holds each input in its commit lane until it speaks, and one
+    /// whose far end is dead never will (found by a simulator campaign, seed 90117261: a
+    /// restarted spine next to a dead ToR was readmitted, and as a joining link it froze its
+    /// neighbours' commit barriers for good); behind one whose far end lives may be processes
+    /// declared failed. Links still down to the controller's side are left alone: they are
+    /// likely to be readmitted next, and an order to remove one that arrived after the one to
+    /// readmit it (management frames can be reordered) would take a live input out for good
+    /// (seed 90110662). If such a link stays down, the switch reports it and gets its Resume
+    /// then (`resend_resume`).
     fn remove_inputs_still_down(&mut self, switch: NodeId) {
+        let component = self.graph.components(|l| !self.down[l]);
+        let failed = &self.failed;
+        let home = self
+            .graph
+            .controller_component(&component, |p| failed[p as usize].is_none());
         let ports: Vec<u16> = (0..self.graph.link_count())
             .filter(|&l| self.down[l])
-            .flat_map(|l| self.graph.link(l).ends)
-            .filter(|e| e.node == switch)
-            .map(|e| e.port)
+            .filter_map(|l| {
+                let ends = self.graph.link(l).ends;
+                let (near, far) = match ends {
+                    [a, b] if a.node == switch => (a, b),
+                    [a, b] if b.node == switch => (b, a),
+                    _ => return None,
+                };
+                (component[far.node] != home).then_some(near.port)
+            })
             .collect();
         if !ports.is_empty() {
             self.outputs.push_back(Output::RemoveInputs { switch, ports });
