@@ -216,30 +216,7 @@ fn file_error(endpoint: &str, what: &'static str, path: &Path, reason: String) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    struct Dir(PathBuf);
-
-    impl Dir {
-        fn new(test: &str) -> Dir {
-            let dir = std::env::temp_dir().join(format!("onepipe-etcd-{test}-{}", std::process::id()));
-            std::fs::create_dir_all(&dir).unwrap();
-            Dir(dir)
-        }
-
-        fn file(&self, name: &str, text: &str, mode: u32) -> PathBuf {
-            let path = self.0.join(name);
-            std::fs::write(&path, text).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            path
-        }
-    }
-
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testing::TestDir;
 
     fn reason(e: EtcdError, path: &Path) -> String {
         let text = e.to_string();
@@ -252,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_credentials_file_is_read_and_its_password_never_printed() {
-        let dir = Dir::new("credentials");
+        let dir = TestDir::new("credentials");
         let good = dir.file("user", "user = \"root\"\npassword = 'p\"w'\n", 0o600);
         let c = Credentials::load("http://e", &good).unwrap();
         assert_eq!((c.user.as_str(), c.password.as_str()), ("root", "p\"w"));
@@ -261,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_credentials_file_others_may_read_or_that_is_malformed_is_refused_naming_it() {
-        let dir = Dir::new("credentials-bad");
+        let dir = TestDir::new("credentials-bad");
         let open = dir.file("open", "user = \"root\"\npassword = \"pw\"\n", 0o644);
         let why = reason(Credentials::load("http://e", &open).unwrap_err(), &open);
         assert!(why.contains("mode 644") && why.contains("chmod 600"), "{why}");
@@ -275,13 +252,13 @@ mod tests {
             let why = reason(Credentials::load("http://e", &path).unwrap_err(), &path);
             assert!(why.contains("user") || why.contains("expected"), "{name}: {why}");
         }
-        let missing = dir.0.join("missing");
+        let missing = dir.path().join("missing");
         reason(Credentials::load("http://e", &missing).unwrap_err(), &missing);
     }
 
     #[test]
     fn tls_files_that_are_missing_empty_or_alone_are_refused_naming_them() {
-        let dir = Dir::new("tls-bad");
+        let dir = TestDir::new("tls-bad");
         let empty = dir.file("empty.pem", "", 0o644);
         let files = |ca: Option<&PathBuf>, cert: Option<&PathBuf>, key: Option<&PathBuf>| EtcdFiles {
             ca_file: ca.cloned(),
@@ -294,7 +271,7 @@ mod tests {
             &empty,
         );
         assert!(why.contains("no PEM certificate"), "{why}");
-        let missing = dir.0.join("missing.pem");
+        let missing = dir.path().join("missing.pem");
         reason(
             tls_config("https://e", &files(Some(&missing), None, None)).unwrap_err(),
             &missing,

@@ -173,3 +173,34 @@ pub fn write_user_file(path: &Path, user: &str, password: &str) -> std::io::Resu
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string always serializes")
 }
+
+/// A directory of a test's own under the system's temporary directory, removed when dropped.
+pub struct TestDir(PathBuf);
+
+impl TestDir {
+    pub fn new(test: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("onepipe-etcd-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        TestDir(dir)
+    }
+
+    /// Writes `text` to `name` in it with permissions `mode`.
+    pub fn file(&self, name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("a file in the test's directory");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("its mode");
+        path
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -9,7 +9,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use onepipe_etcd::gateway::RangeRequest;
-use onepipe_etcd::testing::{TestEtcd, write_user_file};
+use onepipe_etcd::testing::{TestDir, TestEtcd, write_user_file};
 use onepipe_etcd::{Client, Connect, ElectionConfig, EtcdError, EtcdStore, Replica};
 use onepipe_proto::controller::store::{Event, Record, Store};
 use std::os::unix::fs::PermissionsExt;
@@ -17,31 +17,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A directory of the test's own, removed when dropped.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(test: &str) -> Dir {
-        let dir = std::env::temp_dir().join(format!("onepipe-etcd-secured-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Dir(dir)
-    }
-
-    fn file(&self, name: &str, text: &str, mode: u32) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-        path
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn tick(at_ns: u64) -> Record {
     Record {
@@ -75,12 +50,12 @@ fn append_and_read_back(client: &Client, prefix: &str, records: &[Record]) {
 #[test]
 #[ignore = "needs etcd on PATH: .ci/run installs it; or cargo test -p onepipe-etcd --test secured -- --ignored"]
 fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
-    let dir = Dir::new("auth");
+    let dir = TestDir::new("auth");
     let args = [
         "--auth-token=simple".to_string(),
         "--auth-token-ttl=1".to_string(),
     ];
-    let mut etcd = TestEtcd::start(&dir.0, "http", &args).unwrap();
+    let mut etcd = TestEtcd::start(dir.path(), "http", &args).unwrap();
     let open = Client::new(&etcd.connect(), TIMEOUT).unwrap();
     etcd.wait_until_up(&open).unwrap();
     etcd.enable_auth("onepipe", "s3cret pass", "/onepipe/").unwrap();
@@ -96,7 +71,7 @@ fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
         c.files.user_file = Some(file.to_path_buf());
         Client::new(&c, TIMEOUT).unwrap()
     };
-    let wrong = dir.0.join("wrong");
+    let wrong = dir.path().join("wrong");
     write_user_file(&wrong, "onepipe", "guess").unwrap();
     let e = with_user(&wrong)
         .range(&RangeRequest::key(b"/onepipe/x"))
@@ -106,7 +81,7 @@ fn with_authentication_on_only_a_client_with_the_right_password_runs_the_log() {
     eprintln!("with a wrong password: {e}");
 
     // With the right one, within its role's keys, and not outside them.
-    let right = dir.0.join("right");
+    let right = dir.path().join("right");
     write_user_file(&right, "onepipe", "s3cret pass").unwrap();
     let client = with_user(&right);
     let prefix = "/onepipe/secured/controller";
@@ -137,7 +112,7 @@ struct Pki {
 }
 
 fn certify(
-    dir: &Dir,
+    dir: &TestDir,
     name: &str,
     names: Vec<String>,
     usages: Vec<rcgen::ExtendedKeyUsagePurpose>,
@@ -154,7 +129,7 @@ fn certify(
     )
 }
 
-fn pki(dir: &Dir, ca_name: &str) -> Pki {
+fn pki(dir: &TestDir, ca_name: &str) -> Pki {
     use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     params.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
@@ -186,7 +161,7 @@ fn pki(dir: &Dir, ca_name: &str) -> Pki {
 #[test]
 #[ignore = "needs etcd on PATH: .ci/run installs it; or cargo test -p onepipe-etcd --test secured -- --ignored"]
 fn over_tls_only_a_client_with_a_certificate_of_the_ca_runs_the_log() {
-    let dir = Dir::new("tls");
+    let dir = TestDir::new("tls");
     let ours = pki(&dir, "ca");
     let theirs = pki(&dir, "stranger");
     let path = |p: &PathBuf| p.display().to_string();
@@ -196,7 +171,7 @@ fn over_tls_only_a_client_with_a_certificate_of_the_ca_runs_the_log() {
         format!("--trusted-ca-file={}", path(&ours.ca)),
         "--client-cert-auth".to_string(),
     ];
-    let mut etcd = TestEtcd::start(&dir.0, "https", &args).unwrap();
+    let mut etcd = TestEtcd::start(dir.path(), "https", &args).unwrap();
     let plain = etcd.connect();
     let connect = |ca: &PathBuf, cert: Option<&PathBuf>, key: Option<&PathBuf>| {
         let mut c = plain.clone();

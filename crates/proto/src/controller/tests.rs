@@ -609,6 +609,16 @@ fn leaves_that_reach_each_other_only_through_a_valley_are_a_partition() {
     assert_eq!(outputs(&mut c), announced(&[(1, t(22))], &[0, 2], 1));
 }
 
+/// Spine 2 dies at t(10): both leaves report their uplinks to it, and the controller decides
+/// (nobody fails; the links are out).
+fn spine_2_dies(w: &Wiring, c: &mut Controller) {
+    for leaf in [0, 1] {
+        c.handle_input(t(10), down(Member::Switch(leaf), port_to(w, leaf, 2), t(9)))
+            .unwrap();
+    }
+    c.handle_timeout(t(10) + SETTLE);
+}
+
 fn heard(w: &Wiring, switch: usize, far: usize) -> Input {
     Input::Heard {
         member: Member::Switch(switch),
@@ -623,11 +633,7 @@ fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
     // Spine 2 dies: both leaves report their uplinks to it; nobody fails.
-    for leaf in [0, 1] {
-        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
-            .unwrap();
-    }
-    c.handle_timeout(t(10) + SETTLE);
+    spine_2_dies(&w, &mut c);
     outputs(&mut c);
     assert!(c.failures().is_empty());
     assert_eq!(c.take_reroute().map(|ends| ends.len()), Some(4));
@@ -690,11 +696,7 @@ fn a_spine_heard_again_is_readmitted_link_by_link_and_routed_through_again() {
 fn nothing_is_readmitted_while_a_recovery_is_in_progress() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
-    for leaf in [0, 1] {
-        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
-            .unwrap();
-    }
-    c.handle_timeout(t(10) + SETTLE);
+    spine_2_dies(&w, &mut c);
     outputs(&mut c);
     // A host fails; its recovery waits for answers.
     c.handle_input(t(20), tor_down(&w, 0, t(19))).unwrap();
@@ -740,11 +742,7 @@ fn a_late_report_of_a_decided_link_gets_its_resume() {
     let mut c = controller(&w);
     // Spine 2 dies: both leaves report their uplinks to it, and the links are decided with the
     // leaves' ends only (the spine is cut off from everything).
-    for leaf in [0, 1] {
-        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
-            .unwrap();
-    }
-    c.handle_timeout(t(10) + SETTLE);
+    spine_2_dies(&w, &mut c);
     outputs(&mut c);
     // It restarts; leaf 1 hears it and the link is readmitted. Leaf 0 stays silent to it.
     c.handle_input(t(30), heard(&w, 1, 2)).unwrap();
@@ -770,11 +768,7 @@ fn a_switch_taken_back_drops_its_inputs_from_the_side_cut_off() {
     let w = wiring(2, 2);
     let mut c = controller(&w);
     // Spine 2 dies (both leaves report it), then leaf 1 dies: its rack fails.
-    for leaf in [0, 1] {
-        c.handle_input(t(10), down(Member::Switch(leaf), port_to(&w, leaf, 2), t(9)))
-            .unwrap();
-    }
-    c.handle_timeout(t(10) + SETTLE);
+    spine_2_dies(&w, &mut c);
     outputs(&mut c);
     c.handle_input(t(20), down(Member::Switch(3), port_to(&w, 3, 1), t(18)))
         .unwrap();

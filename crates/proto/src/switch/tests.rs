@@ -920,12 +920,9 @@ fn an_input_heard_once_still_holds_the_commit_lane_of_an_empty_half() {
     assert_eq!(up.commit_barrier.raw(), 400);
 }
 
-/// A link to a switch that the controller took out after it went silent is reported when its far
-/// end is heard again (a restarted or healed switch, for the controller to readmit), again each
-/// `dead_after` while it stays out, and no more once readmitted. One taken out while it still
-/// beacons (nothing behind it can send) is not news.
-#[test]
-fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
+/// A leaf (of two, one host each, one spine) whose uplink went silent at 500 ns and was reported
+/// dead, with the uplink's port.
+fn leaf_whose_uplink_died() -> (Switch, PortId) {
     let mut s = switch(Topology::leaf_spine(2, 1, 1).unwrap(), 0);
     let uplink = s.ports.iter().position(|p| !p.to_process).unwrap() as PortId;
     let host = 1 - uplink;
@@ -935,6 +932,16 @@ fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
         s.handle_timeout(t(k * 1_000));
     }
     assert_eq!(reported(&mut s).map(|r| r.port), Some(uplink));
+    (s, uplink)
+}
+
+/// A link to a switch that the controller took out after it went silent is reported when its far
+/// end is heard again (a restarted or healed switch, for the controller to readmit), again each
+/// `dead_after` while it stays out, and no more once readmitted. One taken out while it still
+/// beacons (nothing behind it can send) is not news.
+#[test]
+fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
+    let (mut s, uplink) = leaf_whose_uplink_died();
     s.remove_input(uplink).unwrap();
     assert_eq!(heard(&mut s), None);
     pass(&mut s, 13_000, uplink, beacon(13_000));
@@ -965,15 +972,7 @@ fn a_link_to_a_switch_heard_after_its_removal_is_reported_for_readmission() {
 /// live, it would otherwise look like an input with nothing behind it and stay out for good.
 #[test]
 fn a_link_back_before_its_removal_is_reported_at_the_removal() {
-    let mut s = switch(Topology::leaf_spine(2, 1, 1).unwrap(), 0);
-    let uplink = s.ports.iter().position(|p| !p.to_process).unwrap() as PortId;
-    let host = 1 - uplink;
-    pass(&mut s, 500, uplink, beacon(500));
-    for k in 1..=12u64 {
-        pass(&mut s, k * 1_000, host, beacon(k * 1_000));
-        s.handle_timeout(t(k * 1_000));
-    }
-    assert_eq!(reported(&mut s).map(|r| r.port), Some(uplink));
+    let (mut s, uplink) = leaf_whose_uplink_died();
     pass(&mut s, 13_000, uplink, beacon(13_000));
     assert_eq!(heard(&mut s), None, "not out yet");
     s.remove_input(uplink).unwrap();
