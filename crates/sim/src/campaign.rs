@@ -178,8 +178,15 @@ pub fn draw(seed: u64, faults_max: u32) -> (SimConfig, String) {
         message_bytes_max,
         reliable,
         send_for,
-        // Long enough for retransmissions at the simulated fabric's timers to finish.
-        drain: Duration::from_micros(if reliable { 3000 } else { 300 }),
+        // Long enough for retransmissions at the simulated fabric's timers to finish; with
+        // the controller, for two answer timeouts (2 ms each) and then some: a host that dies
+        // with its ToR is declared only after its announcement and then its cut go unanswered
+        // (seed 90123480: every ToR died, and a dead host was still undeclared at 3 ms).
+        drain: Duration::from_micros(match (reliable, controller) {
+            (true, true) => 5000,
+            (true, false) => 3000,
+            (false, _) => 300,
+        }),
         events_max: 200_000_000,
         ..SimConfig::default()
     };

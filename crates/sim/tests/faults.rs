@@ -556,3 +556,14 @@ fn a_readmitted_spine_keeps_its_inputs_from_the_controllers_side() {
         "onepipe sim --seed 90110662 --topology leaf-spine:4,3,2 --processes-per-host 2 --skew 1000ns --drift-ppm 0 --pattern random:4 --gap 29000ns --message-bytes 200 --message-bytes-max 300 --send 385000ns --drain 3522000ns --drain-max 0ns --reliable --controller --loss 0 --dup 0.01 --reorder 0.01 --faults-for 192500ns --fail host:4@52000ns --fail link:leaf3-spine0@184000ns --fail switch:spine1@179000ns --fail restart:spine2@34000ns+73000ns --clock-step host:13@111000ns-518000ns",
     );
 }
+
+/// Campaign seed 90123480: every ToR died, with a host. The controller declares a host behind a
+/// dead ToR only once its announcement and then its cut go unanswered, two answer timeouts
+/// (4 ms here), and the campaign's 3 ms drain ended the run with that host undeclared and
+/// counted correct. Controller runs of the campaign now drain for 5 ms.
+#[test]
+fn every_tor_dead_is_declared_within_the_campaigns_drain() {
+    check_replay(
+        "onepipe sim --seed 90123480 --topology leaf-spine:2,1,2 --processes-per-host 2 --skew 5000ns --drift-ppm 100 --pattern random:8 --gap 24000ns --message-bytes 64 --message-bytes-max 164 --send 286000ns --drain 5000000ns --drain-max 0ns --reliable --controller --loss 0.001 --dup 0.01 --reorder 0.01 --faults-for 143000ns --fail host:4@99000ns --fail switch:leaf1@129000ns --fail switch:leaf0@122000ns",
+    );
+}
