@@ -11,11 +11,13 @@ pub mod limits;
 pub mod node;
 pub mod pipeline;
 pub mod routing;
+pub mod switch_paths;
 pub mod topology;
 pub mod wiring;
 
 pub use node::{Either, Hints, Node, PortId, Route};
 pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
+pub use switch_paths::SwitchPaths;
 pub use topology::{EtcdFiles, Topology, TopologyError};
 pub use wiring::{DirectedLink, Peer, PortDirection, PortSpec, ProcessSpec, Wiring, WiringError};

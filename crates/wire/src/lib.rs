@@ -6,6 +6,7 @@
 //! clock or panics on input bytes.
 
 pub mod ack;
+pub mod netchain;
 pub mod packet;
 pub mod protocol;
 pub mod time;
