@@ -383,6 +383,23 @@ impl Topology {
         t
     }
 
+    /// NetChain's testbed (paper 002, Fig. 8 and section 7): four switches S0-S3 and four
+    /// hosts, all under S0; S0 links to S1 and S3, which both link to S2. Chains of three
+    /// switches ([S0, S1, S2] among others) and the paper's failure of S1, replaced by S3.
+    pub fn netchain_testbed() -> Topology {
+        let mut b = Builder::new("netchain-testbed".into());
+        let s0 = b.switch("s0".into(), 1);
+        let s1 = b.switch("s1".into(), 2);
+        let s2 = b.switch("s2".into(), 3);
+        let s3 = b.switch("s3".into(), 2);
+        b.hosts(s0, 4);
+        b.link(s0, s1);
+        b.link(s0, s3);
+        b.link(s1, s2);
+        b.link(s3, s2);
+        b.finish().expect("netchain testbed preset is valid")
+    }
+
     /// The classic k-ary fat-tree: k pods of k/2 ToRs and k/2 aggregation switches, (k/2)^2
     /// cores, k/2 hosts per ToR (k^3/4 hosts). Aggregation switch j of a pod connects to cores
     /// j*k/2 .. (j+1)*k/2.
@@ -422,6 +439,7 @@ impl Topology {
     }
 
     /// Parses a preset name: `single:N`, `leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF`, `testbed`,
+    /// `netchain-testbed`,
     /// `three-layer:PODS,TORS,SPINES,CORES,HOSTS`, `fat-tree:K`.
     pub fn preset(spec: &str) -> Result<Topology, TopologyError> {
         let (kind, args) = spec.split_once(':').unwrap_or((spec, ""));
@@ -434,12 +452,13 @@ impl Topology {
         let nums = nums.map_err(|_| bad("arguments must be non-negative integers"))?;
         match (kind, nums.as_slice()) {
             ("testbed", []) => Ok(Topology::paper_testbed()),
+            ("netchain-testbed", []) => Ok(Topology::netchain_testbed()),
             ("single", [h]) => Topology::single_switch(*h),
             ("leaf-spine", [l, s, h]) => Topology::leaf_spine(*l, *s, *h),
             ("three-layer", [p, t, s, c, h]) => Topology::three_layer(*p, *t, *s, *c, *h),
             ("fat-tree", [k]) => Topology::fat_tree(*k),
             _ => Err(bad(
-                "expected testbed | single:HOSTS | leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF | \
+                "expected testbed | netchain-testbed | single:HOSTS | leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF | \
                  three-layer:PODS,TORS_PER_POD,SPINES_PER_POD,CORES,HOSTS_PER_TOR | fat-tree:K",
             )),
         }

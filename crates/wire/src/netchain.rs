@@ -17,11 +17,12 @@
 //! 18  u16  virtual group                       | virtual group (GROUP_ALL: every group)
 //! 20  u64  version: session << 48 | sequence   | switch the rule is about
 //!                                              | 22 u16 switch that replaces it | 24 u64 session
+//!                                              | 32 u16 switch the rule is for
 //! 28  16 B key
 //! 44  u16  value length, 46 u16 expect length
 //! 48  chain: u16 switch ids, then the value, then the expected value (CAS)
 //! ```
-//! A rule message ends at byte 32. Contract as [`crate::packet`]: [`Packet::new_checked`]
+//! A rule message ends at byte 34. Contract as [`crate::packet`]: [`Packet::new_checked`]
 //! validates every length, after which no getter or setter panics; [`Repr::parse`] never panics
 //! on any bytes; [`Repr::emit`] never panics into a buffer of [`Repr::buffer_len`] bytes.
 
@@ -37,7 +38,7 @@ pub const VALUE_BYTES_MAX: usize = 4096;
 /// Fixed part of a query.
 pub const QUERY_HEADER_LEN: usize = 48;
 /// Length of a rule message.
-pub const RULE_LEN: usize = 32;
+pub const RULE_LEN: usize = 34;
 /// A rule's group that means every virtual group.
 pub const GROUP_ALL: u16 = u16::MAX;
 /// Bits of a version that count writes; the bits above are the session (paper 5.2: "the
@@ -61,6 +62,7 @@ mod field {
     pub const RULE_SWITCH: Range<usize> = 20..22;
     pub const RULE_REPLACEMENT: Range<usize> = 22..24;
     pub const RULE_SESSION: Range<usize> = 24..32;
+    pub const RULE_TARGET: Range<usize> = 32..34;
     pub const KEY: Range<usize> = 28..44;
     pub const VALUE_LEN: Range<usize> = 44..46;
     pub const EXPECT_LEN: Range<usize> = 46..48;
@@ -344,6 +346,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let at = field::CHAIN + 2 * i.min(self.chain_len().saturating_sub(1));
         be16(&self.buffer.as_ref()[at..at + 2])
     }
+    /// The whole chain; queries only.
+    pub fn chain_list(&self) -> Chain {
+        let mut c = Chain {
+            len: self.chain_len() as u8,
+            ..Chain::default()
+        };
+        for i in 0..c.len() {
+            c.ids[i] = self.chain(i);
+        }
+        c
+    }
     /// The switch the query goes to next; `None` when SC is 0 (a reply, or spent).
     pub fn next_hop(&self) -> Option<u16> {
         let sc = self.sc() as usize;
@@ -382,6 +395,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
     pub fn rule_replacement(&self) -> u16 {
         be16(&self.buffer.as_ref()[field::RULE_REPLACEMENT])
+    }
+    /// The switch that is to install the rule.
+    pub fn rule_target(&self) -> u16 {
+        be16(&self.buffer.as_ref()[field::RULE_TARGET])
     }
     pub fn rule_session(&self) -> u64 {
         let mut r = [0u8; 8];
@@ -464,6 +481,14 @@ impl Chain {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// The chain with entry `i` (if there is one) set to `id`.
+    pub fn replaced(&self, i: usize, id: u16) -> Chain {
+        let mut c = *self;
+        if i < c.len() {
+            c.ids[i] = id;
+        }
+        c
+    }
     /// The chain in the order reads travel it: tail first (paper 4.2).
     pub fn reversed(&self) -> Chain {
         let mut c = *self;
@@ -479,6 +504,8 @@ pub struct Rule {
     pub status: Status,
     pub process: u32,
     pub request: u64,
+    /// The switch that is to install the rule.
+    pub target: u16,
     pub kind: RuleKind,
     pub group: u16,
     pub switch: u16,
@@ -503,17 +530,13 @@ impl<'a> Repr<'a> {
                 status: p.status(),
                 process: p.process(),
                 request: p.request(),
+                target: p.rule_target(),
                 kind: p.rule_kind(),
                 group: p.group(),
                 switch: p.rule_switch(),
                 replacement: p.rule_replacement(),
                 session: p.rule_session(),
             }));
-        }
-        let chain_len = p.chain_len();
-        let mut ids = [0u16; CHAIN_MAX];
-        for (i, id) in ids.iter_mut().enumerate().take(chain_len) {
-            *id = p.chain(i);
         }
         let value_range = p.value_range();
         let absent = p.flags() & flags::VALUE_ABSENT != 0;
@@ -526,7 +549,7 @@ impl<'a> Repr<'a> {
             sc: p.sc(),
             process: p.process(),
             request: p.request(),
-            chain: Chain::new(&ids[..chain_len]).expect("checked chain length"),
+            chain: p.chain_list(),
             group: p.group(),
             version: p.version(),
             key: p.key(),
@@ -565,6 +588,7 @@ impl<'a> Repr<'a> {
                 b[field::RULE_SWITCH].copy_from_slice(&r.switch.to_be_bytes());
                 b[field::RULE_REPLACEMENT].copy_from_slice(&r.replacement.to_be_bytes());
                 b[field::RULE_SESSION].copy_from_slice(&r.session.to_be_bytes());
+                b[field::RULE_TARGET].copy_from_slice(&r.target.to_be_bytes());
             }
             Repr::Query(q) => {
                 let value = q.value.unwrap_or(&[]);
@@ -658,6 +682,7 @@ mod tests {
             status: Status::Ok,
             process: 1,
             request: 2,
+            target: 3,
             kind: RuleKind::Replace,
             group: GROUP_ALL,
             switch: 4,
