@@ -6,9 +6,11 @@
 //! thread or clock, so the simulator and the runtimes (inproc, udp) drive the same code.
 //! docs/netchain.md is the user's page.
 
+pub mod agent;
 pub mod key;
 pub mod ring;
 
+pub use agent::{Agent, AgentConfig, Attempt, Call, CallId, Completion, Outcome, Refusal, SubmitError};
 pub use key::{Key, KeyError};
 pub use ring::{Ring, RingError};
 pub mod switch;
