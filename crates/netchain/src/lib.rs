@@ -7,10 +7,12 @@
 //! docs/netchain.md is the user's page.
 
 pub mod agent;
+pub mod controller;
 pub mod key;
 pub mod ring;
 
 pub use agent::{Agent, AgentConfig, Attempt, Call, CallId, Completion, Outcome, Refusal, SubmitError};
+pub use controller::{Controller, ControllerConfig, Event};
 pub use key::{Key, KeyError};
 pub use ring::{Ring, RingError};
 pub mod switch;

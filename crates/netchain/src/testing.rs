@@ -30,7 +30,7 @@ impl Net {
     pub fn new(topology: Topology) -> Net {
         let wiring = Arc::new(Wiring::new(topology, 1).unwrap());
         let config = SwitchConfig {
-            slots: 64,
+            slots: 1024,
             value_bytes_max: 16,
             controller: Some(CONTROLLER),
             ..SwitchConfig::default()

@@ -201,13 +201,16 @@ impl NetchainSwitch {
             return Decision::Drop(Reason::Malformed);
         };
         let op = p.opcode();
-        if let Some(Some(process)) = self.port_process.get(port as usize) {
-            // A process speaks only for itself, and never as a switch or the tail.
-            if p.process() != *process || p.is_reply() {
-                return Decision::Drop(Reason::Spoofed);
-            }
-            if op.is_control() && self.config.controller != Some(*process) {
+        if let Some(&Some(process)) = self.port_process.get(port as usize)
+            && self.config.controller != Some(process)
+        {
+            // A client speaks only for itself, never as a switch or the tail, and does not
+            // control. (The controller also answers clients' inserts.)
+            if op.is_control() {
                 return Decision::Drop(Reason::ControlRefused);
+            }
+            if p.process() != process || p.is_reply() {
+                return Decision::Drop(Reason::Spoofed);
             }
         }
         let to_process = |process: Option<u32>| match process.and_then(|p| self.paths.port_to_process(p)) {

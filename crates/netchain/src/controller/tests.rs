@@ -1,0 +1,236 @@
+//! The controller with the switches of the test network and an agent: inserts, then a switch's
+//! failure, failover (Algorithm 2) and recovery (Algorithm 3), with every acknowledged write
+//! still read back.
+
+use super::*;
+use crate::agent::{Agent, AgentConfig, Call, Outcome};
+use crate::testing::{CONTROLLER, Net};
+use std::collections::HashMap;
+
+const CLIENT: u32 = 1;
+const STEP: Duration = Duration::from_micros(100);
+
+struct World {
+    net: Net,
+    controller: Controller,
+    agent: Agent,
+    now: Instant,
+    events: Vec<Event>,
+}
+
+impl World {
+    fn new() -> World {
+        let net = Net::testbed();
+        let ring = Ring::new(&[0, 1, 2, 3], 8, 3).unwrap();
+        let controller = Controller::new(
+            ControllerConfig::new(CONTROLLER),
+            net.wiring.clone(),
+            ring.clone(),
+        );
+        let agent = Agent::new(AgentConfig::new(CLIENT, CONTROLLER), ring);
+        World {
+            net,
+            controller,
+            agent,
+            now: Instant::from_nanos(1_000_000),
+            events: Vec::new(),
+        }
+    }
+
+    /// One round: everything the hosts send crosses the network and is answered; time moves on
+    /// by `STEP` and timers fire.
+    fn round(&mut self) {
+        let mut buf = vec![0u8; 9216];
+        while let Some(len) = self.controller.poll_transmit(self.now, &mut buf) {
+            self.net.send(CONTROLLER, buf[..len].to_vec());
+        }
+        while let Some(len) = self.agent.poll_transmit(self.now, &mut buf) {
+            self.net.send(CLIENT, buf[..len].to_vec());
+        }
+        self.net.run();
+        for frame in std::mem::take(&mut self.net.inbox[CONTROLLER as usize]) {
+            self.controller.handle_frame(self.now, &frame);
+        }
+        for frame in std::mem::take(&mut self.net.inbox[CLIENT as usize]) {
+            self.agent.handle_frame(self.now, &frame);
+        }
+        self.now += STEP;
+        if self.controller.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.controller.handle_timeout(self.now);
+        }
+        if self.agent.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.agent.handle_timeout(self.now);
+        }
+        self.events
+            .extend(std::iter::from_fn(|| self.controller.poll_event()));
+    }
+
+    fn settle(&mut self) {
+        for _ in 0..10_000 {
+            if self.controller.outstanding() == 0
+                && self.agent.in_progress() == 0
+                && !self.controller.recovering()
+            {
+                return;
+            }
+            self.round();
+        }
+        panic!(
+            "not settled: {} control messages outstanding",
+            self.controller.outstanding()
+        );
+    }
+
+    fn call(&mut self, call: Call) -> Outcome {
+        let id = self.agent.submit(self.now, call).unwrap();
+        self.settle();
+        let done: Vec<_> = std::iter::from_fn(|| self.agent.poll_completion()).collect();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].call, id);
+        done[0].outcome.clone()
+    }
+}
+
+fn key(i: usize) -> Key {
+    Key::new(format!("key:{i:012}").as_bytes()).unwrap()
+}
+
+#[test]
+fn preloaded_and_inserted_keys_are_on_every_switch_of_their_chain() {
+    let mut w = World::new();
+    w.controller.preload(w.now, (0..100).map(key));
+    w.settle();
+    assert_eq!(w.controller.keys(), 100);
+    for i in 0..100 {
+        let k = key(i);
+        let chain = w
+            .controller
+            .ring()
+            .chain(w.controller.ring().group_of(&k))
+            .unwrap();
+        for s in 0..4u16 {
+            let has = w.net.switches[s as usize].store().slot_of(&k).is_some();
+            assert_eq!(has, chain.as_slice().contains(&s), "key {i} on switch {s}");
+        }
+    }
+    assert_eq!(w.call(Call::Insert(key(500), b"new".to_vec())), Outcome::Ok(None));
+    assert_eq!(w.call(Call::Read(key(500))), Outcome::Ok(Some(b"new".to_vec())));
+    assert_eq!(w.controller.keys(), 101);
+}
+
+/// Control messages lost on the way are sent again until acknowledged.
+#[test]
+fn lost_control_messages_are_retransmitted() {
+    let mut w = World::new();
+    w.controller.preload(w.now, (0..10).map(key));
+    let mut buf = vec![0u8; 9216];
+    while w.controller.poll_transmit(w.now, &mut buf).is_some() {} // all lost
+    w.settle();
+    assert!(w.controller.counters().retransmits >= 10);
+    assert_eq!(w.controller.keys(), 10);
+}
+
+/// Paper 5: a switch fails in the middle of traffic. Failover restores service at once; recovery
+/// brings every chain back to three switches; no acknowledged write is lost.
+#[test]
+fn a_failed_switch_is_skipped_then_replaced_without_losing_a_write() {
+    for failed in 0..4u16 {
+        if failed == 0 {
+            continue; // s0 is every host's ToR: its failure cuts the clients off (paper 7.3)
+        }
+        let mut w = World::new();
+        let keys = 64;
+        w.controller.preload(w.now, (0..keys).map(key));
+        w.settle();
+        for i in 0..keys {
+            assert_eq!(w.call(Call::Write(key(i), vec![1, i as u8])), Outcome::Ok(None));
+        }
+        w.net.down[failed as usize] = true;
+        w.controller.switch_failed(w.now, failed);
+        // Writes go on through failover and recovery, four at a time, with the agent's stale
+        // ring. Per key: the last acknowledged value, and values written since whose outcome
+        // is unknown (any of them may be what a read finds).
+        let mut last_ok: Vec<Vec<u8>> = (0..keys).map(|i| vec![1, i as u8]).collect();
+        let mut unknown: Vec<Vec<Vec<u8>>> = vec![Vec::new(); keys];
+        let mut calls = HashMap::new();
+        let mut n = 0usize;
+        for _ in 0..20_000 {
+            let recovered = !w.controller.recovering() && w.controller.outstanding() == 0 && n > 4 * keys;
+            if recovered && w.agent.in_progress() == 0 {
+                break;
+            }
+            while !recovered && w.agent.in_progress() < 4 {
+                let (i, value) = (n % keys, vec![2, (n / keys) as u8, (n % keys) as u8]);
+                calls.insert(
+                    w.agent.submit(w.now, Call::Write(key(i), value.clone())).unwrap(),
+                    (i, value),
+                );
+                n += 1;
+            }
+            w.round();
+            while let Some(done) = w.agent.poll_completion() {
+                let (i, value) = calls.remove(&done.call).unwrap();
+                match done.outcome {
+                    Outcome::Ok(None) => {
+                        last_ok[i] = value;
+                        unknown[i].clear();
+                    }
+                    Outcome::Unknown => unknown[i].push(value),
+                    other => panic!("write refused: {other:?}"),
+                }
+            }
+        }
+        assert!(
+            w.agent.counters().retries > 0 || failed != 2,
+            "writes were lost while the chain changed"
+        );
+        w.settle();
+        assert!(
+            w.events
+                .iter()
+                .any(|e| matches!(e, Event::FailedOver { switch, .. } if *switch == failed))
+        );
+        assert!(
+            w.events
+                .iter()
+                .any(|e| matches!(e, Event::Recovered { switch, .. } if *switch == failed)),
+            "{:?}",
+            w.events
+        );
+        let ring = w.controller.ring().clone();
+        for g in 0..ring.groups() as u16 {
+            let chain = ring.chain(g).unwrap();
+            assert_eq!(chain.len(), 3);
+            assert!(!chain.as_slice().contains(&failed), "group {g}: {chain:?}");
+        }
+        for i in 0..keys {
+            let Outcome::Ok(Some(found)) = w.call(Call::Read(key(i))) else {
+                panic!("key {i} has a value")
+            };
+            assert!(
+                found == last_ok[i] || unknown[i].contains(&found),
+                "key {i}: read {found:?}, acknowledged {:?}",
+                last_ok[i]
+            );
+            let chain = ring.chain(ring.group_of(&key(i))).unwrap();
+            for &s in chain.as_slice() {
+                let store = w.net.switches[s as usize].store();
+                let slot = store.read(store.slot_of(&key(i)).expect("installed on the new chain"));
+                assert_eq!(
+                    slot.value,
+                    Some(&found[..]),
+                    "switch {s} of key {i}'s chain agrees with its tail"
+                );
+            }
+        }
+        w.agent.set_ring(ring);
+        for i in 0..keys {
+            assert_eq!(w.call(Call::Write(key(i), vec![4, i as u8])), Outcome::Ok(None));
+            assert_eq!(
+                w.call(Call::Read(key(i))),
+                Outcome::Ok(Some(vec![4, i as u8])),
+                "new ring, key {i}"
+            );
+        }
+    }
+}
