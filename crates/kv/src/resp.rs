@@ -186,6 +186,7 @@ mod tests {
             Ok(Some((words(&["set", "k", "a b"]), 12)))
         );
         assert_eq!(decode(b"\r\n"), Ok(Some((words(&[]), 2))));
+        assert_eq!(decode(b"GET k #c\n"), Ok(Some((words(&["GET", "k"]), 9))));
         assert_eq!(decode(b"PING"), Ok(None));
         assert_eq!(decode(b"set k \"a\n"), Err(ProtocolError::UnbalancedQuotes));
     }

@@ -52,7 +52,8 @@ const READ_BYTES: usize = 16 * 1024;
 const INPUT_KEPT_BYTES_MAX: usize = 64 * 1024;
 
 /// Starts serving `store` on `listener` and returns at once: a thread accepts, and each
-/// connection gets a thread of its own, until [`ServerHandle::shutdown`].
+/// connection gets a thread of its own, until [`ServerHandle::shutdown`] (dropping every handle
+/// leaves the server running until the process ends). Fails on a zero limit in `config`.
 pub fn serve(listener: TcpListener, store: Arc<dyn Store>, config: ServeConfig) -> io::Result<ServerHandle> {
     if config.connections_max == 0 || config.request_bytes_max == 0 || config.batch_commands_max == 0 {
         return Err(io::Error::new(
