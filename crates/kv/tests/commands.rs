@@ -274,3 +274,72 @@ fn a_hundred_concurrent_connections() {
     let mut c = server.client();
     assert_eq!(ok(&mut c, &["DBSIZE"]), Value::Int(100 * 20 + 1));
 }
+
+/// The reply a client decoded, as the typed reply the store gave.
+fn as_reply(value: Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Okay => Reply::Ok,
+        Value::Int(number) => Reply::Integer(number),
+        Value::BulkString(bytes) => Reply::Bulk(bytes.into()),
+        Value::Array(items) => Reply::Array(items.into_iter().map(as_reply).collect()),
+        other => panic!("no store replies {other:?}"),
+    }
+}
+
+/// Random commands over a few keys, through the server and straight into a second `MemStore`:
+/// the same replies, so the front adds and loses nothing.
+#[test]
+fn the_front_answers_as_the_store_does() {
+    let server = TestServer::memory();
+    let mut c = server.client();
+    let model = MemStore::new();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    for _round in 0..50 {
+        let mut words_of_round = Vec::new();
+        for _ in 0..40 {
+            let key = format!("k{}", next(4));
+            let value = |n: u64| format!("v{n}");
+            let words: Vec<String> = match next(8) {
+                0 => vec!["GET".into(), key],
+                1 => vec!["SET".into(), key, value(next(3))],
+                2 => vec![
+                    "SET".into(),
+                    key,
+                    value(next(3)),
+                    ["NX", "XX"][next(2) as usize].into(),
+                ],
+                3 => vec!["DEL".into(), key, format!("k{}", next(4))],
+                4 => vec!["MGET".into(), key, format!("k{}", next(4))],
+                5 => vec!["CAS".into(), key, value(next(3)), value(next(3))],
+                6 => vec![["CASNX", "CAD"][next(2) as usize].into(), key, value(next(3))],
+                _ => vec!["DBSIZE".into()],
+            };
+            words_of_round.push(words);
+        }
+        let mut pipe = redis::pipe();
+        let mut commands = Vec::new();
+        for words in &words_of_round {
+            let args: Vec<onepipe_kv::Bytes> = words.iter().map(|w| w.clone().into()).collect();
+            commands.push(
+                Command::parse(&args)
+                    .expect("a store command")
+                    .expect("well formed"),
+            );
+            let command = pipe.cmd(&words[0]);
+            for word in &words[1..] {
+                command.arg(word);
+            }
+        }
+        let through_server: Vec<Value> = pipe.query(&mut c).unwrap();
+        let direct: Vec<Reply> = model.execute(&commands).into_iter().map(|r| r.unwrap()).collect();
+        let through_server: Vec<Reply> = through_server.into_iter().map(as_reply).collect();
+        assert_eq!(through_server, direct, "commands {words_of_round:?}");
+    }
+}
