@@ -16,7 +16,7 @@ mod resp;
 mod server;
 mod store;
 
-pub use bytes::Bytes;
+pub use bytes::{Bytes, BytesMut};
 pub use command::{Command, CommandError, SetCondition};
 pub use mem::MemStore;
 pub use reply::Reply;
