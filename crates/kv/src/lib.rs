@@ -1,0 +1,24 @@
+//! Stores behind one trait, and one Redis-protocol (RESP2) server over them.
+//!
+//! - [`Store`]: one entry point, [`Store::execute`], taking the batch of [`Command`]s one
+//!   connection pipelined and giving one [`Reply`] or [`StoreError`] per command.
+//! - [`serve`]: the server redis-cli, redis-benchmark and client libraries talk to; a thread per
+//!   connection, bounded connections, requests and batches; [`ServerHandle`] stops it.
+//! - [`MemStore`]: the in-memory reference store, the model other stores are compared against.
+//!
+//! docs/redis.md lists the commands (with `CAS`, `CASNX`, `CAD`), the errors and the limits.
+
+mod admin;
+mod command;
+mod mem;
+mod reply;
+mod resp;
+mod server;
+mod store;
+
+pub use bytes::{Bytes, BytesMut};
+pub use command::{Command, CommandError, SetCondition};
+pub use mem::MemStore;
+pub use reply::Reply;
+pub use server::{ServeConfig, ServerHandle, serve};
+pub use store::{Store, StoreError, StoreInfo};
