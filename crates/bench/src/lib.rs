@@ -9,6 +9,7 @@
 //!   as PNG.
 //! - [`soak`]: `onepipe bench soak`, a long open-loop run at a fraction of the measured
 //!   capacity, checked online ([`soak_stream`] hands each process's events out as they come).
+//! - [`netchain`]: `onepipe netchain demo`, NetChain's testbed with closed-loop clients.
 //! - [`runtimes`]: which runtime a run uses, and each runtime's defaults.
 
 pub mod demo;
@@ -16,6 +17,7 @@ mod demo_drain;
 pub mod demo_summary;
 pub mod fig8;
 pub mod modes;
+pub mod netchain;
 pub mod pairs;
 pub mod plot;
 pub mod recovery;

@@ -10,6 +10,7 @@ mod demo;
 mod fabric;
 mod flags;
 mod inspect;
+mod netchain;
 mod sim;
 mod udp_limit;
 
@@ -53,6 +54,10 @@ enum Command {
     /// Fault injection: cut the link between switch A and its neighbour B (a switch or a host)
     /// in a topology that `onepipe up FILE` runs; both ends drop it within 200 ms
     CutLink(cut::CutLinkArgs),
+    /// NetChain (NSDI 2018): a strongly consistent key-value store chain-replicated in the
+    /// switches
+    #[command(subcommand)]
+    Netchain(netchain::NetchainCommand),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         Command::Down(args) => fabric::down(args),
         Command::Inspect(args) => inspect::run(args),
         Command::CutLink(args) => cut::run(args),
+        Command::Netchain(cmd) => netchain::run(cmd),
     };
     match result {
         Ok(code) => code,

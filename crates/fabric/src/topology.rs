@@ -383,16 +383,17 @@ impl Topology {
         t
     }
 
-    /// NetChain's testbed (paper 002, Fig. 8 and section 7): four switches S0-S3 and four
-    /// hosts, all under S0; S0 links to S1 and S3, which both link to S2. Chains of three
-    /// switches ([S0, S1, S2] among others) and the paper's failure of S1, replaced by S3.
+    /// NetChain's testbed (paper 002, Fig. 8 and section 7): four switches S0-S3 and the four
+    /// servers H0-H3, all under S0; S0 links to S1 and S3, which both link to S2. Chains of
+    /// three switches ([S0, S1, S2] among others) and the paper's failure of S1, replaced by
+    /// S3. A fifth host under S0, `s0-h4`, is for the controller.
     pub fn netchain_testbed() -> Topology {
         let mut b = Builder::new("netchain-testbed".into());
         let s0 = b.switch("s0".into(), 1);
         let s1 = b.switch("s1".into(), 2);
         let s2 = b.switch("s2".into(), 3);
         let s3 = b.switch("s3".into(), 2);
-        b.hosts(s0, 4);
+        b.hosts(s0, 5);
         b.link(s0, s1);
         b.link(s0, s3);
         b.link(s1, s2);

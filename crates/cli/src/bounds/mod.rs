@@ -33,6 +33,8 @@ pub const BYTES_MAX: u64 = 1 << 34;
 pub const MESSAGE_BYTES_MAX: u64 = 1 << 20;
 /// Packets of a send buffer, and a broadcast window.
 pub const PACKETS_MAX: u64 = 1 << 24;
+/// Closed-loop clients of a store's run.
+pub const CLIENTS_MAX: u64 = 65_536;
 /// `--dead-after-intervals`.
 pub const INTERVALS_MAX: u64 = 1_000_000;
 /// The etcd lease TTL.

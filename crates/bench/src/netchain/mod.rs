@@ -1,0 +1,327 @@
+//! The run behind `onepipe netchain demo`: NetChain's testbed (paper 002, Fig. 8: four switches,
+//! the servers under S0), chains of three, the keys preloaded by the controller, closed-loop
+//! clients reading and writing uniformly chosen keys; optionally a switch fails in the middle
+//! (failover, then recovery). Every attempt is recorded for the linearizability check.
+
+#![allow(clippy::disallowed_methods)] // the run drives real time: it sleeps between progress reports
+
+pub mod final_state;
+pub mod history;
+pub mod nodes;
+
+use hdrhistogram::Histogram;
+use indicatif::ProgressBar;
+use nodes::{ClientHost, ControllerHost, Op, Shared, Workload};
+use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
+use onepipe_netchain::{
+    Agent, AgentConfig, Controller, ControllerConfig, Event, Key, NetchainSwitch, Ring, SwitchConfig,
+};
+use onepipe_runtime::inproc::{Clock, InprocConfig, LinkFaults, Runtime};
+use onepipe_wire::protocol::NETCHAIN;
+use onepipe_wire::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// The clients' processes are 0..CLIENT_PROCESSES (the servers H0-H3); the controller is the
+/// testbed's fifth host.
+const CLIENT_PROCESSES: u32 = 4;
+const CONTROLLER_PROCESS: u32 = 4;
+
+#[derive(Clone, Debug)]
+pub struct NetchainDemoConfig {
+    pub keys: usize,
+    pub value_bytes: usize,
+    pub write_ratio: f64,
+    /// Closed-loop clients, spread over the four servers.
+    pub clients: u32,
+    pub duration: Duration,
+    /// Switches per chain (f + 1).
+    pub chain_len: usize,
+    pub vnodes_per_switch: usize,
+    /// A switch that fails this long after the start.
+    pub failure: Option<(u16, Duration)>,
+    /// How long after a failure the controller learns of it.
+    pub detection: Duration,
+    pub loss: f64,
+    pub seed: u64,
+    pub workers: usize,
+    pub agent_timeout: Duration,
+    /// Attempts recorded for the history, per client process.
+    pub record_max: usize,
+    pub slots: u32,
+}
+
+impl Default for NetchainDemoConfig {
+    fn default() -> Self {
+        NetchainDemoConfig {
+            keys: 20_000,
+            value_bytes: 64,
+            write_ratio: 0.01,
+            clients: 64,
+            duration: Duration::from_secs(3),
+            chain_len: 3,
+            vnodes_per_switch: 16,
+            failure: None,
+            detection: Duration::from_millis(1),
+            loss: 0.0,
+            seed: 1,
+            workers: 2,
+            agent_timeout: Duration::from_millis(20),
+            record_max: 4_000_000,
+            slots: 64 * 1024,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct NetchainReport {
+    pub ops: u64,
+    pub elapsed: Duration,
+    pub read_latency_ns: Histogram<u64>,
+    pub write_latency_ns: Histogram<u64>,
+    pub unknown: u64,
+    pub refused: u64,
+    pub retries: u64,
+    pub events: Vec<Event>,
+    /// When the failed switch failed, on the run's clock.
+    pub failed_at: Option<Instant>,
+    /// Every recorded attempt, and how many were not recorded.
+    pub history: Vec<Op>,
+    pub history_unrecorded: u64,
+    pub keys: Arc<Vec<Key>>,
+    pub switch_counters: Vec<onepipe_netchain::switch::Counters>,
+    /// Acknowledged writes the final state does not reflect ([`final_state`]); `None` when the
+    /// history was not recorded whole.
+    pub acknowledged_writes_lost: Option<u64>,
+}
+
+impl NetchainReport {
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / (self.elapsed.as_nanos() as f64 / 1e9).max(1e-9)
+    }
+
+    /// From the failure to the moment every neighbour skips the failed switch.
+    pub fn failover(&self) -> Option<Duration> {
+        let failed = self.failed_at?;
+        self.events.iter().find_map(|e| match e {
+            Event::FailedOver { at, .. } => Some(at.saturating_since(failed)),
+            _ => None,
+        })
+    }
+
+    /// From the failure to the moment every chain has its full length again.
+    pub fn recovery(&self) -> Option<Duration> {
+        let failed = self.failed_at?;
+        self.events.iter().find_map(|e| match e {
+            Event::Recovered { at, .. } => Some(at.saturating_since(failed)),
+            _ => None,
+        })
+    }
+}
+
+type DemoNode = Either<Pipeline<NetchainSwitch>, Either<ControllerHost, ClientHost>>;
+
+/// The keys of a run: `key:NNNNNNNNNNNN`, 16 bytes each.
+pub fn demo_keys(count: usize) -> Vec<Key> {
+    (0..count)
+        .map(|i| Key::new(format!("key:{i:012}").as_bytes()).expect("16 bytes, no trailing zero"))
+        .collect()
+}
+
+fn build(
+    c: &NetchainDemoConfig,
+    wiring: &Arc<Wiring>,
+    shared: &Arc<Shared>,
+) -> Result<(Vec<DemoNode>, Arc<Vec<Key>>), String> {
+    let switches: Vec<u16> = (0..wiring.switch_count() as u16).collect();
+    let ring = Ring::new(&switches, c.vnodes_per_switch, c.chain_len).map_err(|e| e.to_string())?;
+    let keys = Arc::new(demo_keys(c.keys));
+    let switch_config = SwitchConfig {
+        slots: c.slots,
+        controller: Some(CONTROLLER_PROCESS),
+        ..SwitchConfig::default()
+    };
+    let mut nodes: Vec<DemoNode> = Vec::new();
+    for s in 0..wiring.switch_count() {
+        let program = NetchainSwitch::new(s, wiring.clone(), switch_config.clone());
+        nodes.push(Either::Left(
+            Pipeline::single(NETCHAIN, program).map_err(|e| e.to_string())?,
+        ));
+    }
+    let workload = Workload {
+        keys: keys.clone(),
+        write_ratio: c.write_ratio,
+        value_bytes: c.value_bytes,
+        record_max: c.record_max,
+    };
+    for p in 0..CLIENT_PROCESSES {
+        let clients = c.clients * p / CLIENT_PROCESSES..c.clients * (p + 1) / CLIENT_PROCESSES;
+        let agent = Agent::new(
+            AgentConfig {
+                timeout: c.agent_timeout,
+                ..AgentConfig::new(p, CONTROLLER_PROCESS)
+            },
+            ring.clone(),
+        );
+        let seed = c.seed ^ (p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let host = ClientHost::new(agent, clients, seed, workload.clone(), shared.clone());
+        nodes.push(Either::Right(Either::Right(host)));
+    }
+    let controller = Controller::new(
+        ControllerConfig {
+            seed: c.seed,
+            ..ControllerConfig::new(CONTROLLER_PROCESS)
+        },
+        wiring.clone(),
+        ring,
+    );
+    let failure = c.failure.map(|(s, _)| (s, c.detection.as_nanos()));
+    let host = ControllerHost::new(controller, keys.to_vec(), failure, shared.clone());
+    nodes.push(Either::Right(Either::Left(host)));
+    Ok((nodes, keys))
+}
+
+/// Runs the demo on the inproc runtime; `bar` shows the measured window.
+pub fn run(c: &NetchainDemoConfig, bar: &ProgressBar) -> Result<NetchainReport, String> {
+    validate(c)?;
+    let wiring = Arc::new(Wiring::new(Topology::netchain_testbed(), 1).map_err(|e| e.to_string())?);
+    let shared = Arc::new(Shared::default());
+    let (nodes, keys) = build(c, &wiring, &shared)?;
+    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+    let config = InprocConfig {
+        workers: c.workers,
+        faults: LinkFaults {
+            loss: c.loss,
+            seed: c.seed,
+            ..LinkFaults::default()
+        },
+        ..InprocConfig::default()
+    };
+    let rt = Runtime::start(nodes, &wiring.directed_links(Duration::ZERO), &[], &config, clock)
+        .map_err(|e| e.to_string())?;
+    bar.set_message("preloading keys");
+    let loaded = wait_until(std::time::Duration::from_secs(60), || {
+        shared.ready.load(Ordering::Acquire)
+    });
+    if !loaded {
+        rt.stop();
+        return Err("the controller did not install the keys within 60 s".into());
+    }
+    let start = clock.now() + Duration::from_millis(1);
+    let end = start + c.duration;
+    shared.start_ns.store(start.as_nanos(), Ordering::Release);
+    shared.end_ns.store(end.as_nanos(), Ordering::Release);
+    bar.set_message("measuring");
+    let mut failed_at = None;
+    while clock.now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let elapsed = clock.now().saturating_since(start).as_nanos();
+        bar.set_position((elapsed * 100 / c.duration.as_nanos().max(1)).min(100));
+        if let Some((switch, at)) = c.failure
+            && failed_at.is_none()
+            && clock.now() >= start + at
+        {
+            rt.crash(switch as usize);
+            let now = clock.now();
+            shared.failed_at_ns.store(now.as_nanos(), Ordering::Release);
+            failed_at = Some(now);
+        }
+    }
+    bar.set_message("draining");
+    // Calls in flight at the end finish or time out; a recovery under way finishes.
+    let drain = c.agent_timeout.saturating_mul(4) + Duration::from_millis(50);
+    std::thread::sleep(std::time::Duration::from_nanos(drain.as_nanos()));
+    if failed_at.is_some() {
+        wait_until(std::time::Duration::from_secs(30), || {
+            shared
+                .events
+                .lock()
+                .expect("events")
+                .iter()
+                .any(|e| matches!(e, Event::Recovered { .. }))
+        });
+    }
+    let nodes = rt.stop();
+    Ok(report(nodes, &shared, c, failed_at, keys))
+}
+
+fn validate(c: &NetchainDemoConfig) -> Result<(), String> {
+    if c.clients < CLIENT_PROCESSES {
+        return Err(format!("at least {CLIENT_PROCESSES} clients (one per server)"));
+    }
+    if c.keys == 0 || c.keys > c.slots as usize {
+        return Err(format!("1 to {} keys (the switches' slots)", c.slots));
+    }
+    if let Some((s, _)) = c.failure
+        && !(1..=3).contains(&s)
+    {
+        return Err("the failed switch is 1, 2 or 3 (s0 connects every server)".into());
+    }
+    Ok(())
+}
+
+fn wait_until(limit: std::time::Duration, done: impl Fn() -> bool) -> bool {
+    let began = std::time::Instant::now();
+    while !done() {
+        if began.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    true
+}
+
+fn report(
+    nodes: Vec<DemoNode>,
+    shared: &Shared,
+    c: &NetchainDemoConfig,
+    failed_at: Option<Instant>,
+    keys: Arc<Vec<Key>>,
+) -> NetchainReport {
+    let histogram = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    let mut r = NetchainReport {
+        ops: shared.completed.load(Ordering::Relaxed),
+        elapsed: c.duration,
+        read_latency_ns: histogram(),
+        write_latency_ns: histogram(),
+        unknown: 0,
+        refused: 0,
+        retries: 0,
+        events: shared.events.lock().expect("events").clone(),
+        failed_at,
+        history: Vec::new(),
+        history_unrecorded: 0,
+        keys,
+        switch_counters: Vec::new(),
+        acknowledged_writes_lost: None,
+    };
+    let mut switches = Vec::new();
+    let mut ring = None;
+    for node in nodes {
+        match node {
+            Either::Left(switch) => switches.push(switch),
+            Either::Right(Either::Right(host)) => {
+                r.read_latency_ns.add(&host.read_latency_ns).expect("same bounds");
+                r.write_latency_ns
+                    .add(&host.write_latency_ns)
+                    .expect("same bounds");
+                r.unknown += host.unknown;
+                r.refused += host.refused;
+                r.retries += host.agent.counters().retries;
+                r.history_unrecorded += host.ops_unrecorded;
+                r.history.extend(host.ops);
+            }
+            Either::Right(Either::Left(host)) => ring = Some(host.controller.ring().clone()),
+        }
+    }
+    let programs: Vec<&NetchainSwitch> = switches
+        .iter()
+        .map(|s| s.programs().next().expect("one program").1)
+        .collect();
+    r.switch_counters = programs.iter().map(|p| *p.counters()).collect();
+    if r.history_unrecorded == 0 {
+        let finals = final_state::tail_values(&ring.expect("a controller"), &programs, &r.keys);
+        r.acknowledged_writes_lost = Some(final_state::acknowledged_writes_lost(&r.history, &finals));
+    }
+    r
+}

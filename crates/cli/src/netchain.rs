@@ -1,0 +1,212 @@
+//! `onepipe netchain ...`: NetChain (paper 002), a key-value store chain-replicated in the
+//! switches.
+
+use crate::flags::{JsonFlag, SeedFlag};
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use onepipe_bench::netchain::{NetchainDemoConfig, NetchainReport, history};
+use onepipe_wire::Duration;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum NetchainCommand {
+    /// NetChain's testbed (4 switches, chains of 3) with closed-loop clients reading and
+    /// writing 20,000 keys, every operation checked for linearizability
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Closed-loop clients (one call outstanding each), spread over the four servers
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<u32>(4..=crate::bounds::CLIENTS_MAX))]
+    clients: u32,
+    /// Fraction of calls that are writes
+    #[arg(long, default_value_t = 0.01, value_parser = crate::bounds::probability())]
+    write_ratio: f64,
+    /// Keys in the store (16 bytes each)
+    #[arg(long, default_value_t = 20_000, value_parser = crate::bounds::int::<usize>(1..=65_536))]
+    keys: usize,
+    /// Bytes of every written value (at most a slot, 128)
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<usize>(1..=128))]
+    value_bytes: usize,
+    /// Length of the measured run
+    #[arg(long, default_value_t = 3.0, value_parser = crate::bounds::seconds())]
+    seconds: f64,
+    /// Fail a switch during the run: `switch:N@T` (N = 1, 2 or 3; T like 1s or 500ms after
+    /// the start); failover, then recovery
+    #[arg(long)]
+    fail: Option<String>,
+    /// Probability that a frame is lost on any link
+    #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
+    loss: f64,
+    /// Virtual nodes per switch on the placement ring (virtual groups = 4 x this)
+    #[arg(long, default_value_t = 16, value_parser = crate::bounds::int::<usize>(1..=4096))]
+    vnodes_per_switch: usize,
+    /// Worker threads (default: 2)
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
+    workers: usize,
+    /// Write every operation to FILE as JSON Lines (client, op, key, value, expect, outcome,
+    /// call_ns, return_ns)
+    #[arg(long)]
+    history: Option<PathBuf>,
+    #[command(flatten)]
+    seed: SeedFlag,
+    #[command(flatten)]
+    json: JsonFlag,
+}
+
+pub fn run(cmd: NetchainCommand) -> Result<ExitCode, String> {
+    match cmd {
+        NetchainCommand::Demo(args) => demo(args),
+    }
+}
+
+/// `switch:N@T`.
+fn parse_fail(spec: &str) -> Result<(u16, Duration), String> {
+    let bad = || format!("--fail `{spec}`: expected switch:N@TIME, like switch:1@1s");
+    let (what, when) = spec.split_once('@').ok_or_else(bad)?;
+    let n: u16 = what
+        .strip_prefix("switch:")
+        .ok_or_else(bad)?
+        .parse()
+        .map_err(|_| bad())?;
+    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    Ok((n, at))
+}
+
+fn demo(args: DemoArgs) -> Result<ExitCode, String> {
+    let config = NetchainDemoConfig {
+        keys: args.keys,
+        value_bytes: args.value_bytes,
+        write_ratio: args.write_ratio,
+        clients: args.clients,
+        duration: Duration::from_nanos((args.seconds * 1e9) as u64),
+        failure: args.fail.as_deref().map(parse_fail).transpose()?,
+        loss: args.loss,
+        seed: args.seed.seed,
+        workers: args.workers,
+        vnodes_per_switch: args.vnodes_per_switch,
+        ..NetchainDemoConfig::default()
+    };
+    let bar = if args.json.json {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(100);
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos:>3}%")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar
+    };
+    let report = onepipe_bench::netchain::run(&config, &bar)?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.history {
+        let file =
+            std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        history::write(&mut std::io::BufWriter::new(file), &report.history, &report.keys)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if args.json.json {
+        println!("{}", json(&config, &report));
+    } else {
+        print_text(&config, &report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn us(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1e3
+}
+
+fn json(c: &NetchainDemoConfig, r: &NetchainReport) -> serde_json::Value {
+    serde_json::json!({
+        "ops_per_s": r.ops_per_s(),
+        "ops": r.ops,
+        "read_latency_us": {"p50": us(&r.read_latency_ns, 0.5), "p99": us(&r.read_latency_ns, 0.99)},
+        "write_latency_us": {"p50": us(&r.write_latency_ns, 0.5), "p99": us(&r.write_latency_ns, 0.99)},
+        "clients": c.clients,
+        "write_ratio": c.write_ratio,
+        "keys": c.keys,
+        "value_bytes": c.value_bytes,
+        "unknown": r.unknown,
+        "refused": r.refused,
+        "retries": r.retries,
+        "failover_us": r.failover().map(|d| d.as_micros_f64()),
+        "recovery_ms": r.recovery().map(|d| d.as_micros_f64() / 1e3),
+        "history_ops": r.history.len(),
+        "acknowledged_writes_lost": r.acknowledged_writes_lost,
+    })
+}
+
+fn print_text(c: &NetchainDemoConfig, r: &NetchainReport) {
+    println!(
+        "topology        netchain-testbed (4 switches, chains of {}, {} virtual groups)",
+        c.chain_len,
+        4 * c.vnodes_per_switch
+    );
+    println!(
+        "workload        {} keys, {}-byte values, {}% writes, {} closed-loop clients, {:.2} s",
+        c.keys,
+        c.value_bytes,
+        c.write_ratio * 100.0,
+        c.clients,
+        c.duration.as_micros_f64() / 1e6
+    );
+    println!(
+        "throughput      {:.0} ops/s ({} operations)",
+        r.ops_per_s(),
+        r.ops
+    );
+    let line = |name: &str, h: &hdrhistogram::Histogram<u64>| {
+        if h.is_empty() {
+            println!("{name:<16}none");
+        } else {
+            println!("{name:<16}p50 {:.1} us, p99 {:.1} us", us(h, 0.5), us(h, 0.99));
+        }
+    };
+    line("read latency", &r.read_latency_ns);
+    line("write latency", &r.write_latency_ns);
+    println!(
+        "outcomes        {} unknown (timed out), {} refused, {} retries",
+        r.unknown, r.refused, r.retries
+    );
+    let mut drops = onepipe_netchain::switch::Counters::default();
+    for c in &r.switch_counters {
+        drops.queue_full += c.queue_full;
+        drops.stale_writes += c.stale_writes;
+        drops.stopped += c.stopped;
+        drops.no_route += c.no_route;
+        drops.malformed += c.malformed;
+        drops.chain_exhausted += c.chain_exhausted;
+        drops.unknown_at_replica += c.unknown_at_replica;
+    }
+    println!(
+        "switch drops    {} queue full, {} stale writes, {} stopped, {} no route, {} chain exhausted, {} unknown at replica, {} malformed",
+        drops.queue_full,
+        drops.stale_writes,
+        drops.stopped,
+        drops.no_route,
+        drops.chain_exhausted,
+        drops.unknown_at_replica,
+        drops.malformed
+    );
+    if let Some(f) = r.failover() {
+        let recovery = r.recovery().map_or("not finished".to_string(), |d| {
+            format!("{:.1} ms", d.as_micros_f64() / 1e3)
+        });
+        println!(
+            "failure         failover {:.0} us, recovery {recovery}",
+            f.as_micros_f64()
+        );
+    }
+    println!("checks          over {} operations", r.history.len());
+    match r.acknowledged_writes_lost {
+        Some(n) => println!("  acknowledged writes lost  {n}"),
+        None => println!(
+            "  acknowledged writes lost  not checked ({} operations not recorded)",
+            r.history_unrecorded
+        ),
+    }
+}
