@@ -14,6 +14,23 @@ pub enum NetchainCommand {
     /// NetChain's testbed (4 switches, chains of 3) with closed-loop clients reading and
     /// writing 20,000 keys, every operation checked for linearizability
     Demo(DemoArgs),
+    /// A Redis-protocol server (RESP2) over a NetChain of its own in this process: GET, SET
+    /// [NX], DEL, MGET, CAS, CASNX, CAD (docs/redis.md); redis-cli and redis-benchmark work
+    /// unchanged. Runs until Ctrl-C
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// TCP port to listen on (0: any free port, printed)
+    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
+    port: u16,
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Worker threads of the fabric (default: 2)
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
+    workers: usize,
 }
 
 #[derive(Args, Debug)]
@@ -59,7 +76,32 @@ pub struct DemoArgs {
 pub fn run(cmd: NetchainCommand) -> Result<ExitCode, String> {
     match cmd {
         NetchainCommand::Demo(args) => demo(args),
+        NetchainCommand::Serve(args) => serve(args),
     }
+}
+
+fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind((args.bind, args.port))
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    let config = onepipe_bench::netchain::serve::NetchainServeConfig {
+        workers: args.workers,
+        ..Default::default()
+    };
+    let serving = onepipe_bench::netchain::serve::start(&config, listener)?;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).map_err(|e| e.to_string())?;
+    println!(
+        "netchain: serving the Redis protocol on {} (4 switches, chains of 3); Ctrl-C stops",
+        serving.server.local_addr()
+    );
+    while !stop.load(Ordering::Relaxed) {
+        #[allow(clippy::disallowed_methods)] // the CLI waits for Ctrl-C
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    serving.stop();
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `switch:N@T`.

@@ -5,12 +5,14 @@
 //! - [`serve`]: the server redis-cli, redis-benchmark and client libraries talk to; a thread per
 //!   connection, bounded connections, requests and batches; [`ServerHandle`] stops it.
 //! - [`MemStore`]: the in-memory reference store, the model other stores are compared against.
+//! - [`netchain::NetchainStore`]: NetChain, through client agents running in its fabric.
 //!
 //! docs/redis.md lists the commands (with `CAS`, `CASNX`, `CAD`), the errors and the limits.
 
 mod admin;
 mod command;
 mod mem;
+pub mod netchain;
 mod reply;
 mod resp;
 mod server;

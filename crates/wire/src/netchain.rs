@@ -151,7 +151,8 @@ impl Opcode {
 #[repr(u8)]
 pub enum Status {
     Ok = 0,
-    /// A compare-and-swap found another value (the reply carries it).
+    /// A compare-and-swap found another value (the reply carries it); a delete found the key
+    /// absent already.
     CasFailed = 1,
     /// The key has no slot on the switch that answered: a read of it finds it absent, a write
     /// changes nothing (insert it first).

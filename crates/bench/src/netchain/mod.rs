@@ -8,6 +8,7 @@
 pub mod final_state;
 pub mod history;
 pub mod nodes;
+pub mod serve;
 
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
@@ -24,8 +25,8 @@ use std::sync::atomic::Ordering;
 
 /// The clients' processes are 0..CLIENT_PROCESSES (the servers H0-H3); the controller is the
 /// testbed's fifth host.
-const CLIENT_PROCESSES: u32 = 4;
-const CONTROLLER_PROCESS: u32 = 4;
+pub(crate) const CLIENT_PROCESSES: u32 = 4;
+pub(crate) const CONTROLLER_PROCESS: u32 = 4;
 
 #[derive(Clone, Debug)]
 pub struct NetchainDemoConfig {

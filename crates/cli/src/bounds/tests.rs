@@ -40,6 +40,8 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("demo", "--skew-us", "10000000", "10000001"),
     ("demo", "--link-delay-us", "10000000", "10000001"),
     ("demo", "--rate", "1000000000", "1000000001"),
+    ("netchain serve", "--port", "65535", "65536"),
+    ("netchain serve", "--workers", "1024", "1025"),
     ("netchain demo", "--clients", "65536", "65537"),
     ("netchain demo", "--write-ratio", "1", "1.01"),
     ("netchain demo", "--keys", "65536", "65537"),

@@ -48,6 +48,9 @@ pub enum Call {
     Write(Key, Vec<u8>),
     /// Installs the key through the controller if needed, then writes it.
     Insert(Key, Vec<u8>),
+    /// Installs the key through the controller (absent if it was not there); writes nothing.
+    Install(Key),
+    /// Deletes; completes `CasFailed(None)` if the key was absent already.
     Delete(Key),
     /// Swaps in `new` (`None`: deletes) if the value is `expect` (`None`: absent).
     Cas {
@@ -60,7 +63,7 @@ pub enum Call {
 impl Call {
     pub fn key(&self) -> &Key {
         match self {
-            Call::Read(k) | Call::Write(k, _) | Call::Insert(k, _) | Call::Delete(k) => k,
+            Call::Read(k) | Call::Write(k, _) | Call::Insert(k, _) | Call::Install(k) | Call::Delete(k) => k,
             Call::Cas { key, .. } => key,
         }
     }
@@ -69,6 +72,7 @@ impl Call {
         match self {
             Call::Read(_) => Opcode::Read,
             Call::Write(..) | Call::Insert(..) => Opcode::Write,
+            Call::Install(_) => Opcode::Insert,
             Call::Delete(_) => Opcode::Delete,
             Call::Cas { .. } => Opcode::Cas,
         }
@@ -205,7 +209,7 @@ impl Agent {
                 .as_ref()
                 .map_or(0, Vec::len)
                 .max(new.as_ref().map_or(0, Vec::len)),
-            Call::Read(_) | Call::Delete(_) => 0,
+            Call::Read(_) | Call::Delete(_) | Call::Install(_) => 0,
         };
         if value_len > VALUE_BYTES_MAX {
             return Err(SubmitError::ValueTooLarge(value_len));
@@ -251,7 +255,10 @@ impl Agent {
         let group = self.ring.group_of(&key);
         let chain = self.ring.chain(group).expect("the ring's own group");
         let (opcode, chain, value, expect): (_, Chain, Option<&[u8]>, Option<&[u8]>) = match &c.call {
-            Call::Insert(..) if !c.installed => (Opcode::Insert, Chain::default(), None, None),
+            Call::Insert(..) | Call::Install(_) if !c.installed => {
+                (Opcode::Insert, Chain::default(), None, None)
+            }
+            Call::Install(_) => unreachable!("an installed Install is complete"),
             Call::Read(_) => (Opcode::Read, chain.reversed(), None, None),
             Call::Write(_, v) | Call::Insert(_, v) => (Opcode::Write, chain, Some(v), None),
             Call::Delete(_) => (Opcode::Delete, chain, None, None),
@@ -292,7 +299,9 @@ impl Agent {
             .expect("requests map to calls in progress");
         if q.opcode == Opcode::Insert {
             // The controller installed the key (or could not): the write comes next.
-            if q.status == Status::Ok {
+            if q.status == Status::Ok && matches!(c.call, Call::Install(_)) {
+                self.finish_attempt(now, id, q.request, Outcome::Ok(None));
+            } else if q.status == Status::Ok {
                 c.installed = true;
                 self.to_send.push_back(id);
             } else {

@@ -367,7 +367,13 @@ impl NetchainSwitch {
             return;
         }
         let current = self.store.read(slot);
-        let failed_compare = q.opcode == Opcode::Cas && current.value != q.expect;
+        // A failed compare, or a delete of an absent key (its answer says so: Redis's DEL
+        // counts the keys that existed).
+        let failed_compare = match q.opcode {
+            Opcode::Cas => current.value != q.expect,
+            Opcode::Delete => current.value.is_none(),
+            _ => false,
+        };
         let (status, value) = if failed_compare {
             (Status::CasFailed, current.value.map(<[u8]>::to_vec))
         } else {

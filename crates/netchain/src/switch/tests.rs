@@ -358,3 +358,23 @@ fn onepipe_wire_state_write(at: u16, value: &[u8], version: u64) -> Vec<u8> {
     Repr::Query(q).emit(&mut frame).unwrap();
     frame
 }
+
+/// A delete is a write of "absent"; its answer says whether there was a value to delete.
+#[test]
+fn a_delete_answers_whether_the_key_had_a_value() {
+    let mut net = Net::testbed();
+    install(&mut net, &CHAIN);
+    let delete = |net: &mut Net, request| {
+        net.send(
+            1,
+            query(Opcode::Delete, 1, request, &CHAIN, KEY, None, None, GROUP),
+        );
+        net.run();
+        one_reply(net, 1, request).0
+    };
+    assert_eq!(delete(&mut net, 1), Status::CasFailed, "absent already");
+    assert_eq!(write(&mut net, 1, 2, b"v").0, Status::Ok);
+    assert_eq!(delete(&mut net, 3), Status::Ok, "deleted a value");
+    assert_eq!(stored(&net, 2), (None, 3));
+    assert_eq!(read(&mut net, 1, 4), (Status::Ok, None));
+}

@@ -1,0 +1,135 @@
+//! `onepipe netchain serve`: a NetChain of its own (the testbed, on the inproc runtime) behind
+//! the Redis-protocol front, so that redis-cli, redis-benchmark and client libraries use it
+//! unchanged. Each of the four servers runs a service host (a client agent) that takes the
+//! front's batches in turn; keys are installed through the controller on their first SET.
+
+use super::nodes::{ControllerHost, Shared};
+use super::{CLIENT_PROCESSES, CONTROLLER_PROCESS};
+use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
+use onepipe_kv::netchain::{Mailbox, NetchainStore, ServiceHost};
+use onepipe_kv::{ServeConfig, ServerHandle, Store};
+use onepipe_netchain::{
+    Agent, AgentConfig, Controller, ControllerConfig, NetchainSwitch, Ring, SwitchConfig,
+};
+use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
+use onepipe_wire::protocol::NETCHAIN;
+use onepipe_wire::{Duration, Instant};
+use std::net::TcpListener;
+use std::sync::Arc;
+
+#[derive(Clone, Debug)]
+pub struct NetchainServeConfig {
+    pub slots: u32,
+    pub value_bytes_max: usize,
+    pub chain_len: usize,
+    pub vnodes_per_switch: usize,
+    pub workers: usize,
+    pub agent_timeout: Duration,
+    pub attempts_max: u32,
+    pub seed: u64,
+}
+
+impl Default for NetchainServeConfig {
+    fn default() -> Self {
+        NetchainServeConfig {
+            slots: 64 * 1024,
+            value_bytes_max: 128,
+            chain_len: 3,
+            vnodes_per_switch: 16,
+            workers: 2,
+            agent_timeout: Duration::from_millis(20),
+            attempts_max: 3,
+            seed: 1,
+        }
+    }
+}
+
+type ServeNode = Either<Pipeline<NetchainSwitch>, Either<ControllerHost, ServiceHost>>;
+
+/// A running NetChain and its Redis-protocol server.
+pub struct Serving {
+    runtime: Runtime<ServeNode>,
+    pub server: ServerHandle,
+}
+
+impl Serving {
+    /// Stops the server, then the fabric.
+    pub fn stop(self) {
+        self.server.shutdown();
+        self.runtime.stop();
+    }
+}
+
+/// Starts the fabric and serves the Redis protocol on `listener`.
+pub fn start(c: &NetchainServeConfig, listener: TcpListener) -> Result<Serving, String> {
+    let wiring = Arc::new(Wiring::new(Topology::netchain_testbed(), 1).map_err(|e| e.to_string())?);
+    let switches: Vec<u16> = (0..wiring.switch_count() as u16).collect();
+    let ring = Ring::new(&switches, c.vnodes_per_switch, c.chain_len).map_err(|e| e.to_string())?;
+    let switch_config = SwitchConfig {
+        slots: c.slots,
+        value_bytes_max: c.value_bytes_max,
+        controller: Some(CONTROLLER_PROCESS),
+        ..SwitchConfig::default()
+    };
+    let mut nodes: Vec<ServeNode> = Vec::new();
+    for s in 0..wiring.switch_count() {
+        let program = NetchainSwitch::new(s, wiring.clone(), switch_config.clone());
+        nodes.push(Either::Left(
+            Pipeline::single(NETCHAIN, program).map_err(|e| e.to_string())?,
+        ));
+    }
+    let mut mailboxes = Vec::new();
+    for p in 0..CLIENT_PROCESSES {
+        let mailbox = Arc::new(Mailbox::default());
+        let agent = Agent::new(
+            AgentConfig {
+                timeout: c.agent_timeout,
+                attempts_max: c.attempts_max,
+                outstanding_max: 65_536,
+                ..AgentConfig::new(p, CONTROLLER_PROCESS)
+            },
+            ring.clone(),
+        );
+        nodes.push(Either::Right(Either::Right(ServiceHost::new(
+            agent,
+            mailbox.clone(),
+            c.attempts_max,
+        ))));
+        mailboxes.push(mailbox);
+    }
+    let controller = Controller::new(
+        ControllerConfig {
+            seed: c.seed,
+            ..ControllerConfig::new(CONTROLLER_PROCESS)
+        },
+        wiring.clone(),
+        ring,
+    );
+    let shared = Arc::new(Shared::default());
+    nodes.push(Either::Right(Either::Left(ControllerHost::new(
+        controller,
+        Vec::new(),
+        None,
+        shared,
+    ))));
+    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+    let config = InprocConfig {
+        workers: c.workers,
+        ..InprocConfig::default()
+    };
+    let runtime = Runtime::start(nodes, &wiring.directed_links(Duration::ZERO), &[], &config, clock)
+        .map_err(|e| e.to_string())?;
+    // Every call's attempts, and an install before a first write, with room to spare.
+    let wait_ns = c
+        .agent_timeout
+        .as_nanos()
+        .saturating_mul(4 * c.attempts_max as u64)
+        + 1_000_000_000;
+    let store: Arc<dyn Store> = Arc::new(NetchainStore::new(
+        mailboxes,
+        c.value_bytes_max,
+        std::time::Duration::from_nanos(wait_ns),
+    ));
+    let server = onepipe_kv::serve(listener, store, ServeConfig::default()).map_err(|e| e.to_string())?;
+    Ok(Serving { runtime, server })
+}
