@@ -18,6 +18,30 @@ pub enum NetchainCommand {
     /// [NX], DEL, MGET, CAS, CASNX, CAD (docs/redis.md); redis-cli and redis-benchmark work
     /// unchanged. Runs until Ctrl-C
     Serve(ServeArgs),
+    /// The same workload against NetChain (over udp) and, in the same run, etcd (started on
+    /// loopback if installed): write ratios 0, 1 and 100%, 1 to 64 clients
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Closed-loop clients of each point
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::CLIENTS_MAX))]
+    clients: Vec<u32>,
+    /// Write ratios of each point
+    #[arg(long, value_delimiter = ',', default_value = "0,0.01,1", value_parser = crate::bounds::probability())]
+    write_ratios: Vec<f64>,
+    /// Length of each point
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
+    seconds_per_point: f64,
+    /// inproc or udp
+    #[arg(long, default_value = "udp")]
+    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
+    /// Do not measure etcd even if it is installed
+    #[arg(long)]
+    skip_etcd: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -31,12 +55,15 @@ pub struct ServeArgs {
     /// Worker threads of the fabric (default: 2)
     #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     workers: usize,
+    /// inproc or udp (every node of the fabric its own socket on loopback)
+    #[arg(long, default_value = "inproc")]
+    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
 }
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Closed-loop clients (one call outstanding each), spread over the four servers
-    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<u32>(4..=crate::bounds::CLIENTS_MAX))]
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<u32>(1..=crate::bounds::CLIENTS_MAX))]
     clients: u32,
     /// Fraction of calls that are writes
     #[arg(long, default_value_t = 0.01, value_parser = crate::bounds::probability())]
@@ -63,6 +90,10 @@ pub struct DemoArgs {
     /// Worker threads (default: 2)
     #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     workers: usize,
+    /// inproc (worker threads, frames through rings) or udp (every node its own socket on
+    /// loopback)
+    #[arg(long, default_value = "inproc")]
+    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
     /// Write every operation to FILE as JSON Lines (client, op, key, value, expect, outcome,
     /// call_ns, return_ns)
     #[arg(long)]
@@ -77,7 +108,54 @@ pub fn run(cmd: NetchainCommand) -> Result<ExitCode, String> {
     match cmd {
         NetchainCommand::Demo(args) => demo(args),
         NetchainCommand::Serve(args) => serve(args),
+        NetchainCommand::Bench(args) => bench(args),
     }
+}
+
+fn bench(args: BenchArgs) -> Result<ExitCode, String> {
+    use onepipe_bench::netchain::bench::{NetchainBenchOptions, run};
+    let options = NetchainBenchOptions {
+        clients: args.clients,
+        write_ratios: args.write_ratios,
+        seconds_per_point: args.seconds_per_point,
+        runtime: args.runtime,
+        skip_etcd: args.skip_etcd,
+        ..NetchainBenchOptions::default()
+    };
+    let bar = match args.json.json {
+        true => ProgressBar::hidden(),
+        false => ProgressBar::new(1),
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>36} [{bar:30}] {pos}/{len}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let report = run(&options, &bar)?;
+    bar.finish_and_clear();
+    if args.json.json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<9} {:>7} {:>11} {:>12} {:>9} {:>9}",
+        "system", "clients", "write_ratio", "ops/s", "p50 us", "p99 us"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<9} {:>7} {:>11} {:>12.0} {:>9.1} {:>9.1}",
+            r.system, r.clients, r.write_ratio, r.ops_per_s, r.p50_us, r.p99_us
+        );
+    }
+    match &report.etcd_skipped {
+        Some(why) => println!("etcd not measured: {why}"),
+        None => {
+            for (c, w, ratio) in &report.ratios {
+                println!("netchain / etcd at {c} clients, write ratio {w}: x{ratio:.1}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(args: ServeArgs) -> Result<ExitCode, String> {
@@ -86,6 +164,7 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
     let config = onepipe_bench::netchain::serve::NetchainServeConfig {
         workers: args.workers,
+        runtime: args.runtime,
         ..Default::default()
     };
     let serving = onepipe_bench::netchain::serve::start(&config, listener)?;
@@ -129,6 +208,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         seed: args.seed.seed,
         workers: args.workers,
         vnodes_per_switch: args.vnodes_per_switch,
+        runtime: args.runtime,
         ..NetchainDemoConfig::default()
     };
     let bar = if args.json.json {

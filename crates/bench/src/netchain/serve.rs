@@ -3,6 +3,7 @@
 //! unchanged. Each of the four servers runs a service host (a client agent) that takes the
 //! front's batches in turn; keys are installed through the controller on their first SET.
 
+use super::fabric::{NetchainRuntime, Running};
 use super::nodes::{ControllerHost, Shared};
 use super::{CLIENT_PROCESSES, CONTROLLER_PROCESS};
 use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
@@ -11,7 +12,7 @@ use onepipe_kv::{ServeConfig, ServerHandle, Store};
 use onepipe_netchain::{
     Agent, AgentConfig, Controller, ControllerConfig, NetchainSwitch, Ring, SwitchConfig,
 };
-use onepipe_runtime::inproc::{Clock, InprocConfig, Runtime};
+use onepipe_runtime::inproc::Clock;
 use onepipe_wire::protocol::NETCHAIN;
 use onepipe_wire::{Duration, Instant};
 use std::net::TcpListener;
@@ -27,6 +28,7 @@ pub struct NetchainServeConfig {
     pub agent_timeout: Duration,
     pub attempts_max: u32,
     pub seed: u64,
+    pub runtime: NetchainRuntime,
 }
 
 impl Default for NetchainServeConfig {
@@ -40,6 +42,7 @@ impl Default for NetchainServeConfig {
             agent_timeout: Duration::from_millis(20),
             attempts_max: 3,
             seed: 1,
+            runtime: NetchainRuntime::Inproc,
         }
     }
 }
@@ -48,7 +51,7 @@ type ServeNode = Either<Pipeline<NetchainSwitch>, Either<ControllerHost, Service
 
 /// A running NetChain and its Redis-protocol server.
 pub struct Serving {
-    runtime: Runtime<ServeNode>,
+    runtime: Running<ServeNode>,
     pub server: ServerHandle,
 }
 
@@ -113,12 +116,7 @@ pub fn start(c: &NetchainServeConfig, listener: TcpListener) -> Result<Serving, 
         shared,
     ))));
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let config = InprocConfig {
-        workers: c.workers,
-        ..InprocConfig::default()
-    };
-    let runtime = Runtime::start(nodes, &wiring.directed_links(Duration::ZERO), &[], &config, clock)
-        .map_err(|e| e.to_string())?;
+    let runtime = Running::start(c.runtime, &wiring, nodes, c.workers, 0.0, c.seed, clock)?;
     // Every call's attempts, and an install before a first write, with room to spare.
     let wait_ns = c
         .agent_timeout
