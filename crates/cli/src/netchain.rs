@@ -35,8 +35,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
     seconds_per_point: f64,
     /// inproc or udp
-    #[arg(long, default_value = "udp")]
-    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
+    #[arg(long, default_value = "udp", value_parser = ["inproc", "udp"])]
+    runtime: String,
     /// Do not measure etcd even if it is installed
     #[arg(long)]
     skip_etcd: bool,
@@ -56,8 +56,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     workers: usize,
     /// inproc or udp (every node of the fabric its own socket on loopback)
-    #[arg(long, default_value = "inproc")]
-    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
+    #[arg(long, default_value = "inproc", value_parser = ["inproc", "udp"])]
+    runtime: String,
 }
 
 #[derive(Args, Debug)]
@@ -92,8 +92,8 @@ pub struct DemoArgs {
     workers: usize,
     /// inproc (worker threads, frames through rings) or udp (every node its own socket on
     /// loopback)
-    #[arg(long, default_value = "inproc")]
-    runtime: onepipe_bench::netchain::fabric::NetchainRuntime,
+    #[arg(long, default_value = "inproc", value_parser = ["inproc", "udp"])]
+    runtime: String,
     /// Write every operation to FILE as JSON Lines (client, op, key, value, expect, outcome,
     /// call_ns, return_ns)
     #[arg(long)]
@@ -118,7 +118,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
         clients: args.clients,
         write_ratios: args.write_ratios,
         seconds_per_point: args.seconds_per_point,
-        runtime: args.runtime,
+        runtime: args.runtime.parse()?,
         skip_etcd: args.skip_etcd,
         ..NetchainBenchOptions::default()
     };
@@ -164,7 +164,7 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
     let config = onepipe_bench::netchain::serve::NetchainServeConfig {
         workers: args.workers,
-        runtime: args.runtime,
+        runtime: args.runtime.parse()?,
         ..Default::default()
     };
     let serving = onepipe_bench::netchain::serve::start(&config, listener)?;
@@ -208,7 +208,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         seed: args.seed.seed,
         workers: args.workers,
         vnodes_per_switch: args.vnodes_per_switch,
-        runtime: args.runtime,
+        runtime: args.runtime.parse()?,
         ..NetchainDemoConfig::default()
     };
     let bar = if args.json.json {

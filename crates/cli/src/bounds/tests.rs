@@ -31,7 +31,15 @@ fn flags(cmd: &clap::Command, words: &str, out: &mut Vec<(String, String, bool)>
 /// Flags whose every value is valid (a seed is any u64) or that are not numbers.
 /// `--clock-step` is a spec like `--fail`; its step is bounded by the wire's limit when parsed
 /// (`crates/sim/tests/clocks.rs`, `clock_steps_parse_and_print`).
-const UNBOUNDED: &[&str] = &["--seed", "--first-seed", "--fail", "--clock-step", "--pattern"];
+/// `--bind` is an IP address, any of which is valid.
+const UNBOUNDED: &[&str] = &[
+    "--seed",
+    "--first-seed",
+    "--fail",
+    "--clock-step",
+    "--pattern",
+    "--bind",
+];
 
 /// (command words, flag, the largest value accepted, the smallest refused): one row per
 /// numeric flag of every command.
