@@ -1,4 +1,5 @@
-//! Checkers that verify the 1Pipe delivery guarantees from per-process event logs.
+//! Checkers that verify the 1Pipe delivery guarantees from per-process event logs, and the
+//! linearizability of key-value histories ([`history`], [`linearizable`]).
 //!
 //! Each process records its [`Event`]s in program order (see [`log`] for the text format). The
 //! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
@@ -11,8 +12,10 @@
 
 mod atomicity;
 mod causality;
+pub mod history;
 mod index;
 mod integrity;
+pub mod linearizable;
 pub mod log;
 mod matching;
 pub mod online;
@@ -22,7 +25,15 @@ mod violation;
 
 pub use atomicity::check_atomicity;
 pub use causality::check_causality;
+pub use history::{
+    HistoryError, HistoryReader, HistoryRecord, LINE_BYTES_MAX, OpKind, Outcome, ReadError, RecordError, check_history,
+    parse_record, read_history, read_history_file, write_record,
+};
 pub use integrity::check_no_duplicates;
+pub use linearizable::{
+    CACHE_BYTES_PER_KEY_MAX, KeyViolation, LinearizabilityConfig, LinearizabilityReport, STEPS_PER_KEY_MAX, Verdict,
+    WINDOW_OPS_MAX, check_linearizable, check_linearizable_with,
+};
 pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};
 pub use matching::{check_fifo, check_no_creation, check_no_loss};
 pub use online::{OnlineChecker, OnlineStats};

@@ -1,0 +1,510 @@
+//! The search over one key's operations: Wing and Gong's depth-first search for a
+//! linearization, with Lowe's memo of visited (linearized set, state) pairs, as Knossos and
+//! Porcupine do it, plus two reductions that are sound for a register.
+//!
+//! The operations with a known return ("required": all must be linearized) live as call and
+//! return events in a doubly linked list in time order. An operation may come next when its
+//! call is before the first return left in the list (that operation must come before anything
+//! called after its return). Linearizing one removes its two events (dancing links: lifts are
+//! undone in reverse order on backtrack).
+//!
+//! Operations of unknown outcome ("open") have no return: they may take effect at any point
+//! after their call, or never. They sit in a second list in call order and may come next when
+//! called before the first return.
+//!
+//! At each node of the search:
+//! 1. an observer (a read, a failed cas) that may come next and is legal in the current state
+//!    is taken without trying any alternative: it changes nothing, so any linearization can be
+//!    reordered to take it now. If that child fails, the node fails.
+//! 2. otherwise the children are the legal operations that change the state, tried in the
+//!    order most likely to succeed first: the operation of the first return, then those that
+//!    produce the value it needs, then the rest by return time, open operations last (so a
+//!    history whose lost writes are not needed never explores their subsets). If that first
+//!    operation needs a value nothing that may come before it produces, the node fails at
+//!    once. Of the writes that leave the same value, only the one with the earliest return is
+//!    tried (the others could swap places with it).
+//! 3. blind writes (`Op::blind`: no operation needs their value, no failed cas in the key) are
+//!    no children of their own unless their return is the first: each is taken, with every
+//!    other blind write that may come, just before the next write or delete taken. In a
+//!    linearization a blind write must be followed by a write or delete (nothing may observe
+//!    its value), and moving it earlier, to just before the first write or delete after the
+//!    point where it may come, keeps the states and the real-time order. So their orders
+//!    among themselves and the other writes are never explored.
+
+use super::cache::Cache;
+use super::model::{ABSENT, Effect, KeyOps, Op, Supply};
+use super::set::{Segment, mix};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeyVerdict {
+    Linearizable,
+    NotLinearizable,
+    /// The budget ran out first.
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    pub steps_max: u64,
+    pub cache_bytes_max: usize,
+}
+
+const HEAD: u32 = 0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pick {
+    Required(u32),
+    Open(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FrameKind {
+    /// One of the node's candidates: when its child fails, the node tries the next.
+    Branch,
+    /// An observer taken alone (reduction 1): when its child fails, so does its node.
+    Forced,
+    /// A blind write taken before the `Branch` above it (reduction 3), undone with it.
+    Absorbed,
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    pick: Pick,
+    /// The state before `pick`.
+    state: u32,
+    kind: FrameKind,
+    /// Where the candidates of the node that made the pick start in `candidates`.
+    base: u32,
+    /// That node's next candidate to try if this pick fails.
+    next: u32,
+}
+
+#[derive(Clone, Copy)]
+enum Cursor {
+    /// Looking from event node `node` on for an observer that may come now (reduction 1).
+    Observe(u32),
+    /// No observer may come now; `node` is the first return: list the node's candidates.
+    Expand(u32),
+    /// Trying the node's candidates `candidates[i..]` (its list starts at `base`).
+    Try { base: u32, i: u32 },
+    /// The node has failed: undo the pick that made it.
+    Backtrack,
+}
+
+/// The search's buffers, kept from key to key.
+#[derive(Default)]
+pub(super) struct Searcher {
+    /// Event list: node 0 is the head, 1..=2n the events in time order, 2n+1 the tail.
+    next: Vec<u32>,
+    prev: Vec<u32>,
+    node_op: Vec<u32>,
+    node_is_call: Vec<bool>,
+    node_time_ns: Vec<u64>,
+    call_node: Vec<u32>,
+    return_node: Vec<u32>,
+    /// Open list: node 0 is the head, node i + 1 is open operation i, then the tail.
+    open_next: Vec<u32>,
+    open_prev: Vec<u32>,
+    required_set: Segment,
+    open_set: Segment,
+    stack: Vec<Frame>,
+    /// The candidate lists of the expanded nodes on the current path, one after the other.
+    candidates: Vec<Pick>,
+    ranked: Vec<Candidate>,
+    absorbed: Vec<u32>,
+    supply: Supply,
+    cache: Cache,
+    key: Vec<u64>,
+    events: Vec<(u64, bool, u32)>,
+}
+
+impl Searcher {
+    /// Decides one key; also returns the steps taken.
+    pub(super) fn check(&mut self, ops: &KeyOps, limits: &Limits) -> (KeyVerdict, u64) {
+        self.build(ops);
+        let required_count = ops.required.len();
+        if required_count == 0 {
+            return (KeyVerdict::Linearizable, 0);
+        }
+        let first = |s: &Self| s.next[HEAD as usize];
+        let mut state = ABSENT;
+        let mut linearized = 0;
+        let mut steps = 0;
+        let mut cursor = Cursor::Observe(first(self));
+        loop {
+            if steps == limits.steps_max || self.bytes() > limits.cache_bytes_max {
+                return (KeyVerdict::Unknown, steps);
+            }
+            steps += 1;
+            let picked = match cursor {
+                Cursor::Observe(node) if self.node_is_call[node as usize] => {
+                    let i = self.node_op[node as usize];
+                    let op = &ops.required[i as usize];
+                    if !op.observes() || op.step(state).is_none() {
+                        cursor = Cursor::Observe(self.next[node as usize]);
+                        continue;
+                    }
+                    self.absorbed.clear();
+                    if !self.try_pick(Pick::Required(i), ops, &mut state, (FrameKind::Forced, 0, 0)) {
+                        // This node was reached before by another order, and failed.
+                        cursor = Cursor::Backtrack;
+                        continue;
+                    }
+                    1
+                }
+                Cursor::Observe(node) => {
+                    cursor = Cursor::Expand(node);
+                    continue;
+                }
+                Cursor::Expand(node) => {
+                    // A return: nothing called later may be linearized before it.
+                    assert!(node != HEAD && (node as usize) < self.next.len() - 1, "list ends before its returns");
+                    let base = self.candidates.len() as u32;
+                    self.expand(node, ops, state);
+                    cursor = Cursor::Try { base, i: base };
+                    continue;
+                }
+                Cursor::Try { base, i } => {
+                    let Some(&pick) = self.candidates.get(i as usize) else {
+                        self.candidates.truncate(base as usize);
+                        cursor = Cursor::Backtrack;
+                        continue;
+                    };
+                    self.absorbed.clear();
+                    if self.op(pick, ops).unconditional() {
+                        self.collect_blind(pick, ops);
+                    }
+                    if !self.try_pick(pick, ops, &mut state, (FrameKind::Branch, base, i + 1)) {
+                        cursor = Cursor::Try { base, i: i + 1 };
+                        continue;
+                    }
+                    self.absorbed.len() + usize::from(matches!(pick, Pick::Required(_)))
+                }
+                Cursor::Backtrack => {
+                    let Some(frame) = self.stack.pop() else {
+                        return (KeyVerdict::NotLinearizable, steps);
+                    };
+                    assert_ne!(frame.kind, FrameKind::Absorbed, "absorbed picks go with their branch");
+                    state = self.undo(frame, ops);
+                    linearized -= usize::from(matches!(frame.pick, Pick::Required(_)));
+                    while self.stack.last().is_some_and(|f| f.kind == FrameKind::Absorbed) {
+                        let below = self.stack.pop().expect("checked above");
+                        state = self.undo(below, ops);
+                        linearized -= 1;
+                    }
+                    cursor = match frame.kind {
+                        FrameKind::Forced => Cursor::Backtrack,
+                        FrameKind::Branch | FrameKind::Absorbed => Cursor::Try {
+                            base: frame.base,
+                            i: frame.next,
+                        },
+                    };
+                    continue;
+                }
+            };
+            linearized += picked;
+            if linearized == required_count {
+                return (KeyVerdict::Linearizable, steps);
+            }
+            cursor = if self.supply.starved(state) {
+                Cursor::Backtrack
+            } else {
+                Cursor::Observe(first(self))
+            };
+        }
+    }
+
+    fn build(&mut self, ops: &KeyOps) {
+        let n = ops.required.len();
+        self.events.clear();
+        for (i, op) in ops.required.iter().enumerate() {
+            debug_assert!(op.call_ns <= op.return_ns);
+            self.events.push((op.call_ns, false, i as u32));
+            self.events.push((op.return_ns, true, i as u32));
+        }
+        // At equal times calls sort before returns: intervals that touch count as concurrent,
+        // since a clock's resolution cannot order them.
+        self.events.sort_unstable();
+        link(&mut self.next, &mut self.prev, 2 * n + 2);
+        self.node_op.clear();
+        self.node_is_call.clear();
+        self.node_time_ns.clear();
+        self.call_node.clear();
+        self.call_node.resize(n, 0);
+        self.return_node.clear();
+        self.return_node.resize(n, 0);
+        // The head, the events, the tail.
+        self.node_op.push(u32::MAX);
+        self.node_is_call.push(false);
+        self.node_time_ns.push(0);
+        for (k, &(time_ns, is_return, op)) in self.events.iter().enumerate() {
+            let node = k as u32 + 1;
+            self.node_op.push(op);
+            self.node_is_call.push(!is_return);
+            self.node_time_ns.push(time_ns);
+            let slot = if is_return { &mut self.return_node } else { &mut self.call_node };
+            slot[op as usize] = node;
+        }
+        self.node_op.push(u32::MAX);
+        self.node_is_call.push(false);
+        self.node_time_ns.push(u64::MAX);
+        link(&mut self.open_next, &mut self.open_prev, ops.open.len() + 2);
+        self.required_set.reset(n, 0);
+        self.open_set.reset(ops.open.len(), 1 << 32);
+        self.stack.clear();
+        self.candidates.clear();
+        self.cache.clear();
+        self.supply.reset(ops);
+    }
+
+    /// Appends the candidates of the current node, stuck at return node `stuck`, to
+    /// `candidates` in the order to try them (reduction 2).
+    fn expand(&mut self, stuck: u32, ops: &KeyOps, state: u32) {
+        let due = self.node_op[stuck as usize];
+        let due_op = &ops.required[due as usize];
+        let needed = due_op.needs();
+        let produces_needed = |op: &Op| needed.is_some() && op.produces() == needed;
+        // Ranks: 0 the first return's operation, 1 and 2 the producers of the value it needs
+        // (required, then open), 3 and 4 the rest.
+        // Whether any operation that may come before the first return produces the value it
+        // needs, legal now or not (a cas may become legal after others).
+        let mut producer = false;
+        self.ranked.clear();
+        let mut node = self.next[HEAD as usize];
+        while node != stuck {
+            let i = self.node_op[node as usize];
+            let op = &ops.required[i as usize];
+            producer |= produces_needed(op);
+            if !op.observes() && (!op.blind || i == due) && op.step(state).is_some() {
+                let rank = match (i == due, produces_needed(op)) {
+                    (true, _) => 0,
+                    (false, true) => 1,
+                    (false, false) => 3,
+                };
+                self.ranked.push(Candidate::new(op, rank, op.return_ns, Pick::Required(i)));
+            }
+            node = self.next[node as usize];
+        }
+        let open_tail = ops.open.len() as u32 + 1;
+        let mut node = self.open_next[HEAD as usize];
+        while node != open_tail && ops.open[node as usize - 1].call_ns <= self.node_time_ns[stuck as usize] {
+            let op = &ops.open[node as usize - 1];
+            producer |= produces_needed(op);
+            if op.step(state).is_some() {
+                let rank = if produces_needed(op) { 2 } else { 4 };
+                self.ranked.push(Candidate::new(op, rank, op.call_ns, Pick::Open(node - 1)));
+            }
+            node = self.open_next[node as usize];
+        }
+        // The first return's operation needs a value that neither the state has nor anything
+        // that may come before it produces: it can never come, so neither can anything after.
+        if needed.is_some() && due_op.step(state).is_none() && !producer {
+            return;
+        }
+        // Of the writes (and deletes) that leave the same value, only the one with the earliest
+        // return needs trying: a linearization that starts with another can swap the two (both
+        // may come now, leave the same state, and the earlier return fits wherever the later
+        // one stood), and an open one can stand in for another or be left out.
+        self.ranked.sort_unstable_by_key(|c| (c.class, c.return_ns, pick_order(c.pick)));
+        self.ranked.dedup_by_key(|c| c.class);
+        self.ranked.sort_unstable_by_key(|c| (c.rank, c.time_ns, pick_order(c.pick)));
+        self.candidates.extend(self.ranked.iter().map(|c| c.pick));
+    }
+
+    fn op<'o>(&self, pick: Pick, ops: &'o KeyOps) -> &'o Op {
+        match pick {
+            Pick::Required(i) => &ops.required[i as usize],
+            Pick::Open(i) => &ops.open[i as usize],
+        }
+    }
+
+    /// Fills `absorbed` with the blind writes other than `pick` that may come now.
+    fn collect_blind(&mut self, pick: Pick, ops: &KeyOps) {
+        let mut node = self.next[HEAD as usize];
+        while self.node_is_call[node as usize] {
+            let i = self.node_op[node as usize];
+            if ops.required[i as usize].blind && pick != Pick::Required(i) {
+                self.absorbed.push(i);
+            }
+            node = self.next[node as usize];
+        }
+    }
+
+    /// Linearizes the blind writes in `absorbed`, then `pick`, if `pick`'s step is legal and
+    /// the resulting (set, state) is new; `(kind, base, next)` go into `pick`'s frame.
+    fn try_pick(&mut self, pick: Pick, ops: &KeyOps, state: &mut u32, frame: (FrameKind, u32, u32)) -> bool {
+        let op = self.op(pick, ops);
+        let Some(new_state) = op.step(*state) else {
+            return false;
+        };
+        for k in 0..self.absorbed.len() {
+            self.required_set.insert(self.absorbed[k] as usize);
+        }
+        self.set_of(pick).insert(pick_bit(pick));
+        if !self.remember(new_state) {
+            for k in 0..self.absorbed.len() {
+                self.required_set.remove(self.absorbed[k] as usize);
+            }
+            self.set_of(pick).remove(pick_bit(pick));
+            return false;
+        }
+        for k in 0..self.absorbed.len() {
+            let absorbed = Pick::Required(self.absorbed[k]);
+            self.push(absorbed, ops, *state, (FrameKind::Absorbed, 0, 0));
+            *state = self.op(absorbed, ops).produces().expect("blind picks are writes or deletes");
+        }
+        self.push(pick, ops, *state, frame);
+        *state = new_state;
+        true
+    }
+
+    fn push(&mut self, pick: Pick, ops: &KeyOps, state: u32, (kind, base, next): (FrameKind, u32, u32)) {
+        self.stack.push(Frame {
+            pick,
+            state,
+            kind,
+            base,
+            next,
+        });
+        self.lift(pick);
+        self.supply.take(self.op(pick, ops), matches!(pick, Pick::Required(_)));
+    }
+
+    /// Undoes a pick (popped from the stack) but keeps it in the memo; the state before it.
+    fn undo(&mut self, frame: Frame, ops: &KeyOps) -> u32 {
+        self.set_of(frame.pick).remove(pick_bit(frame.pick));
+        self.unlift(frame.pick);
+        self.supply.give_back(self.op(frame.pick, ops), matches!(frame.pick, Pick::Required(_)));
+        frame.state
+    }
+
+    fn set_of(&mut self, pick: Pick) -> &mut Segment {
+        match pick {
+            Pick::Required(_) => &mut self.required_set,
+            Pick::Open(_) => &mut self.open_set,
+        }
+    }
+
+    /// Adds (current sets, `state`) to the memo; false if it was there.
+    fn remember(&mut self, state: u32) -> bool {
+        let (required, open) = (&self.required_set, &self.open_set);
+        let hash = required.hash ^ open.hash ^ mix(u64::from(state) | 2 << 32);
+        self.key.clear();
+        self.key.push(u64::from(state) << 32 | required.full as u64);
+        self.key.push((open.full as u64) << 32 | required.words().len() as u64);
+        self.key.extend_from_slice(required.words());
+        self.key.extend_from_slice(open.words());
+        self.cache.insert(hash, &self.key)
+    }
+
+    /// Memory that grows with the search: the memo and the candidate lists.
+    fn bytes(&self) -> usize {
+        self.cache.bytes() + self.candidates.capacity() * size_of::<Pick>()
+    }
+
+    fn lift(&mut self, pick: Pick) {
+        match pick {
+            Pick::Required(i) => {
+                let (call, ret) = (self.call_node[i as usize], self.return_node[i as usize]);
+                unlink(&mut self.next, &mut self.prev, call);
+                unlink(&mut self.next, &mut self.prev, ret);
+            }
+            Pick::Open(i) => unlink(&mut self.open_next, &mut self.open_prev, i + 1),
+        }
+    }
+
+    fn unlift(&mut self, pick: Pick) {
+        match pick {
+            Pick::Required(i) => {
+                let (call, ret) = (self.call_node[i as usize], self.return_node[i as usize]);
+                relink(&mut self.next, &mut self.prev, ret);
+                relink(&mut self.next, &mut self.prev, call);
+            }
+            Pick::Open(i) => relink(&mut self.open_next, &mut self.open_prev, i + 1),
+        }
+    }
+}
+
+/// A child of a node, to rank and deduplicate.
+struct Candidate {
+    rank: u8,
+    /// Orders candidates of one rank: the return for required operations, the call for open.
+    time_ns: u64,
+    /// Return time, infinite for open operations.
+    return_ns: u64,
+    /// Candidates of one class are interchangeable: writes and deletes by the value they
+    /// leave, every other operation a class of its own.
+    class: (bool, u32, bool),
+    pick: Pick,
+}
+
+impl Candidate {
+    fn new(op: &Op, rank: u8, time_ns: u64, pick: Pick) -> Candidate {
+        let (open, index) = pick_order(pick);
+        let class = match op.effect {
+            Effect::Write | Effect::Delete => (true, op.produces().unwrap_or(ABSENT), false),
+            Effect::Read | Effect::Cas | Effect::CasFail => (false, index, open),
+        };
+        Candidate {
+            rank,
+            time_ns,
+            return_ns: if open { u64::MAX } else { op.return_ns },
+            class,
+            pick,
+        }
+    }
+}
+
+fn pick_bit(pick: Pick) -> usize {
+    match pick {
+        Pick::Required(i) | Pick::Open(i) => i as usize,
+    }
+}
+
+/// A total order among picks of equal rank and time, so that the search is deterministic.
+fn pick_order(pick: Pick) -> (bool, u32) {
+    match pick {
+        Pick::Required(i) => (false, i),
+        Pick::Open(i) => (true, i),
+    }
+}
+
+/// Makes `nodes` nodes one list in index order: 0 the head, `nodes - 1` the tail.
+fn link(next: &mut Vec<u32>, prev: &mut Vec<u32>, nodes: usize) {
+    next.clear();
+    prev.clear();
+    next.extend((1..=nodes as u32).map(|k| k.min(nodes as u32 - 1)));
+    prev.extend((0..nodes as u32).map(|k| k.saturating_sub(1)));
+}
+
+fn unlink(next: &mut [u32], prev: &mut [u32], node: u32) {
+    let (p, n) = (prev[node as usize], next[node as usize]);
+    next[p as usize] = n;
+    prev[n as usize] = p;
+}
+
+/// Puts back the last node unlinked (the node still knows its neighbours).
+fn relink(next: &mut [u32], prev: &mut [u32], node: u32) {
+    let (p, n) = (prev[node as usize], next[node as usize]);
+    next[p as usize] = node;
+    prev[n as usize] = node;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlink_and_relink_in_reverse_restore_the_list() {
+        let (mut next, mut prev) = (Vec::new(), Vec::new());
+        link(&mut next, &mut prev, 6);
+        let (next0, prev0) = (next.clone(), prev.clone());
+        unlink(&mut next, &mut prev, 2);
+        unlink(&mut next, &mut prev, 3);
+        assert_eq!(next[1], 4);
+        assert_eq!(prev[4], 1);
+        relink(&mut next, &mut prev, 3);
+        relink(&mut next, &mut prev, 2);
+        assert_eq!((next, prev), (next0, prev0));
+    }
+}
