@@ -57,9 +57,15 @@ impl OpKind {
 
     /// Parses the JSON name; `None` for anything else.
     pub fn from_name(name: &str) -> Option<OpKind> {
-        [OpKind::Read, OpKind::Write, OpKind::Insert, OpKind::Cas, OpKind::Delete]
-            .into_iter()
-            .find(|op| op.as_str() == name)
+        [
+            OpKind::Read,
+            OpKind::Write,
+            OpKind::Insert,
+            OpKind::Cas,
+            OpKind::Delete,
+        ]
+        .into_iter()
+        .find(|op| op.as_str() == name)
     }
 }
 
@@ -203,7 +209,8 @@ impl TryFrom<RawRecord> for HistoryRecord {
             key: raw.key.ok_or(RecordError::MissingField("key"))?,
             value: raw.value,
             expect: raw.expect,
-            outcome: Outcome::from_name(&outcome).ok_or_else(|| RecordError::UnknownOutcome(clip(outcome)))?,
+            outcome: Outcome::from_name(&outcome)
+                .ok_or_else(|| RecordError::UnknownOutcome(clip(outcome)))?,
             call_ns: raw.call_ns.ok_or(RecordError::MissingField("call_ns"))?,
             return_ns: raw.return_ns.ok_or(RecordError::MissingField("return_ns"))?,
         };
@@ -362,7 +369,11 @@ pub enum HistoryError {
     Record { index: usize, error: RecordError },
     /// Record `second` was called before record `first`, of the same client, returned.
     #[error("client {client} has records {first} and {second} outstanding at once")]
-    ClientOverlap { client: u64, first: usize, second: usize },
+    ClientOverlap {
+        client: u64,
+        first: usize,
+        second: usize,
+    },
     /// More records than the checker indexes (`u32::MAX`).
     #[error("{0} records, more than the checker indexes")]
     TooManyRecords(usize),
@@ -375,7 +386,9 @@ pub fn check_history(records: &[HistoryRecord]) -> Result<(), HistoryError> {
         return Err(HistoryError::TooManyRecords(records.len()));
     }
     for (index, record) in records.iter().enumerate() {
-        record.check().map_err(|error| HistoryError::Record { index, error })?;
+        record
+            .check()
+            .map_err(|error| HistoryError::Record { index, error })?;
     }
     let mut order: Vec<usize> = (0..records.len()).collect();
     order.sort_unstable_by_key(|&i| (records[i].client, records[i].call_ns, records[i].return_ns, i));

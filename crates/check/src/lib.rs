@@ -26,13 +26,13 @@ mod violation;
 pub use atomicity::check_atomicity;
 pub use causality::check_causality;
 pub use history::{
-    HistoryError, HistoryReader, HistoryRecord, LINE_BYTES_MAX, OpKind, Outcome, ReadError, RecordError, check_history,
-    parse_record, read_history, read_history_file, write_record,
+    HistoryError, HistoryReader, HistoryRecord, LINE_BYTES_MAX, OpKind, Outcome, ReadError, RecordError,
+    check_history, parse_record, read_history, read_history_file, write_record,
 };
 pub use integrity::check_no_duplicates;
 pub use linearizable::{
-    CACHE_BYTES_PER_KEY_MAX, KeyViolation, LinearizabilityConfig, LinearizabilityReport, STEPS_PER_KEY_MAX, Verdict,
-    WINDOW_OPS_MAX, check_linearizable, check_linearizable_with,
+    CACHE_BYTES_PER_KEY_MAX, KeyViolation, LinearizabilityConfig, LinearizabilityReport, STEPS_PER_KEY_MAX,
+    Verdict, WINDOW_OPS_MAX, check_linearizable, check_linearizable_with,
 };
 pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};
 pub use matching::{check_fifo, check_no_creation, check_no_loss};

@@ -159,7 +159,11 @@ impl fmt::Display for LinearizabilityReport {
             self.verdict, self.keys, self.operations, self.keys_not_linearizable, self.keys_undecided
         )?;
         for v in &self.violations {
-            writeln!(f, "key {:?}: no order of the operations lets this one return: {}", v.key, v.blocked)?;
+            writeln!(
+                f,
+                "key {:?}: no order of the operations lets this one return: {}",
+                v.key, v.blocked
+            )?;
             if v.window_ops_omitted > 0 {
                 writeln!(f, "  ... {} earlier operations", v.window_ops_omitted)?;
             }

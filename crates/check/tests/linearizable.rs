@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::{Workload, build, record};
-use onepipe_check::{
-    HistoryError, HistoryRecord, LinearizabilityConfig, LinearizabilityReport, OpKind, Outcome, RecordError, Verdict,
-    check_linearizable, check_linearizable_with,
-};
 use OpKind::{Cas, Delete, Insert, Read, Write};
 use Outcome::{Fail, Ok, Unknown};
+use common::{Workload, build, record};
+use onepipe_check::{
+    HistoryError, HistoryRecord, LinearizabilityConfig, LinearizabilityReport, OpKind, Outcome, RecordError,
+    Verdict, check_linearizable, check_linearizable_with,
+};
 
 fn verdict(history: &[HistoryRecord]) -> Verdict {
     check(history).verdict
@@ -18,11 +18,21 @@ fn verdict(history: &[HistoryRecord]) -> Verdict {
 
 fn check(history: &[HistoryRecord]) -> LinearizabilityReport {
     let report = check_linearizable(history).expect("well-formed history");
-    assert!(report.keys_undecided == 0, "decided within the default budget: {report}");
+    assert!(
+        report.keys_undecided == 0,
+        "decided within the default budget: {report}"
+    );
     report
 }
 
-fn cas(client: u64, expect: Option<&str>, new: &str, outcome: Outcome, call_ns: u64, return_ns: u64) -> HistoryRecord {
+fn cas(
+    client: u64,
+    expect: Option<&str>,
+    new: &str,
+    outcome: Outcome,
+    call_ns: u64,
+    return_ns: u64,
+) -> HistoryRecord {
     HistoryRecord {
         expect: expect.map(str::to_owned),
         ..record(client, Cas, Some(new), outcome, call_ns, return_ns)
@@ -32,7 +42,10 @@ fn cas(client: u64, expect: Option<&str>, new: &str, outcome: Outcome, call_ns: 
 #[test]
 fn empty_history_is_linearizable() {
     let report = check(&[]);
-    assert_eq!((report.verdict, report.keys, report.operations), (Verdict::Linearizable, 0, 0));
+    assert_eq!(
+        (report.verdict, report.keys, report.operations),
+        (Verdict::Linearizable, 0, 0)
+    );
 }
 
 #[test]
@@ -111,6 +124,21 @@ fn an_unknown_write_may_never_appear() {
         record(2, Read, None, Ok, 1_000, 1_010),
     ];
     assert_eq!(verdict(&history), Verdict::Linearizable);
+}
+
+/// Unknown-outcome operations may build on each other: a delete, then a cas from absent.
+#[test]
+fn unknown_operations_may_chain() {
+    let history = [
+        record(1, Write, Some("v0"), Ok, 0, 0),
+        record(1, Delete, None, Unknown, 0, 0),
+        cas(1, None, "v1", Unknown, 0, 0),
+        record(1, Read, Some("v1"), Ok, 1, 1),
+    ];
+    assert_eq!(verdict(&history), Verdict::Linearizable);
+    let mut without_delete = history.to_vec();
+    without_delete.remove(1);
+    assert_eq!(verdict(&without_delete), Verdict::NotLinearizable);
 }
 
 #[test]
@@ -214,7 +242,10 @@ fn keys_are_checked_apart() {
     ];
     let report = check(&history);
     assert_eq!(report.verdict, Verdict::NotLinearizable);
-    assert_eq!((report.keys, report.operations, report.keys_not_linearizable), (2, 4, 1));
+    assert_eq!(
+        (report.keys, report.operations, report.keys_not_linearizable),
+        (2, 4, 1)
+    );
     assert_eq!(report.violations.len(), 1);
     assert_eq!(report.violations[0].key, "b");
 }
@@ -262,7 +293,10 @@ fn an_exhausted_budget_is_unknown_not_a_verdict() {
     };
     let report = check_linearizable_with(&history, &tight).unwrap();
     assert_eq!(report.verdict, Verdict::Unknown);
-    assert_eq!((report.keys_undecided, report.undecided_keys.as_slice()), (1, ["k0".to_owned()].as_slice()));
+    assert_eq!(
+        (report.keys_undecided, report.undecided_keys.as_slice()),
+        (1, ["k0".to_owned()].as_slice())
+    );
     assert_eq!(report.steps, 10);
     let no_memory = LinearizabilityConfig {
         cache_bytes_per_key_max: 0,
@@ -302,7 +336,11 @@ fn a_client_with_two_outstanding_operations_is_an_error() {
         record(1, Read, Some("v1"), Ok, 5, 20),
     ];
     match check_linearizable(&history) {
-        Err(HistoryError::ClientOverlap { client: 1, first: 0, second: 2 }) => {}
+        Err(HistoryError::ClientOverlap {
+            client: 1,
+            first: 0,
+            second: 2,
+        }) => {}
         other => panic!("expected a client overlap, got {other:?}"),
     }
     // Back to back is fine, and so is a call right when an unknown-outcome operation gave up.
@@ -321,12 +359,21 @@ fn a_malformed_record_is_an_error() {
     ];
     assert!(matches!(
         check_linearizable(&history),
-        Err(HistoryError::Record { index: 1, error: RecordError::MissingValue(Write) })
+        Err(HistoryError::Record {
+            index: 1,
+            error: RecordError::MissingValue(Write)
+        })
     ));
     history[1] = record(2, Read, None, Ok, 20, 10);
     assert!(matches!(
         check_linearizable(&history),
-        Err(HistoryError::Record { index: 1, error: RecordError::ReturnBeforeCall { call_ns: 20, return_ns: 10 } })
+        Err(HistoryError::Record {
+            index: 1,
+            error: RecordError::ReturnBeforeCall {
+                call_ns: 20,
+                return_ns: 10
+            }
+        })
     ));
 }
 

@@ -28,19 +28,28 @@ fn fate() -> impl Strategy<Value = Fate> {
 
 fn spec(clients: u64, keys: u32) -> impl Strategy<Value = Spec> {
     let times = (0u64..30, 0u64..30, 0u64..30);
-    (0..clients, 0..keys, op_kind(), 0u32..4, prop::option::of(0u32..4), times, fate()).prop_map(
-        |(client, key, op, value, expect, (think_ns, effect_ns, return_ns), fate)| Spec {
-            client,
-            key,
-            op,
-            value,
-            expect,
-            think_ns,
-            effect_ns,
-            return_ns,
-            fate,
-        },
+    (
+        0..clients,
+        0..keys,
+        op_kind(),
+        0u32..4,
+        prop::option::of(0u32..4),
+        times,
+        fate(),
     )
+        .prop_map(
+            |(client, key, op, value, expect, (think_ns, effect_ns, return_ns), fate)| Spec {
+                client,
+                key,
+                op,
+                value,
+                expect,
+                think_ns,
+                effect_ns,
+                return_ns,
+                fate,
+            },
+        )
 }
 
 fn history() -> impl Strategy<Value = Vec<HistoryRecord>> {
@@ -60,8 +69,47 @@ fn corrupt_a_read(history: &mut [HistoryRecord], pick: usize) -> Option<usize> {
     Some(i)
 }
 
+/// Larger histories from the seeded workload: more clients, more overlap, few or many values.
+fn workload() -> impl Strategy<Value = Workload> {
+    let shape = (
+        2u64..=16,
+        20usize..=300,
+        1u32..=3,
+        1u32..=5,
+        0u32..=10,
+        1u32..=10,
+        any::<bool>(),
+    );
+    (any::<u64>(), shape).prop_map(
+        |(seed, (clients, ops, keys, write_one_in, unknown_one_in, values, cas))| Workload {
+            seed,
+            clients,
+            ops,
+            keys,
+            write_one_in,
+            unknown_one_in,
+            values,
+            cas,
+            spread_ns: 100,
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn busier_register_histories_are_linearizable(workload in workload(), pick in any::<usize>()) {
+        let mut history = build(&workload.specs());
+        let report = check_linearizable(&history).unwrap();
+        prop_assert_eq!(report.verdict, Verdict::Linearizable, "{}", report);
+        let Some(i) = corrupt_a_read(&mut history, pick) else {
+            return Ok(());
+        };
+        let report = check_linearizable(&history).unwrap();
+        prop_assert_eq!(report.verdict, Verdict::NotLinearizable, "{}", report);
+        prop_assert_eq!(&report.violations[0].blocked, &history[i]);
+    }
 
     #[test]
     fn register_histories_are_linearizable(history in history()) {
@@ -71,9 +119,9 @@ proptest! {
 
     #[test]
     fn a_read_of_a_value_never_written_is_caught(mut history in history(), pick in any::<usize>()) {
-        let i = corrupt_a_read(&mut history, pick);
-        prop_assume!(i.is_some());
-        let i = i.unwrap();
+        let Some(i) = corrupt_a_read(&mut history, pick) else {
+            return Ok(());
+        };
         let report = check_linearizable(&history).unwrap();
         prop_assert_eq!(report.verdict, Verdict::NotLinearizable, "{}", report);
         prop_assert_eq!(report.keys_not_linearizable, 1);

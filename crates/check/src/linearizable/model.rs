@@ -110,7 +110,9 @@ impl KeyOps {
                 prefix.open.push(Op { blind: false, ..*op });
             }
         }
-        prefix.open.extend(self.open.iter().filter(|op| op.call_ns <= end_ns));
+        prefix
+            .open
+            .extend(self.open.iter().filter(|op| op.call_ns <= end_ns));
         prefix.open.sort_by_key(|op| op.call_ns);
     }
 }
@@ -245,7 +247,11 @@ impl Supply {
             let Some(value) = value else { continue };
             let v = value as usize;
             let before = self.needers[v] > 0 && self.producers[v] == 0;
-            f(if counts == 0 { &mut self.needers[v] } else { &mut self.producers[v] });
+            f(if counts == 0 {
+                &mut self.needers[v]
+            } else {
+                &mut self.producers[v]
+            });
             let after = self.needers[v] > 0 && self.producers[v] == 0;
             if before != after {
                 self.starved = if after { self.starved + 1 } else { self.starved - 1 };

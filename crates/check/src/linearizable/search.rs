@@ -31,7 +31,7 @@
 //!    point where it may come, keeps the states and the real-time order. So their orders
 //!    among themselves and the other writes are never explored.
 
-use super::cache::Cache;
+use super::cache::{Cache, Dominance};
 use super::model::{ABSENT, Effect, KeyOps, Op, Supply};
 use super::set::{Segment, mix};
 
@@ -114,6 +114,9 @@ pub(super) struct Searcher {
     absorbed: Vec<u32>,
     supply: Supply,
     cache: Cache,
+    dominance: Dominance,
+    /// Whether the key has open operations (and so uses `dominance`).
+    has_open: bool,
     key: Vec<u64>,
     events: Vec<(u64, bool, u32)>,
 }
@@ -158,7 +161,10 @@ impl Searcher {
                 }
                 Cursor::Expand(node) => {
                     // A return: nothing called later may be linearized before it.
-                    assert!(node != HEAD && (node as usize) < self.next.len() - 1, "list ends before its returns");
+                    assert!(
+                        node != HEAD && (node as usize) < self.next.len() - 1,
+                        "list ends before its returns"
+                    );
                     let base = self.candidates.len() as u32;
                     self.expand(node, ops, state);
                     cursor = Cursor::Try { base, i: base };
@@ -184,7 +190,11 @@ impl Searcher {
                     let Some(frame) = self.stack.pop() else {
                         return (KeyVerdict::NotLinearizable, steps);
                     };
-                    assert_ne!(frame.kind, FrameKind::Absorbed, "absorbed picks go with their branch");
+                    assert_ne!(
+                        frame.kind,
+                        FrameKind::Absorbed,
+                        "absorbed picks go with their branch"
+                    );
                     state = self.undo(frame, ops);
                     linearized -= usize::from(matches!(frame.pick, Pick::Required(_)));
                     while self.stack.last().is_some_and(|f| f.kind == FrameKind::Absorbed) {
@@ -242,7 +252,11 @@ impl Searcher {
             self.node_op.push(op);
             self.node_is_call.push(!is_return);
             self.node_time_ns.push(time_ns);
-            let slot = if is_return { &mut self.return_node } else { &mut self.call_node };
+            let slot = if is_return {
+                &mut self.return_node
+            } else {
+                &mut self.call_node
+            };
             slot[op as usize] = node;
         }
         self.node_op.push(u32::MAX);
@@ -254,6 +268,8 @@ impl Searcher {
         self.stack.clear();
         self.candidates.clear();
         self.cache.clear();
+        self.dominance.clear();
+        self.has_open = !ops.open.is_empty();
         self.supply.reset(ops);
     }
 
@@ -281,7 +297,8 @@ impl Searcher {
                     (false, true) => 1,
                     (false, false) => 3,
                 };
-                self.ranked.push(Candidate::new(op, rank, op.return_ns, Pick::Required(i)));
+                self.ranked
+                    .push(Candidate::new(op, rank, op.return_ns, Pick::Required(i)));
             }
             node = self.next[node as usize];
         }
@@ -292,7 +309,8 @@ impl Searcher {
             producer |= produces_needed(op);
             if op.step(state).is_some() {
                 let rank = if produces_needed(op) { 2 } else { 4 };
-                self.ranked.push(Candidate::new(op, rank, op.call_ns, Pick::Open(node - 1)));
+                self.ranked
+                    .push(Candidate::new(op, rank, op.call_ns, Pick::Open(node - 1)));
             }
             node = self.open_next[node as usize];
         }
@@ -305,9 +323,11 @@ impl Searcher {
         // return needs trying: a linearization that starts with another can swap the two (both
         // may come now, leave the same state, and the earlier return fits wherever the later
         // one stood), and an open one can stand in for another or be left out.
-        self.ranked.sort_unstable_by_key(|c| (c.class, c.return_ns, pick_order(c.pick)));
+        self.ranked
+            .sort_unstable_by_key(|c| (c.class, c.return_ns, pick_order(c.pick)));
         self.ranked.dedup_by_key(|c| c.class);
-        self.ranked.sort_unstable_by_key(|c| (c.rank, c.time_ns, pick_order(c.pick)));
+        self.ranked
+            .sort_unstable_by_key(|c| (c.rank, c.time_ns, pick_order(c.pick)));
         self.candidates.extend(self.ranked.iter().map(|c| c.pick));
     }
 
@@ -351,7 +371,10 @@ impl Searcher {
         for k in 0..self.absorbed.len() {
             let absorbed = Pick::Required(self.absorbed[k]);
             self.push(absorbed, ops, *state, (FrameKind::Absorbed, 0, 0));
-            *state = self.op(absorbed, ops).produces().expect("blind picks are writes or deletes");
+            *state = self
+                .op(absorbed, ops)
+                .produces()
+                .expect("blind picks are writes or deletes");
         }
         self.push(pick, ops, *state, frame);
         *state = new_state;
@@ -367,14 +390,16 @@ impl Searcher {
             next,
         });
         self.lift(pick);
-        self.supply.take(self.op(pick, ops), matches!(pick, Pick::Required(_)));
+        self.supply
+            .take(self.op(pick, ops), matches!(pick, Pick::Required(_)));
     }
 
     /// Undoes a pick (popped from the stack) but keeps it in the memo; the state before it.
     fn undo(&mut self, frame: Frame, ops: &KeyOps) -> u32 {
         self.set_of(frame.pick).remove(pick_bit(frame.pick));
         self.unlift(frame.pick);
-        self.supply.give_back(self.op(frame.pick, ops), matches!(frame.pick, Pick::Required(_)));
+        self.supply
+            .give_back(self.op(frame.pick, ops), matches!(frame.pick, Pick::Required(_)));
         frame.state
     }
 
@@ -391,15 +416,26 @@ impl Searcher {
         let hash = required.hash ^ open.hash ^ mix(u64::from(state) | 2 << 32);
         self.key.clear();
         self.key.push(u64::from(state) << 32 | required.full as u64);
-        self.key.push((open.full as u64) << 32 | required.words().len() as u64);
+        self.key
+            .push((open.full as u64) << 32 | required.words().len() as u64);
         self.key.extend_from_slice(required.words());
         self.key.extend_from_slice(open.words());
-        self.cache.insert(hash, &self.key)
+        if !self.cache.insert(hash, &self.key) {
+            return false;
+        }
+        if !self.has_open {
+            return true;
+        }
+        let required_key = &self.key[..2 + required.words().len()];
+        let required_hash = required.hash ^ mix(u64::from(state) | 3 << 32);
+        !self
+            .dominance
+            .dominated(required_hash, required_key, open.full, open.words())
     }
 
     /// Memory that grows with the search: the memo and the candidate lists.
     fn bytes(&self) -> usize {
-        self.cache.bytes() + self.candidates.capacity() * size_of::<Pick>()
+        self.cache.bytes() + self.dominance.bytes() + self.candidates.capacity() * size_of::<Pick>()
     }
 
     fn lift(&mut self, pick: Pick) {

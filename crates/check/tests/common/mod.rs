@@ -66,8 +66,16 @@ pub fn build(specs: &[Spec]) -> Vec<HistoryRecord> {
             client: spec.client,
             op: spec.op,
             key: format!("k{}", spec.key),
-            value: if writes { Some(value_text(spec.value)) } else { None },
-            expect: if spec.op == OpKind::Cas { spec.expect.map(value_text) } else { None },
+            value: if writes {
+                Some(value_text(spec.value))
+            } else {
+                None
+            },
+            expect: if spec.op == OpKind::Cas {
+                spec.expect.map(value_text)
+            } else {
+                None
+            },
             outcome,
             call_ns,
             return_ns,
@@ -99,6 +107,7 @@ pub fn build(specs: &[Spec]) -> Vec<HistoryRecord> {
 /// Random specs from a seeded generator: `clients` clients, `ops` operations over `keys` keys,
 /// one write in `write_one_in` operations, one unknown outcome in `unknown_one_in` (0: none),
 /// with think, effect and return times up to `spread_ns` each.
+#[derive(Clone, Debug)]
 pub struct Workload {
     pub seed: u64,
     pub clients: u64,
@@ -121,7 +130,13 @@ impl Workload {
                 let op = if rng.u32(0..self.write_one_in) != 0 {
                     OpKind::Read
                 } else {
-                    let kinds = [OpKind::Write, OpKind::Insert, OpKind::Delete, OpKind::Write, OpKind::Cas];
+                    let kinds = [
+                        OpKind::Write,
+                        OpKind::Insert,
+                        OpKind::Delete,
+                        OpKind::Write,
+                        OpKind::Cas,
+                    ];
                     kinds[rng.usize(0..if self.cas { 5 } else { 4 })]
                 };
                 let unknown = self.unknown_one_in != 0 && rng.u32(0..self.unknown_one_in) == 0;
