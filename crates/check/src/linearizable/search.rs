@@ -79,6 +79,13 @@ struct Frame {
     next: u32,
 }
 
+/// Where the search stands: the register's value and how many required operations are
+/// linearized.
+struct Walk {
+    state: u32,
+    linearized: usize,
+}
+
 #[derive(Clone, Copy)]
 enum Cursor {
     /// Looking from event node `node` on for an observer that may come now (reduction 1).
@@ -125,103 +132,107 @@ impl Searcher {
     /// Decides one key; also returns the steps taken.
     pub(super) fn check(&mut self, ops: &KeyOps, limits: &Limits) -> (KeyVerdict, u64) {
         self.build(ops);
-        let required_count = ops.required.len();
-        if required_count == 0 {
+        if ops.required.is_empty() {
             return (KeyVerdict::Linearizable, 0);
         }
-        let first = |s: &Self| s.next[HEAD as usize];
-        let mut state = ABSENT;
-        let mut linearized = 0;
+        let mut walk = Walk {
+            state: ABSENT,
+            linearized: 0,
+        };
         let mut steps = 0;
-        let mut cursor = Cursor::Observe(first(self));
+        let mut cursor = Cursor::Observe(self.next[HEAD as usize]);
         loop {
             if steps == limits.steps_max || self.bytes() > limits.cache_bytes_max {
                 return (KeyVerdict::Unknown, steps);
             }
             steps += 1;
-            let picked = match cursor {
-                Cursor::Observe(node) if self.node_is_call[node as usize] => {
-                    let i = self.node_op[node as usize];
-                    let op = &ops.required[i as usize];
-                    if !op.observes() || op.step(state).is_none() {
-                        cursor = Cursor::Observe(self.next[node as usize]);
-                        continue;
-                    }
-                    self.absorbed.clear();
-                    if !self.try_pick(Pick::Required(i), ops, &mut state, (FrameKind::Forced, 0, 0)) {
-                        // This node was reached before by another order, and failed.
-                        cursor = Cursor::Backtrack;
-                        continue;
-                    }
-                    1
-                }
-                Cursor::Observe(node) => {
-                    cursor = Cursor::Expand(node);
-                    continue;
-                }
+            cursor = match cursor {
+                Cursor::Observe(node) => self.observe(node, ops, &mut walk),
                 Cursor::Expand(node) => {
-                    // A return: nothing called later may be linearized before it.
-                    assert!(
-                        node != HEAD && (node as usize) < self.next.len() - 1,
-                        "list ends before its returns"
-                    );
                     let base = self.candidates.len() as u32;
-                    self.expand(node, ops, state);
-                    cursor = Cursor::Try { base, i: base };
-                    continue;
+                    self.expand(node, ops, walk.state);
+                    Cursor::Try { base, i: base }
                 }
-                Cursor::Try { base, i } => {
-                    let Some(&pick) = self.candidates.get(i as usize) else {
-                        self.candidates.truncate(base as usize);
-                        cursor = Cursor::Backtrack;
-                        continue;
-                    };
-                    self.absorbed.clear();
-                    if self.op(pick, ops).unconditional() {
-                        self.collect_blind(pick, ops);
-                    }
-                    if !self.try_pick(pick, ops, &mut state, (FrameKind::Branch, base, i + 1)) {
-                        cursor = Cursor::Try { base, i: i + 1 };
-                        continue;
-                    }
-                    self.absorbed.len() + usize::from(matches!(pick, Pick::Required(_)))
-                }
-                Cursor::Backtrack => {
-                    let Some(frame) = self.stack.pop() else {
-                        return (KeyVerdict::NotLinearizable, steps);
-                    };
-                    assert_ne!(
-                        frame.kind,
-                        FrameKind::Absorbed,
-                        "absorbed picks go with their branch"
-                    );
-                    state = self.undo(frame, ops);
-                    linearized -= usize::from(matches!(frame.pick, Pick::Required(_)));
-                    while self.stack.last().is_some_and(|f| f.kind == FrameKind::Absorbed) {
-                        let below = self.stack.pop().expect("checked above");
-                        state = self.undo(below, ops);
-                        linearized -= 1;
-                    }
-                    cursor = match frame.kind {
-                        FrameKind::Forced => Cursor::Backtrack,
-                        FrameKind::Branch | FrameKind::Absorbed => Cursor::Try {
-                            base: frame.base,
-                            i: frame.next,
-                        },
-                    };
-                    continue;
-                }
+                Cursor::Try { base, i } => self.try_candidate(base, i, ops, &mut walk),
+                Cursor::Backtrack => match self.backtrack(ops, &mut walk) {
+                    Some(cursor) => cursor,
+                    None => return (KeyVerdict::NotLinearizable, steps),
+                },
             };
-            linearized += picked;
-            if linearized == required_count {
+            if walk.linearized == ops.required.len() {
                 return (KeyVerdict::Linearizable, steps);
             }
-            cursor = if self.supply.starved(state) {
-                Cursor::Backtrack
-            } else {
-                Cursor::Observe(first(self))
-            };
         }
+    }
+
+    /// Where to go once picks have made a new node.
+    fn arrive(&self, walk: &Walk) -> Cursor {
+        if self.supply.starved(walk.state) {
+            Cursor::Backtrack
+        } else {
+            Cursor::Observe(self.next[HEAD as usize])
+        }
+    }
+
+    /// At event `node`, looking for an observer to take alone (reduction 1).
+    fn observe(&mut self, node: u32, ops: &KeyOps, walk: &mut Walk) -> Cursor {
+        if !self.node_is_call[node as usize] {
+            // A return: nothing called later may be linearized before it.
+            assert!(
+                node != HEAD && (node as usize) < self.next.len() - 1,
+                "list ends before its returns"
+            );
+            return Cursor::Expand(node);
+        }
+        let i = self.node_op[node as usize];
+        let op = &ops.required[i as usize];
+        if !op.observes() || op.step(walk.state).is_none() {
+            return Cursor::Observe(self.next[node as usize]);
+        }
+        self.absorbed.clear();
+        if !self.try_pick(Pick::Required(i), ops, walk, (FrameKind::Forced, 0, 0)) {
+            // This node was reached before by another order, and failed.
+            return Cursor::Backtrack;
+        }
+        self.arrive(walk)
+    }
+
+    /// Tries candidate `i` of the node whose candidates start at `base`.
+    fn try_candidate(&mut self, base: u32, i: u32, ops: &KeyOps, walk: &mut Walk) -> Cursor {
+        let Some(&pick) = self.candidates.get(i as usize) else {
+            self.candidates.truncate(base as usize);
+            return Cursor::Backtrack;
+        };
+        self.absorbed.clear();
+        if self.op(pick, ops).unconditional() {
+            self.collect_blind(pick, ops);
+        }
+        if !self.try_pick(pick, ops, walk, (FrameKind::Branch, base, i + 1)) {
+            return Cursor::Try { base, i: i + 1 };
+        }
+        self.arrive(walk)
+    }
+
+    /// Undoes the pick that made the current, failed node; `None` when that is the root.
+    fn backtrack(&mut self, ops: &KeyOps, walk: &mut Walk) -> Option<Cursor> {
+        let frame = self.stack.pop()?;
+        assert_ne!(
+            frame.kind,
+            FrameKind::Absorbed,
+            "absorbed picks go with their branch"
+        );
+        self.undo(frame, ops, walk);
+        while self.stack.last().is_some_and(|f| f.kind == FrameKind::Absorbed) {
+            let below = self.stack.pop().expect("checked above");
+            self.undo(below, ops, walk);
+        }
+        Some(match frame.kind {
+            FrameKind::Forced => Cursor::Backtrack,
+            FrameKind::Branch | FrameKind::Absorbed => Cursor::Try {
+                base: frame.base,
+                i: frame.next,
+            },
+        })
     }
 
     fn build(&mut self, ops: &KeyOps) {
@@ -352,9 +363,9 @@ impl Searcher {
 
     /// Linearizes the blind writes in `absorbed`, then `pick`, if `pick`'s step is legal and
     /// the resulting (set, state) is new; `(kind, base, next)` go into `pick`'s frame.
-    fn try_pick(&mut self, pick: Pick, ops: &KeyOps, state: &mut u32, frame: (FrameKind, u32, u32)) -> bool {
+    fn try_pick(&mut self, pick: Pick, ops: &KeyOps, walk: &mut Walk, frame: (FrameKind, u32, u32)) -> bool {
         let op = self.op(pick, ops);
-        let Some(new_state) = op.step(*state) else {
+        let Some(new_state) = op.step(walk.state) else {
             return false;
         };
         for k in 0..self.absorbed.len() {
@@ -370,21 +381,23 @@ impl Searcher {
         }
         for k in 0..self.absorbed.len() {
             let absorbed = Pick::Required(self.absorbed[k]);
-            self.push(absorbed, ops, *state, (FrameKind::Absorbed, 0, 0));
-            *state = self
+            self.push(absorbed, ops, walk, (FrameKind::Absorbed, 0, 0));
+            walk.state = self
                 .op(absorbed, ops)
                 .produces()
                 .expect("blind picks are writes or deletes");
         }
-        self.push(pick, ops, *state, frame);
-        *state = new_state;
+        self.push(pick, ops, walk, frame);
+        walk.state = new_state;
         true
     }
 
-    fn push(&mut self, pick: Pick, ops: &KeyOps, state: u32, (kind, base, next): (FrameKind, u32, u32)) {
+    /// Records `pick` (the caller sets the state it leaves) and takes it out of the lists.
+    fn push(&mut self, pick: Pick, ops: &KeyOps, walk: &mut Walk, (kind, base, next): (FrameKind, u32, u32)) {
+        walk.linearized += usize::from(matches!(pick, Pick::Required(_)));
         self.stack.push(Frame {
             pick,
-            state,
+            state: walk.state,
             kind,
             base,
             next,
@@ -394,13 +407,14 @@ impl Searcher {
             .take(self.op(pick, ops), matches!(pick, Pick::Required(_)));
     }
 
-    /// Undoes a pick (popped from the stack) but keeps it in the memo; the state before it.
-    fn undo(&mut self, frame: Frame, ops: &KeyOps) -> u32 {
+    /// Undoes a pick (popped from the stack) but keeps it in the memo.
+    fn undo(&mut self, frame: Frame, ops: &KeyOps, walk: &mut Walk) {
+        let required = matches!(frame.pick, Pick::Required(_));
         self.set_of(frame.pick).remove(pick_bit(frame.pick));
         self.unlift(frame.pick);
-        self.supply
-            .give_back(self.op(frame.pick, ops), matches!(frame.pick, Pick::Required(_)));
-        frame.state
+        self.supply.give_back(self.op(frame.pick, ops), required);
+        walk.state = frame.state;
+        walk.linearized -= usize::from(required);
     }
 
     fn set_of(&mut self, pick: Pick) -> &mut Segment {
