@@ -5,8 +5,9 @@
 //! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
 //! the simulator and benchmarks can all judge an execution the same way.
 //!
-//! A message is identified by `(sender, msg_id)`. Every check runs in time and memory linear in
-//! the number of events, because logs can hold tens of millions of events. A run too long to
+//! A message is identified by `(sender, msg_id)`. Every log check runs in time and memory linear
+//! in the number of events, because logs can hold tens of millions of events. (Linearizability
+//! is NP-complete in general; its check has a budget per key instead, see [`linearizable`].) A run too long to
 //! keep its logs is checked as it goes by [`OnlineChecker`], in memory that does not grow with
 //! the run ([`online`] says what it keeps and what that changes).
 

@@ -53,8 +53,9 @@ use crate::report::MAX_EXAMPLES;
 use model::{KeyOps, Op, OpsBuilder};
 use search::{KeyVerdict, Limits, Searcher};
 
-/// Default search steps per key: a few hundred milliseconds of search at most.
-pub const STEPS_PER_KEY_MAX: u64 = 2_000_000;
+/// Default search steps per key: at most about half a second and 150 MB of memo per key on
+/// the project's 2-core machine (docs/histories.md).
+pub const STEPS_PER_KEY_MAX: u64 = 5_000_000;
 
 /// Default memory for one key's memo.
 pub const CACHE_BYTES_PER_KEY_MAX: usize = 256 << 20;
@@ -257,12 +258,17 @@ fn partition_by_key(records: &[HistoryRecord]) -> Vec<Vec<u32>> {
 }
 
 /// The operation (an index into `ops.required`) whose return ends the shortest prefix of the
-/// history that is not linearizable, by binary search over prefixes (`KeyOps::prefix`); a
-/// prefix whose search runs out of budget counts as linearizable, so the answer is a prefix
-/// known to fail.
+/// history that is not linearizable, by binary search over prefixes (`KeyOps::prefix`). The
+/// searches share the key's step budget; a prefix whose search runs out of it counts as
+/// linearizable, so the answer is always a prefix known to fail.
 fn first_failing_return(ops: &KeyOps, searcher: &mut Searcher, limits: &Limits) -> usize {
     let mut by_return: Vec<u32> = (0..ops.required.len() as u32).collect();
     by_return.sort_by_key(|&i| (ops.required[i as usize].return_ns, i));
+    let rounds = u64::from(usize::BITS - by_return.len().leading_zeros());
+    let limits = &Limits {
+        steps_max: limits.steps_max / rounds,
+        ..*limits
+    };
     let mut prefix = KeyOps::default();
     // The whole history (ending at the last return) fails.
     let (mut lo, mut hi) = (0, by_return.len() - 1);

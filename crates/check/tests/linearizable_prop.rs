@@ -133,29 +133,31 @@ proptest! {
 }
 
 /// A hot key: 1,000 operations of 64 clients whose intervals all overlap (up to 64 at once),
-/// one in ten a write, insert, delete or cas, one in twenty of unknown outcome; decided
-/// within the default budget, and a corrupted read is blamed.
+/// one in twenty of unknown outcome; decided within the default budget, and a corrupted read
+/// is blamed. One in ten a write, insert, delete or cas of 8 values; or one in three a write,
+/// insert or delete of (nearly) distinct values.
 #[test]
 fn a_hot_key_of_64_clients_is_decided() {
-    for seed in 1..=4 {
+    let workloads = [(10, 8, true), (3, 1_000_000, false)];
+    for (seed, (write_one_in, values, cas)) in (1..=4).zip(workloads.into_iter().cycle()) {
         let workload = Workload {
             seed,
             clients: 64,
             ops: 1_000,
             keys: 1,
-            write_one_in: 10,
+            write_one_in,
             unknown_one_in: 20,
-            values: 8,
-            cas: true,
+            values,
+            cas,
             spread_ns: 1_000,
         };
         let mut history = build(&workload.specs());
         let report = check_linearizable(&history).unwrap();
-        assert_eq!(report.verdict, Verdict::Linearizable, "seed {seed}: {report}");
+        assert_eq!(report.verdict, Verdict::Linearizable, "{workload:?}: {report}");
         let i = corrupt_a_read(&mut history, seed as usize * 1_000_003).unwrap();
         let report = check_linearizable(&history).unwrap();
-        assert_eq!(report.verdict, Verdict::NotLinearizable, "seed {seed}: {report}");
-        assert_eq!(report.violations[0].blocked, history[i], "seed {seed}");
+        assert_eq!(report.verdict, Verdict::NotLinearizable, "{workload:?}: {report}");
+        assert_eq!(report.violations[0].blocked, history[i], "{workload:?}");
     }
 }
 
