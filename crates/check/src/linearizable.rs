@@ -66,9 +66,10 @@ pub const WINDOW_OPS_MAX: usize = 32;
 /// The budget of the search.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinearizabilityConfig {
-    /// Search steps (one operation tried, or one backtrack) after which a key is undecided.
+    /// Search steps (roughly: one operation tried, or one backtrack) after which a key is
+    /// undecided. The searches that look for a violation's `blocked` share the same budget.
     pub steps_per_key_max: u64,
-    /// Bytes of memo after which a key is undecided.
+    /// Bytes of memo (and of the search's own lists) after which a key is undecided.
     pub cache_bytes_per_key_max: usize,
 }
 
@@ -114,14 +115,15 @@ impl fmt::Display for Verdict {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KeyViolation {
     pub key: String,
-    /// The operation whose return the search could not get past in any order it tried: the
-    /// furthest it got.
+    /// The operation whose return ends the shortest prefix of the key's history that has no
+    /// linearization: up to its return everything could still be explained.
     pub blocked: HistoryRecord,
     /// The operations around `blocked`, by call time: those from the call of the last one that
     /// returned before `blocked` was called to the return of `blocked`, plus the operations of
     /// unknown outcome called before that return. Records that constrain nothing are left out.
     pub window: Vec<HistoryRecord>,
-    /// Operations of the window beyond [`WINDOW_OPS_MAX`], left out (the earliest ones).
+    /// Operations of the window beyond [`WINDOW_OPS_MAX`], left out (the earliest ones, but
+    /// never `blocked`).
     pub window_ops_omitted: usize,
 }
 

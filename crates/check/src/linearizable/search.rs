@@ -1,6 +1,6 @@
 //! The search over one key's operations: Wing and Gong's depth-first search for a
 //! linearization, with Lowe's memo of visited (linearized set, state) pairs, as Knossos and
-//! Porcupine do it, plus two reductions that are sound for a register.
+//! Porcupine do it, plus reductions that are exact for a register.
 //!
 //! The operations with a known return ("required": all must be linearized) live as call and
 //! return events in a doubly linked list in time order. An operation may come next when its
@@ -12,24 +12,33 @@
 //! after their call, or never. They sit in a second list in call order and may come next when
 //! called before the first return.
 //!
-//! At each node of the search:
-//! 1. an observer (a read, a failed cas) that may come next and is legal in the current state
+//! Each reduction below keeps, among a node's children, one from which the linearization can
+//! be finished whenever the node's can (the same operations in another order), or fails only
+//! nodes that cannot be finished; so the memo stays exact: a node in it was finished or failed.
+//! 1. An observer (a read, a failed cas) that may come next and is legal in the current state
 //!    is taken without trying any alternative: it changes nothing, so any linearization can be
-//!    reordered to take it now. If that child fails, the node fails.
-//! 2. otherwise the children are the legal operations that change the state, tried in the
+//!    reordered to take it now. If that child fails, or was visited before, the node fails.
+//! 2. Otherwise the children are the legal operations that change the state, tried in the
 //!    order most likely to succeed first: the operation of the first return, then those that
 //!    produce the value it needs, then the rest by return time, open operations last (so a
-//!    history whose lost writes are not needed never explores their subsets). If that first
-//!    operation needs a value nothing that may come before it produces, the node fails at
-//!    once. Of the writes that leave the same value, only the one with the earliest return is
-//!    tried (the others could swap places with it).
-//! 3. blind writes (`Op::blind`: no operation needs their value, no failed cas in the key) are
+//!    history whose lost writes are not needed never explores their subsets). Of the writes
+//!    and deletes that leave the same value, only the one with the earliest return is tried:
+//!    a linearization that starts with another can swap the two (both may come now and leave
+//!    the same state; the earlier return fits wherever the later one stood). If the first
+//!    return's operation needs a value that nothing which may come before it produces, the
+//!    node fails at once.
+//! 3. Blind writes (`Op::blind`: no operation needs their value, no failed cas in the key) are
 //!    no children of their own unless their return is the first: each is taken, with every
 //!    other blind write that may come, just before the next write or delete taken. In a
 //!    linearization a blind write must be followed by a write or delete (nothing may observe
 //!    its value), and moving it earlier, to just before the first write or delete after the
 //!    point where it may come, keeps the states and the real-time order. So their orders
 //!    among themselves and the other writes are never explored.
+//! 4. After each pick, a node where some operation left needs a value that is not the state
+//!    and that nothing left produces fails at once (`Supply`).
+//! 5. With open operations, a node whose state and required set equal a visited node's, and
+//!    whose open set contains that node's, is pruned (`Dominance`): open operations are
+//!    optional, so it can finish nothing the visited one could not.
 
 use super::cache::{Cache, Dominance};
 use super::model::{ABSENT, Effect, KeyOps, Op, Supply};
@@ -162,6 +171,35 @@ impl Searcher {
             if walk.linearized == ops.required.len() {
                 return (KeyVerdict::Linearizable, steps);
             }
+            if cfg!(debug_assertions) && steps % 1024 == 0 {
+                self.invariants(ops, &walk);
+            }
+        }
+    }
+
+    /// What holds between steps; checked now and then in debug builds (it costs a pass over
+    /// the stack).
+    fn invariants(&self, ops: &KeyOps, walk: &Walk) {
+        let required = self
+            .stack
+            .iter()
+            .filter(|f| matches!(f.pick, Pick::Required(_)))
+            .count();
+        assert_eq!(walk.linearized, required);
+        assert_eq!(self.required_set.len(), required);
+        assert_eq!(self.open_set.len(), self.stack.len() - required);
+        self.required_set.invariants();
+        self.open_set.invariants();
+        let mut base = 0;
+        for frame in &self.stack {
+            if frame.kind == FrameKind::Branch {
+                assert!(base <= frame.base && frame.base < frame.next);
+                assert!(frame.next as usize <= self.candidates.len());
+                base = frame.base;
+            }
+        }
+        if let Some(top) = self.stack.last() {
+            assert_eq!(self.op(top.pick, ops).step(top.state), Some(walk.state));
         }
     }
 
@@ -292,9 +330,9 @@ impl Searcher {
         let needed = due_op.needs();
         let produces_needed = |op: &Op| needed.is_some() && op.produces() == needed;
         // Ranks: 0 the first return's operation, 1 and 2 the producers of the value it needs
-        // (required, then open), 3 and 4 the rest.
-        // Whether any operation that may come before the first return produces the value it
-        // needs, legal now or not (a cas may become legal after others).
+        // (required, then open), 3 and 4 the rest. `producer`: whether anything that may come
+        // before the first return produces that value, legal now or not (a cas may become
+        // legal after others).
         let mut producer = false;
         self.ranked.clear();
         let mut node = self.next[HEAD as usize];

@@ -47,6 +47,20 @@ impl Segment {
         }
     }
 
+    /// How many bits are set.
+    pub(super) fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Checks the compact form against the words.
+    pub(super) fn invariants(&self) {
+        assert!(self.full <= self.used && self.used <= self.words.len());
+        assert!(self.words[..self.full].iter().all(|&w| w == u64::MAX));
+        assert!(self.full == self.words.len() || self.words[self.full] != u64::MAX);
+        assert!(self.words[self.used..].iter().all(|&w| w == 0));
+        assert!(self.used == 0 || self.words[self.used - 1] != 0);
+    }
+
     pub(super) fn words(&self) -> &[u64] {
         &self.words[self.full..self.used]
     }
@@ -83,6 +97,8 @@ mod tests {
         assert_eq!(s.words(), [!(1 << 5)]);
         s.insert(5);
         assert_eq!((s.full, s.used), (1, 1));
+        assert_eq!(s.len(), 64);
+        s.invariants();
         let hash = s.hash;
         s.insert(70);
         s.remove(70);
