@@ -118,9 +118,10 @@ pub struct KeyViolation {
     /// The operation whose return ends the shortest prefix of the key's history that has no
     /// linearization: up to its return everything could still be explained.
     pub blocked: HistoryRecord,
-    /// The operations around `blocked`, by call time: those from the call of the last one that
-    /// returned before `blocked` was called to the return of `blocked`, plus the operations of
-    /// unknown outcome called before that return. Records that constrain nothing are left out.
+    /// The operations around `blocked`, by call time: those whose interval overlaps the span
+    /// from the call of the last one that returned before `blocked` was called to the return of
+    /// `blocked` (for an unknown outcome, the interval up to when the client gave up). Records
+    /// that constrain nothing are left out.
     pub window: Vec<HistoryRecord>,
     /// Operations of the window beyond [`WINDOW_OPS_MAX`], left out (the earliest ones, but
     /// never `blocked`).
@@ -298,7 +299,11 @@ fn violation(records: &[HistoryRecord], key: &str, ops: &KeyOps, blocked: usize)
         .required
         .iter()
         .filter(|op| op.return_ns >= start_ns && op.call_ns <= b.return_ns)
-        .chain(ops.open.iter().filter(|op| op.call_ns <= b.return_ns))
+        .chain(
+            ops.open
+                .iter()
+                .filter(|op| op.return_ns >= start_ns && op.call_ns <= b.return_ns),
+        )
         .collect();
     window.sort_by_key(|op| (op.call_ns, op.record));
     let omitted = window.len().saturating_sub(WINDOW_OPS_MAX);
