@@ -39,6 +39,7 @@
 //! ```
 
 mod cache;
+mod list;
 mod model;
 mod search;
 mod set;

@@ -41,6 +41,7 @@
 //!    optional, so it can finish nothing the visited one could not.
 
 use super::cache::{Cache, Dominance};
+use super::list::{link, relink, unlink};
 use super::model::{ABSENT, Effect, KeyOps, Op, Supply};
 use super::set::{Segment, mix};
 
@@ -554,45 +555,5 @@ fn pick_order(pick: Pick) -> (bool, u32) {
     match pick {
         Pick::Required(i) => (false, i),
         Pick::Open(i) => (true, i),
-    }
-}
-
-/// Makes `nodes` nodes one list in index order: 0 the head, `nodes - 1` the tail.
-fn link(next: &mut Vec<u32>, prev: &mut Vec<u32>, nodes: usize) {
-    next.clear();
-    prev.clear();
-    next.extend((1..=nodes as u32).map(|k| k.min(nodes as u32 - 1)));
-    prev.extend((0..nodes as u32).map(|k| k.saturating_sub(1)));
-}
-
-fn unlink(next: &mut [u32], prev: &mut [u32], node: u32) {
-    let (p, n) = (prev[node as usize], next[node as usize]);
-    next[p as usize] = n;
-    prev[n as usize] = p;
-}
-
-/// Puts back the last node unlinked (the node still knows its neighbours).
-fn relink(next: &mut [u32], prev: &mut [u32], node: u32) {
-    let (p, n) = (prev[node as usize], next[node as usize]);
-    next[p as usize] = node;
-    prev[n as usize] = node;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unlink_and_relink_in_reverse_restore_the_list() {
-        let (mut next, mut prev) = (Vec::new(), Vec::new());
-        link(&mut next, &mut prev, 6);
-        let (next0, prev0) = (next.clone(), prev.clone());
-        unlink(&mut next, &mut prev, 2);
-        unlink(&mut next, &mut prev, 3);
-        assert_eq!(next[1], 4);
-        assert_eq!(prev[4], 1);
-        relink(&mut next, &mut prev, 3);
-        relink(&mut next, &mut prev, 2);
-        assert_eq!((next, prev), (next0, prev0));
     }
 }
