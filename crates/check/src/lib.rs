@@ -6,10 +6,10 @@
 //! the simulator and benchmarks can all judge an execution the same way.
 //!
 //! A message is identified by `(sender, msg_id)`. Every log check runs in time and memory linear
-//! in the number of events, because logs can hold tens of millions of events. (Linearizability
-//! is NP-complete in general; its check has a budget per key instead, see [`linearizable`].) A run too long to
+//! in the number of events, because logs can hold tens of millions of events. A run too long to
 //! keep its logs is checked as it goes by [`OnlineChecker`], in memory that does not grow with
-//! the run ([`online`] says what it keeps and what that changes).
+//! the run ([`online`] says what it keeps and what that changes). (Linearizability is
+//! NP-complete in general: its check has a budget per key instead, see [`linearizable`].)
 
 mod atomicity;
 mod causality;
