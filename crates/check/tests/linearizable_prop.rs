@@ -4,7 +4,10 @@
 mod common;
 
 use common::{Fate, Spec, Workload, build};
-use onepipe_check::{HistoryRecord, OpKind, Outcome, Verdict, check_linearizable};
+use onepipe_check::{
+    HistoryRecord, LinearizabilityConfig, OpKind, Outcome, Verdict, check_linearizable,
+    check_linearizable_with,
+};
 use proptest::prelude::*;
 
 fn op_kind() -> impl Strategy<Value = OpKind> {
@@ -95,8 +98,65 @@ fn workload() -> impl Strategy<Value = Workload> {
     )
 }
 
+/// Any records at all (one client each, so that they are well formed): small keys, values and
+/// times so that operations overlap and values repeat.
+fn arbitrary_history() -> impl Strategy<Value = Vec<HistoryRecord>> {
+    let op = prop_oneof![
+        Just(OpKind::Read),
+        Just(OpKind::Write),
+        Just(OpKind::Insert),
+        Just(OpKind::Cas),
+        Just(OpKind::Delete)
+    ];
+    let outcome = prop_oneof![Just(Outcome::Ok), Just(Outcome::Fail), Just(Outcome::Unknown)];
+    let value = prop::option::of(0u8..4);
+    let record = (op, 0u8..3, value.clone(), value, outcome, 0u64..60, 0u64..30);
+    prop::collection::vec(record, 0..60).prop_map(|records| {
+        (0u64..)
+            .zip(records)
+            .map(
+                |(client, (op, key, value, expect, outcome, call_ns, length_ns))| HistoryRecord {
+                    client,
+                    op,
+                    key: format!("k{key}"),
+                    value: match op {
+                        OpKind::Delete => None,
+                        OpKind::Read => value.map(|v| format!("v{v}")),
+                        _ => Some(format!("v{}", value.unwrap_or(0))),
+                    },
+                    expect: if op == OpKind::Cas {
+                        expect.map(|v| format!("v{v}"))
+                    } else {
+                        None
+                    },
+                    outcome,
+                    call_ns,
+                    return_ns: call_ns + length_ns,
+                },
+            )
+            .collect()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the history, the check ends with a verdict within its budget, and the
+    /// verdict does not depend on the order of the records.
+    #[test]
+    fn any_history_gets_a_verdict(mut history in arbitrary_history()) {
+        let config = LinearizabilityConfig { steps_per_key_max: 20_000, ..LinearizabilityConfig::default() };
+        let report = check_linearizable_with(&history, &config).unwrap();
+        prop_assert!(report.steps <= 20_000 * report.keys * 2, "{}", report.steps);
+        for violation in &report.violations {
+            prop_assert!(violation.window.contains(&violation.blocked));
+        }
+        history.reverse();
+        let reversed = check_linearizable_with(&history, &config).unwrap();
+        if report.keys_undecided == 0 && reversed.keys_undecided == 0 {
+            prop_assert_eq!(report.verdict, reversed.verdict);
+        }
+    }
 
     #[test]
     fn busier_register_histories_are_linearizable(workload in workload(), pick in any::<usize>()) {
