@@ -157,6 +157,7 @@ impl<'a> OpsBuilder<'a> {
         self.ops.values = self.values.len() as u32 + 1;
         self.ops.required.sort_by_key(|op| op.call_ns);
         self.ops.open.sort_by_key(|op| op.call_ns);
+        self.drop_trivial_cas_fail();
         if !self.ops.required.iter().any(|op| op.effect == Effect::CasFail) {
             self.mark_needed();
             self.drop_unneeded_open();
@@ -171,6 +172,24 @@ impl<'a> OpsBuilder<'a> {
         };
         let next = self.values.len() as u32 + 1;
         *self.values.entry(value).or_insert(next)
+    }
+
+    /// Drops the failed cas whose expect the key can never hold (no operation writes it, and it
+    /// is not "absent", the initial state): they are legal in every state, so they constrain
+    /// nothing, and without them the reductions that failed cas turn off apply.
+    fn drop_trivial_cas_fail(&mut self) {
+        let produced = &mut self.needed;
+        produced.clear();
+        produced.resize(self.values.len() + 1, false);
+        produced[ABSENT as usize] = true;
+        for op in self.ops.required.iter().chain(&self.ops.open) {
+            if let Some(value) = op.produces() {
+                produced[value as usize] = true;
+            }
+        }
+        self.ops
+            .required
+            .retain(|op| op.effect != Effect::CasFail || produced[op.expect as usize]);
     }
 
     /// Which values some operation needs (a read's value, a cas's expect).
