@@ -1,18 +1,22 @@
-//! Checkers that verify the 1Pipe delivery guarantees from per-process event logs.
+//! Checkers that verify the 1Pipe delivery guarantees from per-process event logs, and the
+//! linearizability of key-value histories ([`history`], [`linearizable`]).
 //!
 //! Each process records its [`Event`]s in program order (see [`log`] for the text format). The
 //! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
 //! the simulator and benchmarks can all judge an execution the same way.
 //!
-//! A message is identified by `(sender, msg_id)`. Every check runs in time and memory linear in
-//! the number of events, because logs can hold tens of millions of events. A run too long to
+//! A message is identified by `(sender, msg_id)`. Every log check runs in time and memory linear
+//! in the number of events, because logs can hold tens of millions of events. A run too long to
 //! keep its logs is checked as it goes by [`OnlineChecker`], in memory that does not grow with
-//! the run ([`online`] says what it keeps and what that changes).
+//! the run ([`online`] says what it keeps and what that changes). (Linearizability is
+//! NP-complete in general: its check has a budget per key instead, see [`linearizable`].)
 
 mod atomicity;
 mod causality;
+pub mod history;
 mod index;
 mod integrity;
+pub mod linearizable;
 pub mod log;
 mod matching;
 pub mod online;
@@ -22,7 +26,15 @@ mod violation;
 
 pub use atomicity::check_atomicity;
 pub use causality::check_causality;
+pub use history::{
+    HistoryError, HistoryReader, HistoryRecord, LINE_BYTES_MAX, OpKind, Outcome, ReadError, RecordError,
+    check_history, parse_record, read_history, read_history_file, write_record,
+};
 pub use integrity::check_no_duplicates;
+pub use linearizable::{
+    CACHE_BYTES_PER_KEY_MAX, KeyViolation, LinearizabilityConfig, LinearizabilityReport, STEPS_PER_KEY_MAX,
+    Verdict, WINDOW_OPS_MAX, check_linearizable, check_linearizable_with,
+};
 pub use log::{Event, LineError, LogError, MsgId, ProcessId, ProcessLog, parse_log, read_dir, write_event};
 pub use matching::{check_fifo, check_no_creation, check_no_loss};
 pub use online::{OnlineChecker, OnlineStats};
