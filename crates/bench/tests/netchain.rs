@@ -3,9 +3,23 @@
 //! switch in the middle of traffic without losing an acknowledged write").
 
 use indicatif::ProgressBar;
+use onepipe_bench::netchain::NetchainReport;
 use onepipe_bench::netchain::{NetchainDemoConfig, run};
 use onepipe_netchain::Event;
 use onepipe_wire::Duration;
+
+/// The run's history is linearizable, and no acknowledged write is missing from the final state.
+fn assert_correct(r: &NetchainReport, what: &str) {
+    assert_eq!(r.acknowledged_writes_lost, Some(0), "{what}");
+    let l = r
+        .linearizability
+        .as_ref()
+        .expect("recorded whole")
+        .as_ref()
+        .expect("well formed");
+    assert!(l.ok(), "{what}: {l}");
+    assert_eq!(l.operations, r.history.len() as u64);
+}
 
 fn short() -> NetchainDemoConfig {
     NetchainDemoConfig {
@@ -24,7 +38,7 @@ fn clients_read_and_write_through_the_chains() {
     assert!(r.ops > 100, "{} operations", r.ops);
     assert!(!r.read_latency_ns.is_empty() && !r.write_latency_ns.is_empty());
     assert_eq!(r.refused, 0);
-    assert_eq!(r.acknowledged_writes_lost, Some(0));
+    assert_correct(&r, "plain");
     assert!(r.history.len() as u64 >= r.ops);
 }
 
@@ -38,7 +52,7 @@ fn a_switch_killed_mid_run_loses_no_acknowledged_write() {
             ..short()
         };
         let r = run(&c, &ProgressBar::hidden()).unwrap();
-        assert_eq!(r.acknowledged_writes_lost, Some(0), "switch {switch}");
+        assert_correct(&r, &format!("switch {switch} killed"));
         assert!(r.failover().is_some(), "switch {switch}: failed over");
         assert!(
             r.events
@@ -63,4 +77,20 @@ fn lossy_links_cost_retries_not_writes() {
         "1% loss on every link makes some attempts time out"
     );
     assert_eq!(r.acknowledged_writes_lost, Some(0));
+}
+
+/// The same run over the udp runtime: every node its own socket.
+#[test]
+fn the_udp_runtime_runs_the_same_nodes() {
+    use onepipe_bench::netchain::fabric::NetchainRuntime;
+    let c = NetchainDemoConfig {
+        runtime: NetchainRuntime::Udp,
+        failure: Some((1, Duration::from_millis(200))),
+        agent_timeout: Duration::from_millis(20),
+        ..short()
+    };
+    let r = run(&c, &ProgressBar::hidden()).unwrap();
+    assert!(r.ops > 100, "{} operations", r.ops);
+    assert!(r.failover().is_some());
+    assert_correct(&r, "udp, switch 1 killed");
 }

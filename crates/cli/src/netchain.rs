@@ -227,7 +227,8 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
     if let Some(path) = &args.history {
         let file =
             std::fs::File::create(path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        history::write(&mut std::io::BufWriter::new(file), &report.history, &report.keys)
+        let records = history::records(&report.history, &report.keys);
+        history::write(&mut std::io::BufWriter::new(file), &records)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     if args.json.json {
@@ -259,14 +260,23 @@ fn json(c: &NetchainDemoConfig, r: &NetchainReport) -> serde_json::Value {
         "recovery_ms": r.recovery().map(|d| d.as_micros_f64() / 1e3),
         "history_ops": r.history.len(),
         "acknowledged_writes_lost": r.acknowledged_writes_lost,
+        "checks": {
+            "linearizable": r.linearizability.as_ref().map(|l| l.as_ref().is_ok_and(|l| l.ok())),
+            "acknowledged_writes_lost_zero": r.acknowledged_writes_lost.map(|n| n == 0),
+        },
+        "linearizability": r.linearizability.as_ref().map(|l| match l {
+            Ok(l) => serde_json::to_value(l).unwrap_or_default(),
+            Err(e) => serde_json::json!({"error": e}),
+        }),
     })
 }
 
 fn print_text(c: &NetchainDemoConfig, r: &NetchainReport) {
     println!(
-        "topology        netchain-testbed (4 switches, chains of {}, {} virtual groups)",
+        "topology        netchain-testbed (4 switches, chains of {}, {} virtual groups), {:?} runtime",
         c.chain_len,
-        4 * c.vnodes_per_switch
+        4 * c.vnodes_per_switch,
+        c.runtime
     );
     println!(
         "workload        {} keys, {}-byte values, {}% writes, {} closed-loop clients, {:.2} s",
@@ -324,11 +334,22 @@ fn print_text(c: &NetchainDemoConfig, r: &NetchainReport) {
         );
     }
     println!("checks          over {} operations", r.history.len());
-    match r.acknowledged_writes_lost {
-        Some(n) => println!("  acknowledged writes lost  {n}"),
-        None => println!(
-            "  acknowledged writes lost  not checked ({} operations not recorded)",
-            r.history_unrecorded
-        ),
+    match (&r.acknowledged_writes_lost, &r.linearizability) {
+        (Some(n), Some(l)) => {
+            println!("  acknowledged writes lost  {n}");
+            match l {
+                Ok(l) => println!(
+                    "  linearizable              {} ({} keys; {} not linearizable, {} undecided)",
+                    l.verdict, l.keys, l.keys_not_linearizable, l.keys_undecided
+                ),
+                Err(e) => println!("  linearizable              the history is malformed: {e}"),
+            }
+            if let Ok(l) = l {
+                for v in l.violations.iter().take(3) {
+                    println!("    key {}: blocked at {}", v.key, v.blocked);
+                }
+            }
+        }
+        _ => println!("  not checked: {} operations not recorded", r.history_unrecorded),
     }
 }

@@ -1,8 +1,10 @@
-//! The client history of a run as JSON Lines, one object per attempt (issue 43's format):
-//! `{"client", "op": "read|write", "key", "value", "expect", "outcome": "ok|fail|unknown",
-//! "call_ns", "return_ns"}`, so that an outside checker can verify the run.
+//! The client history of a run in the check crate's format (docs/histories.md): one record per
+//! attempt, `{"client", "op", "key", "value", "expect", "outcome": "ok|fail|unknown",
+//! "call_ns", "return_ns"}`, written as JSON Lines for an outside checker and judged here by
+//! `onepipe_check::check_linearizable`.
 
 use super::nodes::Op;
+use onepipe_check::{HistoryRecord, OpKind, Outcome as RecordOutcome, write_record};
 use onepipe_netchain::{Key, Outcome};
 use std::io::Write;
 
@@ -12,32 +14,42 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-pub fn outcome_name(o: &Outcome) -> &'static str {
+/// A refusal changed nothing: `fail`. (The demo makes no compare-and-swap, whose `fail` would
+/// mean a compare that found another value.)
+fn outcome(o: &Outcome) -> RecordOutcome {
     match o {
-        Outcome::Ok(_) => "ok",
-        Outcome::CasFailed(_) | Outcome::Refused(_) => "fail",
-        Outcome::Unknown => "unknown",
+        Outcome::Ok(_) => RecordOutcome::Ok,
+        Outcome::CasFailed(_) | Outcome::Refused(_) => RecordOutcome::Fail,
+        Outcome::Unknown => RecordOutcome::Unknown,
     }
 }
 
-/// One attempt as a JSON object.
-pub fn record(op: &Op, keys: &[Key]) -> serde_json::Value {
-    serde_json::json!({
-        "client": op.client,
-        "op": if op.write { "write" } else { "read" },
-        "key": text(keys[op.key as usize].as_bytes()),
-        "value": op.value.as_deref().map(text),
-        "expect": null,
-        "outcome": outcome_name(&op.outcome),
-        "call_ns": op.call_ns,
-        "return_ns": op.return_ns,
-    })
+/// One attempt as a record. A read that did not answer `ok` carries no value.
+pub fn record(op: &Op, keys: &[Key]) -> HistoryRecord {
+    let outcome = outcome(&op.outcome);
+    let value = match (op.write, outcome) {
+        (true, _) | (false, RecordOutcome::Ok) => op.value.as_deref().map(text),
+        (false, _) => None,
+    };
+    HistoryRecord {
+        client: op.client as u64,
+        op: if op.write { OpKind::Write } else { OpKind::Read },
+        key: text(keys[op.key as usize].as_bytes()),
+        value,
+        expect: None,
+        outcome,
+        call_ns: op.call_ns,
+        return_ns: op.return_ns,
+    }
 }
 
-pub fn write(out: &mut impl Write, ops: &[Op], keys: &[Key]) -> std::io::Result<()> {
-    for op in ops {
-        serde_json::to_writer(&mut *out, &record(op, keys))?;
-        out.write_all(b"\n")?;
+pub fn records(ops: &[Op], keys: &[Key]) -> Vec<HistoryRecord> {
+    ops.iter().map(|op| record(op, keys)).collect()
+}
+
+pub fn write(out: &mut impl Write, records: &[HistoryRecord]) -> std::io::Result<()> {
+    for r in records {
+        write_record(out, r)?;
     }
     out.flush()
 }

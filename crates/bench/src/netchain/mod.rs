@@ -16,6 +16,7 @@ use fabric::{Killable, NetchainRuntime, Running};
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 use nodes::{ClientHost, ControllerHost, Op, Shared, Workload};
+use onepipe_check::{LinearizabilityReport, check_linearizable};
 use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
 use onepipe_netchain::{
     Agent, AgentConfig, Controller, ControllerConfig, Event, Key, NetchainSwitch, Ring, SwitchConfig,
@@ -100,6 +101,8 @@ pub struct NetchainReport {
     /// Acknowledged writes the final state does not reflect ([`final_state`]); `None` when the
     /// history was not recorded whole.
     pub acknowledged_writes_lost: Option<u64>,
+    /// The linearizability check of the history; `None` when it was not recorded whole.
+    pub linearizability: Option<Result<LinearizabilityReport, String>>,
 }
 
 impl NetchainReport {
@@ -291,6 +294,7 @@ fn report(
         keys,
         switch_counters: Vec::new(),
         acknowledged_writes_lost: None,
+        linearizability: None,
     };
     let mut switches = Vec::new();
     let mut ring = None;
@@ -319,6 +323,8 @@ fn report(
     if r.history_unrecorded == 0 {
         let finals = final_state::tail_values(&ring.expect("a controller"), &programs, &r.keys);
         r.acknowledged_writes_lost = Some(final_state::acknowledged_writes_lost(&r.history, &finals));
+        let records = history::records(&r.history, &r.keys);
+        r.linearizability = Some(check_linearizable(&records).map_err(|e| e.to_string()));
     }
     r
 }
