@@ -11,6 +11,7 @@ mod fabric;
 mod flags;
 mod inspect;
 mod netchain;
+mod netchain_procs;
 mod sim;
 mod udp_limit;
 

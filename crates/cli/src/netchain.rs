@@ -21,6 +21,25 @@ pub enum NetchainCommand {
     /// The same workload against NetChain (over udp) and, in the same run, etcd (started on
     /// loopback if installed): write ratios 0, 1 and 100%, 1 to 64 clients
     Bench(BenchArgs),
+    /// Start every switch of a topology and the controller as processes of their own over UDP
+    /// (default: the NetChain testbed); Ctrl-C stops them
+    Up(crate::netchain_procs::UpArgs),
+    /// Run one switch of a topology over UDP (what `up` starts)
+    Switch(crate::netchain_procs::SwitchArgs),
+    /// Run the controller of a topology over UDP as its last process (what `up` starts)
+    Controller(crate::netchain_procs::ControllerArgs),
+    /// Read KEY from a NetChain started by `up`
+    Get(crate::netchain_procs::CallArgs),
+    /// Write KEY VALUE (installing the key through the controller if needed)
+    Put(crate::netchain_procs::CallArgs),
+    /// Delete KEY
+    Del(crate::netchain_procs::CallArgs),
+    /// Compare-and-swap: KEY EXPECT NEW
+    Cas(crate::netchain_procs::CallArgs),
+    /// Acquire the lock KEY for OWNER (compare-and-swap from absent; paper 8.5)
+    Lock(crate::netchain_procs::CallArgs),
+    /// Release the lock KEY held by OWNER (compare-and-delete)
+    Unlock(crate::netchain_procs::CallArgs),
 }
 
 #[derive(Args, Debug)]
@@ -109,6 +128,15 @@ pub fn run(cmd: NetchainCommand) -> Result<ExitCode, String> {
         NetchainCommand::Demo(args) => demo(args),
         NetchainCommand::Serve(args) => serve(args),
         NetchainCommand::Bench(args) => bench(args),
+        NetchainCommand::Up(args) => crate::netchain_procs::up(args),
+        NetchainCommand::Switch(args) => crate::netchain_procs::switch(args),
+        NetchainCommand::Controller(args) => crate::netchain_procs::controller(args),
+        NetchainCommand::Get(args) => crate::netchain_procs::call("get", args),
+        NetchainCommand::Put(args) => crate::netchain_procs::call("put", args),
+        NetchainCommand::Del(args) => crate::netchain_procs::call("del", args),
+        NetchainCommand::Cas(args) => crate::netchain_procs::call("cas", args),
+        NetchainCommand::Lock(args) => crate::netchain_procs::call("lock", args),
+        NetchainCommand::Unlock(args) => crate::netchain_procs::call("unlock", args),
     }
 }
 

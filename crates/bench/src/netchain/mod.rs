@@ -10,6 +10,7 @@ pub mod fabric;
 pub mod final_state;
 pub mod history;
 pub mod nodes;
+pub mod processes;
 pub mod serve;
 
 use fabric::{Killable, NetchainRuntime, Running};

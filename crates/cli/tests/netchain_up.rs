@@ -1,0 +1,107 @@
+//! `onepipe netchain up` runs every switch and the controller as processes of their own over
+//! loopback UDP; `onepipe netchain put|get|cas|lock|unlock|del` join as a process for one call
+//! each (issue 43: "read, write, compare-and-swap and lock keys ... from the command line").
+
+#![allow(clippy::disallowed_methods)] // waits on real time
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+/// NetChain's testbed on addresses no other test uses.
+fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
+    let net = format!("127.61.{}", 1 + std::process::id() % 250);
+    let mut file = String::from("name = \"netchain-test\"\n");
+    for (i, s) in ["s0", "s1", "s2", "s3"].iter().enumerate() {
+        file += &format!("[[switch]]\nname = \"{s}\"\naddr = \"{net}.{}:7200\"\n", 1 + i);
+    }
+    for h in 0..5 {
+        file += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"s0\"\naddr = \"{net}.{}:7200\"\n",
+            10 + h
+        );
+    }
+    for (a, b) in [("s0", "s1"), ("s0", "s3"), ("s1", "s2"), ("s3", "s2")] {
+        file += &format!("[[link]]\nbetween = [\"{a}\", \"{b}\"]\n");
+    }
+    let path = dir.join("netchain.toml");
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = std::process::Command::new("kill")
+                .arg(self.0.id().to_string())
+                .status();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Runs `onepipe netchain WORDS --topology FILE`; its first line of output and exit code.
+fn netchain(file: &std::path::Path, words: &[&str]) -> (String, i32) {
+    let out = common::onepipe()
+        .arg("netchain")
+        .args(&words[..1])
+        .arg("--topology")
+        .arg(file)
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (stdout, out.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn up_then_put_get_cas_lock_from_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("onepipe-netchain-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write_topology(&dir);
+    let mut up = KillOnDrop(
+        common::onepipe()
+            .args(["netchain", "up", "--topology"])
+            .arg(&file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = BufReader::new(up.0.stderr.take().unwrap());
+    let mut banner = String::new();
+    while !banner.contains("Ctrl-C stops them") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {banner}");
+        banner += &line;
+    }
+    assert_eq!(
+        netchain(&file, &["get", "k"]),
+        ("(absent)".into(), 0),
+        "a key never written"
+    );
+    assert_eq!(netchain(&file, &["put", "k", "v1"]), ("OK".into(), 0));
+    assert_eq!(netchain(&file, &["get", "k", "--process", "3"]), ("v1".into(), 0));
+    assert_eq!(netchain(&file, &["cas", "k", "v1", "v2"]), ("OK".into(), 0));
+    assert_eq!(
+        netchain(&file, &["cas", "k", "v1", "v3"]),
+        ("not swapped: the value is v2".into(), 1)
+    );
+    assert_eq!(netchain(&file, &["lock", "L", "alice"]), ("acquired".into(), 0));
+    assert_eq!(
+        netchain(&file, &["lock", "L", "bob", "--process", "1"]),
+        ("held by alice".into(), 1)
+    );
+    assert_eq!(
+        netchain(&file, &["unlock", "L", "bob"]),
+        ("held by alice".into(), 1)
+    );
+    assert_eq!(netchain(&file, &["unlock", "L", "alice"]), ("released".into(), 0));
+    assert_eq!(netchain(&file, &["del", "k"]), ("OK".into(), 0));
+    assert_eq!(netchain(&file, &["del", "k"]), ("absent already".into(), 1));
+    let (_, code) = netchain(&file, &["get", "k", "--process", "4"]);
+    assert_ne!(code, 0, "process 4 is the controller's");
+    let _ = std::fs::remove_dir_all(&dir);
+}
