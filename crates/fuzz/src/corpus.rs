@@ -136,3 +136,20 @@ pub fn controller_log() -> Vec<Vec<u8>> {
     out.extend(with_mode(1, random(RECIPES, 512, 10)));
     out
 }
+
+/// Client histories: lines of the documented format (docs/histories.md), then random bytes.
+pub fn history() -> Vec<Vec<u8>> {
+    let good = concat!(
+        r#"{"client":1,"op":"write","key":"k","value":"v1","expect":null,"outcome":"ok","call_ns":1,"return_ns":5}"#,
+        "\n",
+        r#"{"client":2,"op":"read","key":"k","value":"v1","expect":null,"outcome":"ok","call_ns":2,"return_ns":6}"#,
+        "\n",
+        r#"{"client":3,"op":"cas","key":"k","value":"v2","expect":"v1","outcome":"fail","call_ns":7,"return_ns":9}"#,
+        "\n",
+        r#"{"client":1,"op":"delete","key":"k","value":null,"expect":null,"outcome":"unknown","call_ns":8,"return_ns":9}"#,
+        "\n",
+    );
+    let mut out = vec![good.as_bytes().to_vec()];
+    out.extend(random(RECIPES, 512, 11));
+    out
+}

@@ -5,6 +5,8 @@ pub mod controller_log;
 pub mod datagram;
 pub mod endpoint;
 pub mod frame;
+pub mod history;
+pub mod netchain;
 pub mod switch;
 pub mod topology;
 

@@ -80,6 +80,8 @@ pub struct Counters {
     pub chain_exhausted: u64,
     /// Writes that reached a replica without the key (the controller has not installed it).
     pub unknown_at_replica: u64,
+    /// Writes to a key whose version is at its maximum.
+    pub versions_exhausted: u64,
 }
 
 /// Where a frame goes, decided without changing anything (`classify` and `handle_frame` both
@@ -380,7 +382,13 @@ impl NetchainSwitch {
             (Status::Ok, new_value.map(<[u8]>::to_vec))
         };
         let session = self.sessions.get(&q.group).copied().unwrap_or(0) << SEQUENCE_BITS;
-        let version = (current.version + 1).max(session);
+        // A key at the last version (2^48 writes in the top session, or a hostile frame) takes
+        // no more writes: a drop, counted, rather than a version its replicas would refuse.
+        let Some(next) = current.version.checked_add(1) else {
+            self.counters.versions_exhausted += 1;
+            return;
+        };
+        let version = next.max(session);
         self.store
             .write(slot, value.as_deref(), version)
             .expect("value size checked");

@@ -378,3 +378,34 @@ fn a_delete_answers_whether_the_key_had_a_value() {
     assert_eq!(stored(&net, 2), (None, 3));
     assert_eq!(read(&mut net, 1, 4), (Status::Ok, None));
 }
+
+/// Found by the `netchain` fuzz target: a state write at version u64::MAX made the head's next
+/// version overflow. A key at the last version takes no more writes (a counted drop): no
+/// switch of its chain stores a value the others do not.
+#[test]
+fn a_key_at_the_last_version_takes_no_more_writes() {
+    let mut net = Net::testbed();
+    install(&mut net, &CHAIN);
+    for s in CHAIN {
+        net.send(CONTROLLER, onepipe_wire_state_write(s, b"top", u64::MAX));
+    }
+    net.run();
+    net.replies(CONTROLLER);
+    net.send(
+        1,
+        query(Opcode::Write, 1, 1, &CHAIN, KEY, Some(b"v"), None, GROUP),
+    );
+    net.run();
+    assert!(
+        net.replies(1).is_empty(),
+        "no answer: the client's attempt times out"
+    );
+    assert_eq!(net.switches[0].counters().versions_exhausted, 1);
+    for s in CHAIN {
+        assert_eq!(
+            stored(&net, s as usize),
+            (Some(b"top".to_vec()), u64::MAX),
+            "switch {s}"
+        );
+    }
+}
