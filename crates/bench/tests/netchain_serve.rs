@@ -157,3 +157,75 @@ fn redis_benchmark_sets_and_gets_through_netchain() {
     );
     s.stop();
 }
+
+/// `onepipe netchain serve --topology T` over a NetChain whose switches and controller run on
+/// their own (here threads with their own sockets, as `netchain up` runs processes): the
+/// server's agents join as processes of the topology.
+#[test]
+fn the_server_joins_a_netchain_started_elsewhere() {
+    use onepipe_bench::netchain::processes::{Deployment, run_controller, run_switch};
+    use onepipe_bench::netchain::serve::start_joined;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let net = format!("127.62.{}", 1 + std::process::id() % 250);
+    let mut toml = String::from("name = \"netchain-joined-test\"\n");
+    for (i, s) in ["s0", "s1", "s2", "s3"].iter().enumerate() {
+        toml += &format!("[[switch]]\nname = \"{s}\"\naddr = \"{net}.{}:7300\"\n", 1 + i);
+    }
+    for h in 0..5 {
+        toml += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"s0\"\naddr = \"{net}.{}:7300\"\n",
+            10 + h
+        );
+    }
+    for (a, b) in [("s0", "s1"), ("s0", "s3"), ("s1", "s2"), ("s3", "s2")] {
+        toml += &format!("[[link]]\nbetween = [\"{a}\", \"{b}\"]\n");
+    }
+    let topology = onepipe_fabric::Topology::from_toml(&toml).unwrap();
+    let auth = onepipe_runtime::udp::auth::Auth::generate().unwrap();
+    let d = Arc::new(Deployment::new(topology, auth).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for name in ["s0", "s1", "s2", "s3"] {
+        let (d, stop) = (d.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            run_switch(&d, name, &stop).unwrap();
+        }));
+    }
+    let (dc, stopc) = (d.clone(), stop.clone());
+    threads.push(std::thread::spawn(move || run_controller(&dc, &stopc).unwrap()));
+    let serving = start_joined(
+        &d,
+        &[0, 1],
+        &NetchainServeConfig::default(),
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+    )
+    .unwrap();
+    let mut c = connect(&serving);
+    for i in 0..20 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(format!("v{i}"))
+            .query(&mut c)
+            .unwrap();
+    }
+    for i in 0..20 {
+        let v: Option<String> = redis::cmd("GET").arg(format!("k{i}")).query(&mut c).unwrap();
+        assert_eq!(v, Some(format!("v{i}")));
+    }
+    assert!(
+        start_joined(
+            &d,
+            &[4],
+            &NetchainServeConfig::default(),
+            TcpListener::bind("127.0.0.1:0").unwrap()
+        )
+        .is_err(),
+        "process 4 is the controller's"
+    );
+    serving.stop();
+    stop.store(true, Ordering::Release);
+    for t in threads {
+        t.join().unwrap();
+    }
+}

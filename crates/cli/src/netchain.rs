@@ -77,6 +77,16 @@ pub struct ServeArgs {
     /// inproc or udp (every node of the fabric its own socket on loopback)
     #[arg(long, default_value = "inproc", value_parser = ["inproc", "udp"])]
     runtime: String,
+    /// Serve a NetChain that `onepipe netchain up --topology T` started (a file or preset),
+    /// instead of one of the server's own
+    #[arg(long)]
+    topology: Option<String>,
+    /// With --topology: the processes of the topology the server joins as, one client agent
+    /// each
+    #[arg(long, value_delimiter = ',', default_value = "0", value_parser = crate::bounds::int::<u32>(0..=crate::bounds::PROCESSES_MAX))]
+    processes: Vec<u32>,
+    #[command(flatten)]
+    keys: crate::flags::KeyFlags,
 }
 
 #[derive(Args, Debug)]
@@ -195,13 +205,23 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         runtime: args.runtime.parse()?,
         ..Default::default()
     };
-    let serving = onepipe_bench::netchain::serve::start(&config, listener)?;
+    let serving = match &args.topology {
+        None => onepipe_bench::netchain::serve::start(&config, listener)?,
+        Some(t) => {
+            let d = crate::netchain_procs::deployment(t, &args.keys)?;
+            onepipe_bench::netchain::serve::start_joined(&d, &args.processes, &config, listener)?
+        }
+    };
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).map_err(|e| e.to_string())?;
     println!(
-        "netchain: serving the Redis protocol on {} (4 switches, chains of 3); Ctrl-C stops",
-        serving.server.local_addr()
+        "netchain: serving the Redis protocol on {} ({}); Ctrl-C stops",
+        serving.server.local_addr(),
+        match &args.topology {
+            Some(t) => format!("the NetChain of {t}, as processes {:?}", args.processes),
+            None => "a NetChain of its own: 4 switches, chains of 3".into(),
+        }
     );
     while !stop.load(Ordering::Relaxed) {
         #[allow(clippy::disallowed_methods)] // the CLI waits for Ctrl-C

@@ -23,19 +23,20 @@ pub struct DeploymentFlags {
     keys: KeyFlags,
 }
 
-impl DeploymentFlags {
-    fn topology(&self) -> Result<Topology, String> {
-        let path = std::path::Path::new(&self.topology);
-        match path.exists() {
-            true => Topology::from_file(path).map_err(|e| e.to_string()),
-            false => Topology::preset(&self.topology).map_err(|e| e.to_string()),
-        }
-    }
+/// The NetChain of `topology` (a file, or a preset name) with the fabric's keys.
+pub fn deployment(topology: &str, keys: &KeyFlags) -> Result<Deployment, String> {
+    let path = std::path::Path::new(topology);
+    let topology = match path.exists() {
+        true => Topology::from_file(path).map_err(|e| e.to_string())?,
+        false => Topology::preset(topology).map_err(|e| e.to_string())?,
+    };
+    let auth = keys.auth(&topology)?;
+    Deployment::new(topology, auth)
+}
 
+impl DeploymentFlags {
     fn deployment(&self) -> Result<Deployment, String> {
-        let topology = self.topology()?;
-        let auth = self.keys.auth(&topology)?;
-        Deployment::new(topology, auth)
+        deployment(&self.topology, &self.keys)
     }
 
     /// The flags again, for a child process.

@@ -60,7 +60,8 @@ impl Deployment {
         })
     }
 
-    fn driver(&self, node: usize) -> Result<UdpDriver, String> {
+    /// A driver bound to runtime node `node`'s address, with its links.
+    pub fn driver(&self, node: usize) -> Result<UdpDriver, String> {
         let links = Links::of(&self.wiring, &self.plan, node);
         UdpDriver::bind(&links, &self.udp).map_err(|e| format!("{}: {e}", links.local))
     }

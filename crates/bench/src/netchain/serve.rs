@@ -17,6 +17,7 @@ use onepipe_wire::protocol::NETCHAIN;
 use onepipe_wire::{Duration, Instant};
 use std::net::TcpListener;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Clone, Debug)]
 pub struct NetchainServeConfig {
@@ -49,18 +50,105 @@ impl Default for NetchainServeConfig {
 
 type ServeNode = Either<Pipeline<NetchainSwitch>, Either<ControllerHost, ServiceHost>>;
 
+/// Where the service hosts run: in a NetChain of the server's own, or as processes joined to
+/// one that `onepipe netchain up` started.
+enum Fabric {
+    Own(Running<ServeNode>),
+    Joined {
+        stop: Arc<AtomicBool>,
+        threads: Vec<std::thread::JoinHandle<()>>,
+    },
+}
+
 /// A running NetChain and its Redis-protocol server.
 pub struct Serving {
-    runtime: Running<ServeNode>,
+    fabric: Fabric,
     pub server: ServerHandle,
 }
 
 impl Serving {
-    /// Stops the server, then the fabric.
+    /// Stops the server, then the fabric (or the joined processes).
     pub fn stop(self) {
         self.server.shutdown();
-        self.runtime.stop();
+        match self.fabric {
+            Fabric::Own(runtime) => {
+                runtime.stop();
+            }
+            Fabric::Joined { stop, threads } => {
+                stop.store(true, Ordering::Release);
+                for t in threads {
+                    let _ = t.join();
+                }
+            }
+        }
     }
+}
+
+/// Serves the Redis protocol on `listener` for a NetChain started by `onepipe netchain up`:
+/// a service host joins as each of `processes` (binding its address), on a thread of its own.
+pub fn start_joined(
+    d: &super::processes::Deployment,
+    processes: &[u32],
+    c: &NetchainServeConfig,
+    listener: TcpListener,
+) -> Result<Serving, String> {
+    if processes.is_empty()
+        || processes
+            .iter()
+            .any(|&p| p == d.controller || p as usize >= d.wiring.process_count())
+    {
+        return Err(format!(
+            "service processes are 0 to {} (process {} is the controller's)",
+            d.wiring.process_count().saturating_sub(1),
+            d.controller
+        ));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut mailboxes = Vec::new();
+    let mut threads = Vec::new();
+    for &p in processes {
+        let mailbox = Arc::new(Mailbox::default());
+        let agent = Agent::new(agent_config(c, p, d.controller), d.ring.clone());
+        let mut node = ServiceHost::new(agent, mailbox.clone(), c.attempts_max);
+        let mut driver = d.driver(d.wiring.node_of_process(p))?;
+        let stop = stop.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("netchain-service-{p}"))
+                .spawn(move || {
+                    let counters = onepipe_runtime::udp::UdpCounters::default();
+                    driver.run(&mut node, &Clock::from_system_time(), &stop, &counters);
+                })
+                .map_err(|e| e.to_string())?,
+        );
+        mailboxes.push(mailbox);
+    }
+    let store: Arc<dyn Store> = Arc::new(NetchainStore::new(mailboxes, c.value_bytes_max, wait(c)));
+    let server = onepipe_kv::serve(listener, store, ServeConfig::default()).map_err(|e| e.to_string())?;
+    Ok(Serving {
+        fabric: Fabric::Joined { stop, threads },
+        server,
+    })
+}
+
+fn agent_config(c: &NetchainServeConfig, process: u32, controller: u32) -> AgentConfig {
+    AgentConfig {
+        timeout: c.agent_timeout,
+        attempts_max: c.attempts_max,
+        outstanding_max: 65_536,
+        ..AgentConfig::new(process, controller)
+    }
+}
+
+/// How long a batch waits: every attempt of its calls, and an install before a first write,
+/// with room to spare.
+fn wait(c: &NetchainServeConfig) -> std::time::Duration {
+    let ns = c
+        .agent_timeout
+        .as_nanos()
+        .saturating_mul(4 * c.attempts_max as u64)
+        + 1_000_000_000;
+    std::time::Duration::from_nanos(ns)
 }
 
 /// Starts the fabric and serves the Redis protocol on `listener`.
@@ -84,15 +172,7 @@ pub fn start(c: &NetchainServeConfig, listener: TcpListener) -> Result<Serving, 
     let mut mailboxes = Vec::new();
     for p in 0..CLIENT_PROCESSES {
         let mailbox = Arc::new(Mailbox::default());
-        let agent = Agent::new(
-            AgentConfig {
-                timeout: c.agent_timeout,
-                attempts_max: c.attempts_max,
-                outstanding_max: 65_536,
-                ..AgentConfig::new(p, CONTROLLER_PROCESS)
-            },
-            ring.clone(),
-        );
+        let agent = Agent::new(agent_config(c, p, CONTROLLER_PROCESS), ring.clone());
         nodes.push(Either::Right(Either::Right(ServiceHost::new(
             agent,
             mailbox.clone(),
@@ -117,17 +197,10 @@ pub fn start(c: &NetchainServeConfig, listener: TcpListener) -> Result<Serving, 
     ))));
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
     let runtime = Running::start(c.runtime, &wiring, nodes, c.workers, 0.0, c.seed, clock)?;
-    // Every call's attempts, and an install before a first write, with room to spare.
-    let wait_ns = c
-        .agent_timeout
-        .as_nanos()
-        .saturating_mul(4 * c.attempts_max as u64)
-        + 1_000_000_000;
-    let store: Arc<dyn Store> = Arc::new(NetchainStore::new(
-        mailboxes,
-        c.value_bytes_max,
-        std::time::Duration::from_nanos(wait_ns),
-    ));
+    let store: Arc<dyn Store> = Arc::new(NetchainStore::new(mailboxes, c.value_bytes_max, wait(c)));
     let server = onepipe_kv::serve(listener, store, ServeConfig::default()).map_err(|e| e.to_string())?;
-    Ok(Serving { runtime, server })
+    Ok(Serving {
+        fabric: Fabric::Own(runtime),
+        server,
+    })
 }

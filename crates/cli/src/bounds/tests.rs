@@ -61,6 +61,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("netchain unlock", "--process", "1048576", "1048577"),
     ("netchain unlock", "--timeout-ms", "3600000", "3600001"),
     ("netchain serve", "--port", "65535", "65536"),
+    ("netchain serve", "--processes", "1048576", "1048577"),
     ("netchain bench", "--clients", "65536", "65537"),
     ("netchain bench", "--write-ratios", "1", "1.01"),
     ("netchain bench", "--seconds-per-point", "86400", "86401"),
