@@ -152,12 +152,28 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
         d.wiring.topology.name,
         args.deployment.topology
     );
+    // A switch that exits is a failure NetChain handles (the controller's probes find it);
+    // the controller exiting ends the deployment.
+    let names: Vec<String> = d
+        .wiring
+        .topology
+        .switches
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    let mut reported = vec![false; children.len()];
     while !stop.load(Ordering::Relaxed) {
-        if let Some(i) = children
-            .iter_mut()
-            .position(|c| matches!(c.try_wait(), Ok(Some(_))))
-        {
-            eprintln!("netchain: child {i} exited; stopping the others");
+        for (i, c) in children.iter_mut().enumerate() {
+            if reported[i] || !matches!(c.try_wait(), Ok(Some(_))) {
+                continue;
+            }
+            reported[i] = true;
+            match names.get(i) {
+                Some(name) => eprintln!("netchain: switch {name} exited; the controller will fail it over"),
+                None => eprintln!("netchain: the controller exited; stopping the switches"),
+            }
+        }
+        if reported.last() == Some(&true) {
             break;
         }
         #[allow(clippy::disallowed_methods)] // the supervisor waits for Ctrl-C

@@ -51,6 +51,8 @@ pub struct ControllerHost {
     failure: Option<(u16, u64)>,
     failure_reported: bool,
     shared: Arc<Shared>,
+    /// Print each event as it happens (a controller process's log).
+    print: bool,
 }
 
 impl ControllerHost {
@@ -66,7 +68,14 @@ impl ControllerHost {
             failure,
             failure_reported: false,
             shared,
+            print: false,
         }
+    }
+
+    /// Prints each event on stderr as it happens.
+    pub fn printing(mut self) -> Self {
+        self.print = true;
+        self
     }
 
     fn step(&mut self, now: Instant) {
@@ -86,6 +95,11 @@ impl ControllerHost {
             self.shared.ready.store(true, Ordering::Release);
         }
         let events: Vec<Event> = std::iter::from_fn(|| self.controller.poll_event()).collect();
+        if self.print {
+            for e in &events {
+                eprintln!("netchain controller: {e:?}");
+            }
+        }
         if !events.is_empty() {
             self.shared.events.lock().expect("events lock").extend(events);
         }

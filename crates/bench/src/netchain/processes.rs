@@ -8,6 +8,7 @@
 
 use super::nodes::{ControllerHost, Shared};
 use onepipe_fabric::{Hints, Node, PortId, Route, Topology, Wiring};
+use onepipe_netchain::controller::ProbeConfig;
 use onepipe_netchain::switch::Counters;
 use onepipe_netchain::{
     Agent, AgentConfig, Call, Completion, Controller, ControllerConfig, NetchainSwitch, Outcome, Refusal,
@@ -26,6 +27,11 @@ use std::sync::{Arc, Mutex};
 pub const VNODES_PER_SWITCH: usize = 16;
 /// Chains of three switches (f = 2), or as many as the topology has.
 pub const CHAIN_LEN_MAX: usize = 3;
+/// The controller probes every switch this often, and fails one that misses
+/// [`PROBE_MISSES_MAX`] probes in a row: 200 ms of silence, far longer than a live switch
+/// process stays descheduled on a loaded machine.
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+pub const PROBE_MISSES_MAX: u32 = 4;
 
 pub struct Deployment {
     pub wiring: Arc<Wiring>,
@@ -93,14 +99,18 @@ pub fn run_switch(d: &Deployment, name: &str, stop: &AtomicBool) -> Result<Count
     Ok(*node.counters())
 }
 
-/// Runs the controller until `stop`.
+/// Runs the controller until `stop`, failing switches that stop answering its probes, and
+/// printing what it does.
 pub fn run_controller(d: &Deployment, stop: &AtomicBool) -> Result<(), String> {
-    let controller = Controller::new(
-        ControllerConfig::new(d.controller),
-        d.wiring.clone(),
-        d.ring.clone(),
-    );
-    let mut node = ControllerHost::new(controller, Vec::new(), None, Arc::new(Shared::default()));
+    let config = ControllerConfig {
+        probe: Some(ProbeConfig {
+            interval: PROBE_INTERVAL,
+            misses_max: PROBE_MISSES_MAX,
+        }),
+        ..ControllerConfig::new(d.controller)
+    };
+    let controller = Controller::new(config, d.wiring.clone(), d.ring.clone());
+    let mut node = ControllerHost::new(controller, Vec::new(), None, Arc::new(Shared::default())).printing();
     let mut driver = d.driver(d.wiring.node_of_process(d.controller))?;
     driver.run(
         &mut node,

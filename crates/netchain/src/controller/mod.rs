@@ -15,7 +15,10 @@
 //! network controller using existing techniques"): the runtime reports it
 //! ([`Controller::switch_failed`]).
 
+mod probe;
 mod recovery;
+
+pub use probe::ProbeConfig;
 
 use crate::key::Key;
 use crate::ring::Ring;
@@ -39,6 +42,9 @@ pub struct ControllerConfig {
     pub drain: Duration,
     /// Seeds the choice of the switch that takes a failed one's place.
     pub seed: u64,
+    /// Detect failed switches by heartbeat ([`ProbeConfig`]); `None`: the runtime reports them
+    /// ([`Controller::switch_failed`]).
+    pub probe: Option<ProbeConfig>,
 }
 
 impl ControllerConfig {
@@ -49,6 +55,7 @@ impl ControllerConfig {
             window: 64,
             drain: Duration::from_millis(1),
             seed: 1,
+            probe: None,
         }
     }
 }
@@ -74,6 +81,8 @@ pub struct ControllerCounters {
     pub acks: u64,
     /// Frames that were neither acknowledgements it waits for nor inserts.
     pub ignored: u64,
+    /// Switches failed because they stopped answering probes.
+    pub detected: u64,
 }
 
 /// Why a control message was sent: what its acknowledgement advances.
@@ -123,11 +132,15 @@ pub struct Controller {
     recovery: Recovery,
     events: VecDeque<Event>,
     counters: ControllerCounters,
+    probes: Option<probe::Probes>,
 }
 
 impl Controller {
     pub fn new(config: ControllerConfig, wiring: Arc<Wiring>, ring: Ring) -> Controller {
         assert!(config.window >= 1);
+        let probes = config
+            .probe
+            .map(|p| probe::Probes::new(p, wiring.switch_count(), Instant::ZERO));
         Controller {
             recovery: Recovery::new(config.seed),
             config,
@@ -145,6 +158,7 @@ impl Controller {
             failovers: HashMap::new(),
             events: VecDeque::new(),
             counters: ControllerCounters::default(),
+            probes,
         }
     }
 
@@ -399,7 +413,11 @@ impl Controller {
                     Some((Key(q.key), q.group, q.value, q.version)),
                 );
             }
-            Ok(Repr::Rule(r)) if r.flags & flags::REPLY != 0 => self.ack(now, r.request, r.status, None),
+            Ok(Repr::Rule(r)) if r.flags & flags::REPLY != 0 => {
+                if !self.probes.as_mut().is_some_and(|p| p.answered(r.request)) {
+                    self.ack(now, r.request, r.status, None);
+                }
+            }
             _ => self.counters.ignored += 1,
         }
         self.advance(now);
@@ -506,15 +524,52 @@ impl Controller {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         let retransmit = self.in_flight.values().map(|p| p.deadline).min();
-        [retransmit, self.recovery.drain_deadline()]
+        let probe = self.probes.as_ref().and_then(probe::Probes::next_at);
+        [retransmit, self.recovery.drain_deadline(), probe]
             .into_iter()
             .flatten()
             .min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.probe(now);
         self.advance(now);
         self.invariants();
+    }
+
+    /// Sends the probes that are due, and fails the switches that missed too many.
+    fn probe(&mut self, now: Instant) {
+        let Some(probes) = self.probes.as_mut() else {
+            return;
+        };
+        let failed = &self.failed;
+        let due = probes.due(now, |s| !failed.contains(&s));
+        for d in due {
+            match d {
+                probe::Due::Fail(s) => {
+                    self.counters.detected += 1;
+                    self.switch_failed(now, s);
+                }
+                probe::Due::Send(s) => {
+                    let request = self.take_request();
+                    // A no-op: clearing the rules about the switch itself, which it never has.
+                    let r = Rule {
+                        flags: 0,
+                        status: Status::Ok,
+                        process: self.config.process,
+                        request,
+                        target: s,
+                        kind: RuleKind::Clear,
+                        group: GROUP_ALL,
+                        switch: s,
+                        replacement: 0,
+                        session: 0,
+                    };
+                    self.answers.push_back(emit(Repr::Rule(r)));
+                    self.probes.as_mut().expect("probing").sent(s, request);
+                }
+            }
+        }
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

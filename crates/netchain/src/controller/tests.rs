@@ -20,13 +20,13 @@ struct World {
 
 impl World {
     fn new() -> World {
+        World::with(ControllerConfig::new(CONTROLLER))
+    }
+
+    fn with(config: ControllerConfig) -> World {
         let net = Net::testbed();
         let ring = Ring::new(&[0, 1, 2, 3], 8, 3).unwrap();
-        let controller = Controller::new(
-            ControllerConfig::new(CONTROLLER),
-            net.wiring.clone(),
-            ring.clone(),
-        );
+        let controller = Controller::new(config, net.wiring.clone(), ring.clone());
         let agent = Agent::new(AgentConfig::new(CLIENT, CONTROLLER), ring);
         World {
             net,
@@ -232,5 +232,50 @@ fn a_failed_switch_is_skipped_then_replaced_without_losing_a_write() {
                 "new ring, key {i}"
             );
         }
+    }
+}
+
+/// Detection by heartbeat: live switches answer every probe and are never failed; a switch that
+/// stops answering is failed after the misses allowed, and failover and recovery follow.
+#[test]
+fn a_switch_that_stops_answering_probes_is_failed_and_replaced() {
+    let probe = ProbeConfig {
+        interval: Duration::from_micros(500),
+        misses_max: 3,
+    };
+    let mut w = World::with(ControllerConfig {
+        probe: Some(probe),
+        ..ControllerConfig::new(CONTROLLER)
+    });
+    w.controller.preload(w.now, (0..32).map(key));
+    for _ in 0..200 {
+        w.round();
+    }
+    assert_eq!(w.controller.counters().detected, 0, "live switches answer");
+    assert!(w.controller.failed().is_empty());
+    w.net.down[3] = true;
+    let down_at = w.now;
+    for _ in 0..200 {
+        w.round();
+    }
+    assert_eq!(w.controller.failed().iter().copied().collect::<Vec<_>>(), vec![3]);
+    assert_eq!(w.controller.counters().detected, 1);
+    let failed_over = w.events.iter().find_map(|e| match *e {
+        Event::FailedOver { switch: 3, at } => Some(at),
+        _ => None,
+    });
+    let detected_after = failed_over.expect("failed over").saturating_since(down_at);
+    assert!(
+        detected_after <= Duration::from_millis(3),
+        "{detected_after:?}: within the misses allowed"
+    );
+    w.settle();
+    assert!(
+        w.events
+            .iter()
+            .any(|e| matches!(e, Event::Recovered { switch: 3, .. }))
+    );
+    for i in 0..32 {
+        assert_eq!(w.call(Call::Write(key(i), vec![i as u8])), Outcome::Ok(None));
     }
 }
