@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::KillOnDrop;
+
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -35,15 +37,41 @@ fn write_topology_at(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     path
 }
 
-struct KillOnDrop(std::process::Child);
+/// `onepipe netchain up --topology FILE`, running, with what it has printed so far.
+struct Up {
+    _child: KillOnDrop,
+    stderr: BufReader<std::process::ChildStderr>,
+    log: String,
+}
 
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = std::process::Command::new("kill")
-                .arg(self.0.id().to_string())
-                .status();
-            let _ = self.0.wait();
+impl Up {
+    fn start(file: &std::path::Path) -> Up {
+        let mut child = common::onepipe()
+            .args(["netchain", "up", "--topology"])
+            .arg(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut up = Up {
+            _child: KillOnDrop(child),
+            stderr,
+            log: String::new(),
+        };
+        up.wait_for("Ctrl-C stops them");
+        up
+    }
+
+    /// Reads its output until `text` appears; fails the test if it exits first.
+    fn wait_for(&mut self, text: &str) {
+        while !self.log.contains(text) {
+            let mut line = String::new();
+            assert!(
+                self.stderr.read_line(&mut line).unwrap() > 0,
+                "up exited: {}",
+                self.log
+            );
+            self.log += &line;
         }
     }
 }
@@ -67,21 +95,7 @@ fn up_then_put_get_cas_lock_from_the_command_line() {
     let dir = std::env::temp_dir().join(format!("onepipe-netchain-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = write_topology(&dir);
-    let mut up = KillOnDrop(
-        common::onepipe()
-            .args(["netchain", "up", "--topology"])
-            .arg(&file)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stderr = BufReader::new(up.0.stderr.take().unwrap());
-    let mut banner = String::new();
-    while !banner.contains("Ctrl-C stops them") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {banner}");
-        banner += &line;
-    }
+    let _up = Up::start(&file);
     assert_eq!(
         netchain(&file, &["get", "k"]),
         ("(absent)".into(), 0),
@@ -119,21 +133,7 @@ fn a_killed_switch_process_is_failed_over_and_its_keys_survive() {
     let dir = std::env::temp_dir().join(format!("onepipe-netchain-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = write_topology_at(&dir, 7210);
-    let mut up = KillOnDrop(
-        common::onepipe()
-            .args(["netchain", "up", "--topology"])
-            .arg(&file)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut stderr = BufReader::new(up.0.stderr.take().unwrap());
-    let mut log = String::new();
-    while !log.contains("Ctrl-C stops them") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {log}");
-        log += &line;
-    }
+    let mut up = Up::start(&file);
     for i in 0..8 {
         assert_eq!(
             netchain(&file, &["put", &format!("k{i}"), &format!("v{i}")]),
@@ -152,12 +152,8 @@ fn a_killed_switch_process_is_failed_over_and_its_keys_survive() {
         let (value, _) = netchain(&file, &["get", &format!("k{i}"), "--timeout-ms", "500"]);
         assert_eq!(value, format!("v{i}"), "key k{i} after s1 died");
     }
-    while !log.contains("Recovered { switch: 1") {
-        let mut line = String::new();
-        assert!(stderr.read_line(&mut line).unwrap() > 0, "up exited: {log}");
-        log += &line;
-    }
-    assert!(log.contains("switch s1 exited"), "{log}");
+    up.wait_for("Recovered { switch: 1");
+    assert!(up.log.contains("switch s1 exited"), "{}", up.log);
     for i in 0..8 {
         assert_eq!(
             netchain(&file, &["put", &format!("k{i}"), "w"]),

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::KillOnDrop;
+
 use onepipe::udp::{UdpOptions, join};
 use onepipe_check::{Event, ProcessLog, check_all, check_no_loss};
 use onepipe_fabric::Topology;
@@ -32,20 +34,6 @@ fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("two-racks.toml");
     std::fs::write(&path, file).unwrap();
     path
-}
-
-/// Stops `onepipe up` (and so its switches) if the test fails before `onepipe down`.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = std::process::Command::new("kill")
-                .arg(self.0.id().to_string())
-                .status();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 enum Step {

@@ -52,3 +52,16 @@ pub fn remove_up_state(topology: &std::path::Path) {
         let _ = std::fs::remove_file(state);
     }
 }
+
+/// Stops a child the test still owns (`onepipe up` and the like) if the test fails half-way:
+/// SIGTERM, so that a supervisor stops its own children too.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+            let _ = self.0.wait();
+        }
+    }
+}

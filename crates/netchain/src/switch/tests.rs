@@ -64,6 +64,18 @@ fn stored(net: &Net, s: usize) -> (Option<Vec<u8>>, u64) {
     (slot.value.map(<[u8]>::to_vec), slot.version)
 }
 
+/// Algorithm 2 by hand: switch `failed` goes down; every other switch routes around it and its
+/// `neighbours` skip it.
+fn fail_over(net: &mut Net, failed: u16, neighbours: &[u16]) {
+    net.down[failed as usize] = true;
+    for s in (0..4).filter(|&s| s != failed) {
+        net.rule(s, RuleKind::RouteAround, GROUP_ALL, failed, 0, 1);
+    }
+    for &n in neighbours {
+        net.rule(n, RuleKind::Skip, GROUP_ALL, failed, 0, 0);
+    }
+}
+
 /// Algorithm 1: the head gives the version, every replica stores it, the tail answers; the
 /// tail serves reads.
 #[test]
@@ -215,13 +227,7 @@ fn failover_skips_a_failed_middle_switch() {
     let mut net = Net::testbed();
     install(&mut net, &CHAIN);
     assert_eq!(write(&mut net, 1, 1, b"v1").0, Status::Ok);
-    net.down[1] = true;
-    for s in [0, 2, 3] {
-        net.rule(s, RuleKind::RouteAround, GROUP_ALL, 1, 0, 1);
-    }
-    for neighbour in [0, 2] {
-        net.rule(neighbour, RuleKind::Skip, GROUP_ALL, 1, 0, 0);
-    }
+    fail_over(&mut net, 1, &[0, 2]);
     assert_eq!(write(&mut net, 1, 2, b"v2").0, Status::Ok);
     assert_eq!(stored(&net, 2), (Some(b"v2".to_vec()), 2));
     assert_eq!(read(&mut net, 2, 3), (Status::Ok, Some(b"v2".to_vec())));
@@ -233,13 +239,7 @@ fn failover_skips_a_failed_middle_switch() {
 fn failover_of_the_tail_makes_its_predecessor_answer() {
     let mut net = Net::testbed();
     install(&mut net, &CHAIN);
-    net.down[2] = true;
-    for s in [0, 1, 3] {
-        net.rule(s, RuleKind::RouteAround, GROUP_ALL, 2, 0, 1);
-    }
-    for neighbour in [1, 3] {
-        net.rule(neighbour, RuleKind::Skip, GROUP_ALL, 2, 0, 0);
-    }
+    fail_over(&mut net, 2, &[1, 3]);
     assert_eq!(write(&mut net, 1, 1, b"v1").0, Status::Ok);
     assert_eq!(stored(&net, 1), (Some(b"v1".to_vec()), 1));
     assert_eq!(read(&mut net, 1, 2), (Status::Ok, Some(b"v1".to_vec())));
@@ -272,13 +272,7 @@ fn failover_of_the_head_makes_the_next_switch_sequence() {
         net.replies(1)
     };
     assert_eq!(send(&mut net, 1, b"v1")[0].1, Status::Ok);
-    net.down[1] = true;
-    for s in [0, 2, 3] {
-        net.rule(s, RuleKind::RouteAround, GROUP_ALL, 1, 0, 1);
-    }
-    for neighbour in [0, 2] {
-        net.rule(neighbour, RuleKind::Skip, GROUP_ALL, 1, 0, 0);
-    }
+    fail_over(&mut net, 1, &[0, 2]);
     assert_eq!(send(&mut net, 2, b"v2")[0].1, Status::Ok);
     assert_eq!(
         stored(&net, 3),
@@ -295,12 +289,8 @@ fn recovery_rules_stop_then_redirect_a_group_to_the_new_switch() {
     let mut net = Net::testbed();
     install(&mut net, &CHAIN);
     assert_eq!(write(&mut net, 1, 1, b"v1").0, Status::Ok);
-    net.down[1] = true;
-    for s in [0, 2, 3] {
-        net.rule(s, RuleKind::RouteAround, GROUP_ALL, 1, 0, 1);
-    }
+    fail_over(&mut net, 1, &[0, 2]);
     for neighbour in [0, 2] {
-        net.rule(neighbour, RuleKind::Skip, GROUP_ALL, 1, 0, 0);
         net.rule(neighbour, RuleKind::StopWrites, GROUP, 1, 0, 0);
     }
     net.send(
