@@ -2,6 +2,7 @@
 //! processes as inboxes. Failed switches lose what reaches them.
 
 use crate::switch::{NetchainSwitch, SwitchConfig};
+use onepipe_fabric::hash::SplitMix;
 use onepipe_fabric::{Node, Peer, PortId, Route, Topology, Wiring};
 use onepipe_wire::Instant;
 use onepipe_wire::netchain::{Chain, Opcode, Query, Repr, Rule, RuleKind, Status};
@@ -16,6 +17,17 @@ pub struct Net {
     pub down: Vec<bool>,
     /// (switch, arriving port, frame), in arrival order.
     pub in_flight: VecDeque<(usize, PortId, Vec<u8>)>,
+    /// Seeded faults on every hop: loss and reordering.
+    pub faults: Option<Faults>,
+}
+
+/// What the network does to frames, drawn from a seed.
+pub struct Faults {
+    pub rng: SplitMix,
+    /// Probability that a frame is lost on a hop.
+    pub loss: f64,
+    /// Probability that a frame is passed by the one behind it.
+    pub reorder: f64,
 }
 
 /// The process that is the controller in tests.
@@ -44,6 +56,7 @@ impl Net {
             wiring,
             switches,
             in_flight: VecDeque::new(),
+            faults: None,
         }
     }
 
@@ -56,7 +69,18 @@ impl Net {
     /// Takes the next frame off the wire and lets its switch handle it; `false` when none is
     /// left.
     pub fn step(&mut self) -> bool {
+        if let Some(f) = self.faults.as_mut()
+            && self.in_flight.len() > 1
+            && f.rng.chance(f.reorder)
+        {
+            self.in_flight.swap(0, 1);
+        }
         if let Some((s, port, mut frame)) = self.in_flight.pop_front() {
+            if let Some(f) = self.faults.as_mut()
+                && f.rng.chance(f.loss)
+            {
+                return true;
+            }
             if !self.down[s] {
                 let now = Instant::ZERO;
                 let route = self.switches[s].classify(now, port, &frame);
