@@ -60,6 +60,10 @@ impl ControllerConfig {
     }
 }
 
+/// Clients' inserts in progress at once; more are dropped (their clients retry), so that a flood
+/// of inserts cannot grow the controller's queues without bound.
+pub const INSERTS_IN_PROGRESS_MAX: usize = 16 * 1024;
+
 /// What the controller reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -83,6 +87,8 @@ pub struct ControllerCounters {
     pub ignored: u64,
     /// Switches failed because they stopped answering probes.
     pub detected: u64,
+    /// Clients' inserts dropped because [`INSERTS_IN_PROGRESS_MAX`] were in progress.
+    pub inserts_refused: u64,
 }
 
 /// Why a control message was sent: what its acknowledgement advances.
@@ -403,7 +409,12 @@ impl Controller {
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
         match Repr::parse(frame) {
             Ok(Repr::Query(q)) if q.flags & flags::REPLY == 0 && q.opcode == Opcode::Insert => {
-                self.insert(now, Key(q.key), Some((q.process, q.request)));
+                if self.inserts.len() >= INSERTS_IN_PROGRESS_MAX {
+                    // Busy: the client's attempt times out and it tries again later.
+                    self.counters.inserts_refused += 1;
+                } else {
+                    self.insert(now, Key(q.key), Some((q.process, q.request)));
+                }
             }
             Ok(Repr::Query(q)) if q.flags & flags::REPLY != 0 => {
                 self.ack(

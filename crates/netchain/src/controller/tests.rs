@@ -468,3 +468,33 @@ mod property {
         }
     }
 }
+
+/// A flood of clients' inserts is bounded: past `INSERTS_IN_PROGRESS_MAX` in progress, more are
+/// dropped and counted (their clients retry), and the controller's queues stop growing.
+#[test]
+fn a_flood_of_inserts_is_bounded() {
+    use onepipe_wire::netchain::{Query, Repr, Status};
+    let mut w = World::new();
+    let extra = 100;
+    for i in 0..INSERTS_IN_PROGRESS_MAX + extra {
+        let q = Query {
+            opcode: Opcode::Insert,
+            flags: 0,
+            status: Status::Ok,
+            sc: 0,
+            process: CLIENT,
+            request: i as u64,
+            chain: Chain::default(),
+            group: 0,
+            version: 0,
+            key: key(i).0,
+            value: None,
+            expect: None,
+        };
+        let mut frame = vec![0u8; Repr::Query(q).buffer_len()];
+        Repr::Query(q).emit(&mut frame).unwrap();
+        w.controller.handle_frame(w.now, &frame);
+    }
+    assert_eq!(w.controller.counters().inserts_refused, extra as u64);
+    assert_eq!(w.controller.counters().inserts, INSERTS_IN_PROGRESS_MAX as u64);
+}
