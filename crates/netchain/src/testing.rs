@@ -28,6 +28,8 @@ pub struct Faults {
     pub loss: f64,
     /// Probability that a frame is passed by the one behind it.
     pub reorder: f64,
+    /// Probability that a frame is delivered twice, the copy after everything in flight.
+    pub duplicate: f64,
 }
 
 /// The process that is the controller in tests.
@@ -76,10 +78,13 @@ impl Net {
             self.in_flight.swap(0, 1);
         }
         if let Some((s, port, mut frame)) = self.in_flight.pop_front() {
-            if let Some(f) = self.faults.as_mut()
-                && f.rng.chance(f.loss)
-            {
-                return true;
+            if let Some(f) = self.faults.as_mut() {
+                if f.rng.chance(f.loss) {
+                    return true;
+                }
+                if f.rng.chance(f.duplicate) {
+                    self.in_flight.push_back((s, port, frame.clone()));
+                }
             }
             if !self.down[s] {
                 let now = Instant::ZERO;

@@ -199,9 +199,12 @@ fn call_once(d: &Deployment, process: u32, call: Call, timeout: Duration) -> Res
             d.wiring.process_count() - 1
         ));
     }
+    let clock = Clock::from_system_time();
     let agent = Agent::new(
         AgentConfig {
             timeout,
+            // Above every request an earlier run as this process made: the clock moved on.
+            first_request: clock.now().as_nanos(),
             ..AgentConfig::new(process, d.controller)
         },
         d.ring.clone(),

@@ -136,6 +136,9 @@ fn agent_config(c: &NetchainServeConfig, process: u32, controller: u32) -> Agent
         timeout: c.agent_timeout,
         attempts_max: c.attempts_max,
         outstanding_max: 65_536,
+        // Above every request an earlier run as this process made (the switches drop a write
+        // whose request they have seen): the wall clock moved on since.
+        first_request: Clock::from_system_time().now().as_nanos(),
         ..AgentConfig::new(process, controller)
     }
 }

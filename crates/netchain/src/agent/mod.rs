@@ -26,6 +26,10 @@ pub struct AgentConfig {
     pub attempts_max: u32,
     /// Calls in progress at once.
     pub outstanding_max: usize,
+    /// The request id of the first attempt; the agent counts up from it. The head drops a
+    /// write whose request it has seen (a network duplicate), so a new incarnation of a process
+    /// must start above the last one's: runtimes set it from the clock.
+    pub first_request: u64,
 }
 
 impl AgentConfig {
@@ -36,6 +40,7 @@ impl AgentConfig {
             timeout: Duration::from_millis(20),
             attempts_max: 3,
             outstanding_max: 4096,
+            first_request: 1,
         }
     }
 }
@@ -173,9 +178,7 @@ impl Agent {
     pub fn new(config: AgentConfig, ring: Ring) -> Agent {
         assert!(config.attempts_max >= 1 && config.outstanding_max >= 1);
         Agent {
-            // Requests of different runs of one process differ (the high bits), so an answer
-            // to an earlier incarnation is not taken for one of ours.
-            next_request: (config.process as u64) << 40,
+            next_request: config.first_request,
             config,
             ring,
             next_call: 0,

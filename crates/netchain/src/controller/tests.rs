@@ -355,7 +355,15 @@ mod property {
         }
     }
 
-    fn run(seed: u64, loss: f64, reorder: f64, failure: Option<(u16, u32)>, keys: usize, vnodes: usize) {
+    /// The network's faults on every hop.
+    #[derive(Clone, Copy, Debug)]
+    struct Hops {
+        loss: f64,
+        reorder: f64,
+        duplicate: f64,
+    }
+
+    fn run(seed: u64, hops: Hops, failure: Option<(u16, u32)>, keys: usize, vnodes: usize) {
         let mut w = World::new();
         let ring = Ring::new(&[0, 1, 2, 3], vnodes, 3).unwrap();
         w.controller = Controller::new(
@@ -376,8 +384,9 @@ mod property {
         w.settle();
         w.net.faults = Some(crate::testing::Faults {
             rng: SplitMix::new(seed),
-            loss,
-            reorder,
+            loss: hops.loss,
+            reorder: hops.reorder,
+            duplicate: hops.duplicate,
         });
         let mut rng = SplitMix::new(seed ^ 0x5eed);
         let mut busy = [None; CLIENTS as usize];
@@ -443,14 +452,12 @@ mod property {
     /// now wait for every call to finish.
     #[test]
     fn reordering_while_switch_3_fails() {
-        run(
-            1904950562777774452,
-            0.0,
-            0.24086363296596583,
-            Some((3, 224)),
-            3,
-            6,
-        );
+        let hops = Hops {
+            loss: 0.0,
+            reorder: 0.24086363296596583,
+            duplicate: 0.0,
+        };
+        run(1904950562777774452, hops, Some((3, 224)), 3, 6);
     }
 
     proptest! {
@@ -460,11 +467,12 @@ mod property {
             seed in any::<u64>(),
             loss in 0.0f64..0.05,
             reorder in 0.0f64..0.3,
+            duplicate in 0.0f64..0.05,
             failure in proptest::option::of((1u16..4, 0u32..400)),
             keys in 1usize..6,
             vnodes in 1usize..8,
         ) {
-            run(seed, loss, reorder, failure, keys, vnodes);
+            run(seed, Hops { loss, reorder, duplicate }, failure, keys, vnodes);
         }
     }
 }

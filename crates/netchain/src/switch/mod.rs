@@ -13,6 +13,7 @@
 //! processed query is re-emitted from a queue rather than rewritten in place (a read's answer
 //! grows by its value), and the value may be longer than 128 bytes if configured so.
 
+mod replay;
 mod rules;
 mod store;
 
@@ -82,6 +83,8 @@ pub struct Counters {
     pub unknown_at_replica: u64,
     /// Writes to a key whose version is at its maximum.
     pub versions_exhausted: u64,
+    /// Writes the head had sequenced already (a network duplicate), or too old to tell.
+    pub duplicates: u64,
 }
 
 /// Where a frame goes, decided without changing anything (`classify` and `handle_frame` both
@@ -141,6 +144,7 @@ pub struct NetchainSwitch {
     rules: Rules,
     /// Per virtual group: the session this switch's versions start at when it is the head.
     sessions: HashMap<u16, u64>,
+    replay: replay::Replay,
     queues: Vec<VecDeque<Vec<u8>>>,
     queued_frames: usize,
     config: SwitchConfig,
@@ -163,6 +167,7 @@ impl NetchainSwitch {
             store: Store::new(config.slots, config.value_bytes_max),
             rules: Rules::new(config.rules_max),
             sessions: HashMap::new(),
+            replay: replay::Replay::new(wiring.process_count()),
             queues: vec![VecDeque::new(); ports],
             queued_frames: 0,
             wiring,
@@ -359,6 +364,10 @@ impl NetchainSwitch {
     /// that fails still goes down the chain, as a write of the value it found, so that its
     /// answer comes from the tail like every write's (a failed compare is a read of that value).
     fn process_at_head(&mut self, q: Query<'_>, key: Key) {
+        if !self.replay.check_and_mark(q.process, q.request) {
+            self.counters.duplicates += 1;
+            return;
+        }
         let Some(slot) = self.store.slot_of(&key) else {
             self.reply(&q, Status::UnknownKey, None, 0);
             return;
@@ -413,6 +422,8 @@ impl NetchainSwitch {
             self.counters.stale_writes += 1;
             return;
         }
+        // Known here too, should this switch become the head (failover).
+        self.replay.check_and_mark(q.process, q.request);
         let value = if q.opcode == Opcode::Delete { None } else { q.value };
         if self.store.write(slot, value, q.version).is_err() {
             self.counters.malformed += 1;
