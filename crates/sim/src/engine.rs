@@ -57,6 +57,10 @@ pub struct Model {
     /// CPU time the controller spends per unit of work in a frame it receives or sends
     /// ([`Node::work_units`]); zero means an infinitely fast controller.
     pub controller_frame_cost: Duration,
+    /// Time a switch takes per frame it receives or originates, one frame at a time: a rate
+    /// per switch (its packets per second), for fabrics whose switches, not their links, are
+    /// the bottleneck. Zero means a switch handles any rate (only `switch_delay` applies).
+    pub switch_frame_cost: Duration,
     /// Probability that a frame is lost on a link, and that it arrives twice.
     pub loss: f64,
     pub duplicate: f64,
@@ -78,6 +82,7 @@ impl Default for Model {
             switch_delay: Duration::from_nanos(500),
             host_frame_cost: Duration::ZERO,
             controller_frame_cost: Duration::ZERO,
+            switch_frame_cost: Duration::ZERO,
             loss: 0.0,
             duplicate: 0.0,
             reorder: 0.0,
@@ -93,7 +98,7 @@ impl Model {
         match role {
             Role::Host => self.host_frame_cost,
             Role::Controller => self.controller_frame_cost,
-            Role::Switch => Duration::ZERO,
+            Role::Switch => self.switch_frame_cost,
         }
     }
 }
@@ -439,6 +444,15 @@ impl<N: Node> Engine<N> {
     ) {
         self.clock_stepper = Some(stepper);
         self.push(at, Event::Fault(FaultAction::ClockStep { node, delta_ns }));
+    }
+
+    /// Lets node `node` originate frames and re-arms its timer now: for a run that changed, from
+    /// outside the engine, what the node wants to do (a workload that starts at a time the run
+    /// picks after a warm-up).
+    pub fn wake(&mut self, node: usize) {
+        if node < self.nodes.len() {
+            self.kick(node as u32);
+        }
     }
 
     /// Runs every event up to and including `until`.

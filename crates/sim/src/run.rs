@@ -509,6 +509,7 @@ pub(crate) fn model_for(config: &SimConfig, send_from: Instant) -> Model {
         switch_delay: config.switch_delay,
         host_frame_cost: config.host_frame_cost,
         controller_frame_cost: config.controller_frame_cost,
+        switch_frame_cost: onepipe_wire::Duration::ZERO,
         loss: config.loss,
         duplicate: config.duplicate,
         reorder: config.reorder,

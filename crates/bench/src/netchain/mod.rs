@@ -12,6 +12,7 @@ pub mod history;
 pub mod nodes;
 pub mod processes;
 pub mod serve;
+pub mod sim;
 
 use fabric::{Killable, NetchainRuntime, Running};
 use hdrhistogram::Histogram;

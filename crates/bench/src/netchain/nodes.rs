@@ -155,7 +155,10 @@ pub struct Op {
 }
 
 struct CallInfo {
+    /// Index into `clients`; `usize::MAX` for an open-loop call ([`ClientHost::submit_open`]).
     client: usize,
+    /// The client the history names.
+    id: u32,
     write: bool,
     key: u32,
     value: Option<Vec<u8>>,
@@ -179,6 +182,13 @@ pub struct ClientHost {
     /// Calls completed as `Unknown` (every attempt timed out) and refused.
     pub unknown: u64,
     pub refused: u64,
+    /// Calls completed `Ok` in the measured window, in all and per interval of
+    /// `ok_interval_ns` from the window's start (a throughput time series; 0: not kept).
+    pub ok: u64,
+    pub ok_interval_ns: u64,
+    pub ok_per_interval: Vec<u64>,
+    /// History ids of open-loop calls: each call is a client of its own, from here up.
+    open_client_next: u32,
 }
 
 impl ClientHost {
@@ -204,7 +214,62 @@ impl ClientHost {
             write_latency_ns: histogram(),
             unknown: 0,
             refused: 0,
+            ok: 0,
+            ok_interval_ns: 0,
+            ok_per_interval: Vec::new(),
+            open_client_next: 0,
         }
+    }
+
+    /// Keeps a count of `Ok` completions per `interval_ns` of the measured window.
+    pub fn count_per_interval(&mut self, interval_ns: u64) {
+        self.ok_interval_ns = interval_ns;
+    }
+
+    /// One open-loop call (a generator that does not wait for answers, as the paper's client
+    /// sends at line rate), named in the history as client `open_client_first + n` for its
+    /// n-th call; `false` outside the measured window or when the agent is full.
+    pub fn submit_open(&mut self, now: Instant, open_client_first: u32) -> bool {
+        if !self.measuring(now) {
+            return false;
+        }
+        let id = open_client_first.wrapping_add(self.open_client_next);
+        let key = (self.rng.next_u64() % self.workload.keys.len() as u64) as u32;
+        let write = self.rng.chance(self.workload.write_ratio);
+        let k = self.workload.keys[key as usize];
+        let value = write.then(|| self.value(id));
+        let call = match &value {
+            Some(v) => Call::Write(k, v.clone()),
+            None => Call::Read(k),
+        };
+        let Ok(call_id) = self.agent.submit(now, call) else {
+            return false;
+        };
+        self.open_client_next += 1;
+        self.calls.insert(
+            call_id,
+            CallInfo {
+                client: usize::MAX,
+                id,
+                write,
+                key,
+                value,
+            },
+        );
+        true
+    }
+
+    fn count_ok(&mut self, completed_at: Instant) {
+        self.ok += 1;
+        if self.ok_interval_ns == 0 {
+            return;
+        }
+        let start = self.shared.start_ns.load(Ordering::Acquire);
+        let i = (completed_at.as_nanos().saturating_sub(start) / self.ok_interval_ns) as usize;
+        if self.ok_per_interval.len() <= i {
+            self.ok_per_interval.resize(i + 1, 0);
+        }
+        self.ok_per_interval[i] += 1;
     }
 
     fn measuring(&self, now: Instant) -> bool {
@@ -237,6 +302,7 @@ impl ClientHost {
                 id,
                 CallInfo {
                     client: i,
+                    id: self.clients[i].0,
                     write,
                     key,
                     value,
@@ -268,7 +334,7 @@ impl ClientHost {
                 _ => None,
             };
             self.ops.push(Op {
-                client: self.clients[info.client].0,
+                client: info.id,
                 write: info.write,
                 key: info.key,
                 value,
@@ -281,13 +347,18 @@ impl ClientHost {
             let Some(info) = self.calls.remove(&done.call) else {
                 continue;
             };
-            self.clients[info.client].1 = false;
+            if let Some(c) = self.clients.get_mut(info.client) {
+                c.1 = false;
+            }
             match done.outcome {
                 Outcome::Unknown => self.unknown += 1,
                 Outcome::Refused(_) => self.refused += 1,
                 _ => {}
             }
             if self.measuring(done.submitted_at) {
+                if matches!(done.outcome, Outcome::Ok(_)) {
+                    self.count_ok(done.completed_at);
+                }
                 let ns = done
                     .completed_at
                     .saturating_since(done.submitted_at)

@@ -130,6 +130,10 @@ pub struct Controller {
     /// Messages to send (not yet in flight), and those awaiting acknowledgement.
     queued: VecDeque<(u64, Pending)>,
     in_flight: HashMap<u64, Pending>,
+    /// Messages in flight whose deadline passed at a `handle_timeout`, to send again at the next
+    /// `poll_transmit`: once handled, a deadline is no longer a timeout (`poll_timeout` must
+    /// not stay in the past, or a runtime that cannot transmit at once spins on the timer).
+    due: VecDeque<u64>,
     /// Frames to send that expect no acknowledgement (answers to clients).
     answers: VecDeque<Vec<u8>>,
     inserts: HashMap<u64, Insert>,
@@ -158,6 +162,7 @@ impl Controller {
             next_request: 1,
             queued: VecDeque::new(),
             in_flight: HashMap::new(),
+            due: VecDeque::new(),
             answers: VecDeque::new(),
             inserts: HashMap::new(),
             next_insert: 0,
@@ -261,12 +266,13 @@ impl Controller {
     }
 
     fn forget_target(&mut self, now: Instant, switch: u16) {
-        let gone: Vec<u64> = self
+        let mut gone: Vec<u64> = self
             .in_flight
             .iter()
             .filter(|(_, p)| p.target == switch)
             .map(|(&r, _)| r)
             .collect();
+        gone.sort_unstable();
         for r in gone {
             let p = self.in_flight.remove(&r).expect("listed");
             self.acknowledged(now, p.purpose, Status::Ok, None);
@@ -503,11 +509,15 @@ impl Controller {
             return Some(frame.len());
         }
         // A message due again, else a new one if the window has room.
-        let due = self
-            .in_flight
-            .iter()
-            .find(|(_, p)| p.deadline <= now)
-            .map(|(&r, _)| r);
+        let due = std::iter::from_fn(|| self.due.pop_front())
+            .find(|r| self.in_flight.contains_key(r))
+            .or_else(|| {
+                self.in_flight
+                    .iter()
+                    .filter(|(_, p)| p.deadline <= now)
+                    .map(|(&r, _)| r)
+                    .min()
+            });
         let request = match due {
             Some(r) => {
                 self.counters.retransmits += 1;
@@ -529,12 +539,18 @@ impl Controller {
 
     pub fn wants_transmit(&self, now: Instant) -> bool {
         !self.answers.is_empty()
+            || !self.due.is_empty()
             || (!self.queued.is_empty() && self.in_flight.len() < self.config.window)
             || self.in_flight.values().any(|p| p.deadline <= now)
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let retransmit = self.in_flight.values().map(|p| p.deadline).min();
+        let retransmit = self
+            .in_flight
+            .values()
+            .map(|p| p.deadline)
+            .filter(|&d| d != DUE)
+            .min();
         let probe = self.probes.as_ref().and_then(probe::Probes::next_at);
         [retransmit, self.recovery.drain_deadline(), probe]
             .into_iter()
@@ -544,6 +560,18 @@ impl Controller {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         self.probe(now);
+        // In request order: the map's order differs from run to run, a simulation's must not.
+        let mut due: Vec<u64> = self
+            .in_flight
+            .iter_mut()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(&r, p)| {
+                p.deadline = DUE;
+                r
+            })
+            .collect();
+        due.sort_unstable();
+        self.due.extend(due);
         self.advance(now);
         self.invariants();
     }
@@ -589,6 +617,7 @@ impl Controller {
 
     fn invariants(&self) {
         assert!(self.in_flight.len() <= self.config.window);
+        assert!(self.due.len() <= self.config.window + self.in_flight.len());
         assert!(self.inserts.values().all(|i| i.remaining > 0));
         assert!(
             self.failed
@@ -621,6 +650,9 @@ impl Node for Controller {
 }
 
 impl Hints for Controller {}
+
+/// The deadline of a message listed in `Controller::due`: sent again at the next transmit.
+const DUE: Instant = Instant::from_nanos(u64::MAX);
 
 /// A slot's copy in an acknowledgement: key, group, value, version.
 type Slot<'a> = (Key, u16, Option<&'a [u8]>, u64);

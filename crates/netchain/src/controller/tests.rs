@@ -506,3 +506,35 @@ fn a_flood_of_inserts_is_bounded() {
     assert_eq!(w.controller.counters().inserts_refused, extra as u64);
     assert_eq!(w.controller.counters().inserts, INSERTS_IN_PROGRESS_MAX as u64);
 }
+
+/// A deadline that `handle_timeout` has handled is no timeout any more: the message waits for
+/// the next `poll_transmit`. Otherwise a runtime whose port is busy at that moment (the
+/// simulator's, serializing a frame) would be asked to time out again and again at the same
+/// instant and never get to transmit. Found by `onepipe sim netchain`, seed 8.
+#[test]
+fn a_handled_deadline_leaves_the_timer_for_the_transmit() {
+    let mut w = World::new();
+    w.controller.preload(w.now, (0..3).map(key));
+    let mut buf = vec![0u8; 9216];
+    let mut sent = 0;
+    while w.controller.poll_transmit(w.now, &mut buf).is_some() {
+        sent += 1; // all lost
+    }
+    let after = ControllerConfig::new(CONTROLLER).retransmit_after;
+    let later = w.now + after;
+    assert_eq!(w.controller.poll_timeout(), Some(later));
+    w.controller.handle_timeout(later);
+    assert_eq!(
+        w.controller.poll_timeout(),
+        None,
+        "nothing but the retransmissions was due"
+    );
+    assert!(w.controller.wants_transmit(later));
+    let mut resent = 0;
+    while w.controller.poll_transmit(later, &mut buf).is_some() {
+        resent += 1;
+    }
+    assert_eq!(resent, sent, "every lost message goes again, once");
+    assert_eq!(w.controller.poll_timeout(), Some(later + after));
+    assert_eq!(w.controller.counters().retransmits, sent as u64);
+}

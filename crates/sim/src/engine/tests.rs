@@ -123,3 +123,46 @@ fn the_controller_cpu_charges_per_unit_of_work() {
     // Both arrive at 100 ns; the second waits out the first's three units.
     assert_eq!(got, vec![100, 3_100]);
 }
+
+/// A switch with a per-frame cost takes its frames one at a time: two frames that arrive
+/// together leave it one cost apart.
+#[test]
+fn a_switch_with_a_frame_cost_forwards_one_frame_at_a_time() {
+    let switch_cost_ns = 1_000;
+    let model = Model {
+        link_bits_per_s: 0,
+        fabric_link_bits_per_s: 0,
+        switch_delay: Duration::ZERO,
+        switch_frame_cost: Duration::from_nanos(switch_cost_ns),
+        ..Model::default()
+    };
+    let (free, costly) = (
+        two_senders_through_a_switch(Model {
+            switch_frame_cost: Duration::ZERO,
+            ..model.clone()
+        }),
+        two_senders_through_a_switch(model),
+    );
+    assert_eq!(free, vec![200, 200]);
+    assert_eq!(costly, vec![200, 200 + switch_cost_ns]);
+}
+
+/// When the frames of two hosts, sent together through one switch, reach a third host.
+fn two_senders_through_a_switch(model: Model) -> Vec<u64> {
+    let nodes = vec![
+        probe(Role::Host, Some(100)),
+        probe(Role::Host, Some(100)),
+        probe(Role::Switch, None),
+        probe(Role::Host, None),
+    ];
+    let link = |from: (usize, PortId), to: (usize, PortId)| DirectedLink {
+        from,
+        to,
+        delay: Duration::from_nanos(100),
+    };
+    let links = [link((0, 0), (2, 0)), link((1, 0), (2, 2)), link((2, 1), (3, 0))];
+    let mut e = Engine::new(nodes, &links, model, 1, Instant::ZERO).unwrap();
+    e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
+        .unwrap();
+    e.node(3).arrived_at.iter().map(|t| t.as_nanos()).collect()
+}
