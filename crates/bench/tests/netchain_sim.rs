@@ -2,7 +2,9 @@
 //! a switch's failure in the middle of traffic) never lose an acknowledged write, and the
 //! recovery completes (paper 002, section 5).
 
+use onepipe_bench::netchain::nodes::Op;
 use onepipe_bench::netchain::sim::{Fabric, Load, NetchainSimConfig, NetchainSimReport, run_sim};
+use onepipe_fabric::hash::SplitMix;
 use onepipe_wire::Duration;
 
 fn small(seed: u64) -> NetchainSimConfig {
@@ -50,20 +52,98 @@ fn the_same_seed_gives_the_same_run() {
     assert_ne!(a.stats.trace_hash, other.stats.trace_hash, "the seed matters");
 }
 
-#[test]
-#[ignore]
-fn debug_seed() {
-    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let events_max: u64 = std::env::var("EVENTS").unwrap().parse().unwrap();
-    let c = NetchainSimConfig {
-        loss: 0.01,
-        reorder: 0.01,
-        failure: Some((1, Duration::from_millis(1))),
-        events_max,
-        ..small(seed)
+/// One seed's draw, as the simulator's campaigns draw theirs: the fabric, the workload, loss
+/// up to 5%, reordering up to 10% by up to 20 us (several hops' time), and a switch that no host hangs from failing at a random
+/// time in the window (paper 5: any single failure of a chain of three).
+fn drawn(seed: u64) -> NetchainSimConfig {
+    let mut rng = SplitMix::new(seed);
+    let mut pick = |n: u64| rng.next_u64() % n;
+    let fabric = if pick(3) == 0 {
+        Fabric::SpineLeaf { spines: 2, leaves: 3 }
+    } else {
+        Fabric::Testbed
     };
-    match run_sim(&c) {
-        Ok(r) => eprintln!("{} {:?}", summary(&r), r.report.events),
-        Err(e) => eprintln!("{e}"),
+    // Switches that no host hangs from: s1..s3 on the testbed, the spines (after the leaves).
+    let failed = match fabric {
+        Fabric::Testbed => 1 + pick(3) as u16,
+        Fabric::SpineLeaf { spines, leaves } => (leaves + pick(spines as u64) as usize) as u16,
+    };
+    let percent = |p: u64| p as f64 / 100.0;
+    NetchainSimConfig {
+        fabric,
+        keys: 50 + pick(200) as usize,
+        write_ratio: [0.1, 0.5, 1.0][pick(3) as usize],
+        load: Load::Closed {
+            clients: 4 + pick(28) as u32,
+        },
+        loss: percent(pick(6)),
+        reorder: percent(pick(11)),
+        reorder_delay: Duration::from_micros(1 + pick(20)),
+        vnodes_per_switch: 1 + pick(8) as usize,
+        failure: Some((failed, Duration::from_micros(pick(2_000)))),
+        detection: Duration::from_micros(pick(500)),
+        ..small(seed)
     }
+}
+
+/// Where a linearizability check of the attempts goes (crates/check, `check_linearizable`,
+/// once merged): every run's history is whole, every attempt recorded.
+fn history_of(r: &NetchainSimReport) -> &[Op] {
+    assert_eq!(r.report.history_unrecorded, 0);
+    &r.report.history
+}
+
+fn check(seed: u64, c: &NetchainSimConfig) {
+    let r = run_sim(c).unwrap_or_else(|e| panic!("seed={seed}: {e}"));
+    let why = format!("seed={seed} {c:?}: {}", summary(&r));
+    assert_eq!(r.report.acknowledged_writes_lost, Some(0), "{why}");
+    assert!(r.recovered, "recovery did not finish: {why}");
+    assert!(r.report.failover().is_some(), "{why}");
+    assert!(r.ok_ops > 0, "{why}");
+    assert!(!history_of(&r).is_empty());
+}
+
+/// Paper 5 over many seeds: failover and recovery under loss and reordering never lose an
+/// acknowledged write, and every recovery completes.
+#[test]
+fn seeded_faults_lose_no_acknowledged_write_and_recovery_completes() {
+    let seeds: u64 = std::env::var("NETCHAIN_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let first: u64 = std::env::var("NETCHAIN_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    for seed in first..first + seeds {
+        check(seed, &drawn(seed));
+    }
+}
+
+/// Found by the campaign with duplication on (seed 385 of an earlier draw): the network
+/// duplicates a client's write, and the copy, held back on a link, reaches the head after a
+/// later write to the key was acknowledged. The head cannot tell a copy from a new write
+/// (Algorithm 1 numbers every unsequenced write it sees), so it numbers the copy above the
+/// acknowledged write and overwrites it: the older value wins. Paper 002 assumes a network that
+/// loses and reorders but does not duplicate; the campaign above draws no duplication. Ignored
+/// until the head remembers what it has numbered (per client and key, past a P4 switch's
+/// registers).
+#[test]
+#[ignore = "a duplicated write that reaches the head late is numbered again (no dedup at the head)"]
+fn a_duplicated_write_that_reaches_the_head_late_is_not_applied_again() {
+    let c = NetchainSimConfig {
+        fabric: Fabric::SpineLeaf { spines: 2, leaves: 3 },
+        keys: 60,
+        write_ratio: 1.0,
+        load: Load::Closed { clients: 14 },
+        vnodes_per_switch: 6,
+        failure: Some((4, Duration::from_micros(722))),
+        detection: Duration::from_micros(443),
+        loss: 0.05,
+        reorder: 0.01,
+        reorder_delay: Duration::from_micros(15),
+        duplicate: 0.02,
+        ..small(385)
+    };
+    check(385, &c);
 }

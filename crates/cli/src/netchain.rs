@@ -232,7 +232,7 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
 }
 
 /// `switch:N@T`.
-fn parse_fail(spec: &str) -> Result<(u16, Duration), String> {
+pub(crate) fn parse_fail(spec: &str) -> Result<(u16, Duration), String> {
     let bad = || format!("--fail `{spec}`: expected switch:N@TIME, like switch:1@1s");
     let (what, when) = spec.split_once('@').ok_or_else(bad)?;
     let n: u16 = what

@@ -34,6 +34,14 @@ enum SimCommand {
     Fig13(FigureArgs),
     /// Best-effort latency and barrier lag vs hosts, up to 32,768
     Scale(FigureArgs),
+    /// NetChain on its testbed or a spine-leaf, seeded: loss, reordering, a switch's failure
+    Netchain(Box<crate::sim_netchain::NetchainSimArgs>),
+    /// NetChain paper Fig. 9(c)-(f): throughput vs write ratio and loss, latency vs
+    /// throughput, scaling from 6 to 96 switches
+    NetchainFig9(crate::sim_netchain::NetchainFigureArgs),
+    /// NetChain paper Fig. 10: throughput over time as a middle switch fails and is replaced,
+    /// 1 and 100 virtual groups
+    NetchainFig10(crate::sim_netchain::NetchainFigureArgs),
 }
 
 /// A figure: rows as JSON and a PNG plot.
@@ -76,7 +84,7 @@ pub struct CampaignArgs {
 const DEAD_AFTER_INTERVALS: u32 = 10;
 
 /// A simulated time, at most [`crate::bounds::SIM_SECONDS_MAX`].
-fn time(s: &str) -> Result<Duration, String> {
+pub(crate) fn time(s: &str) -> Result<Duration, String> {
     let t = parse_time(s)?;
     let max = Duration::from_secs(crate::bounds::SIM_SECONDS_MAX);
     if t > max {
@@ -288,6 +296,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::Fig9b(a)) => figure(&a, "fig9b"),
         Some(SimCommand::Fig13(a)) => figure(&a, "fig13"),
         Some(SimCommand::Scale(a)) => figure(&a, "scale"),
+        Some(SimCommand::Netchain(a)) => crate::sim_netchain::run(&a),
+        Some(SimCommand::NetchainFig9(a)) => crate::sim_netchain::figure(&a, "netchain-fig9"),
+        Some(SimCommand::NetchainFig10(a)) => crate::sim_netchain::figure(&a, "netchain-fig10"),
     }
 }
 

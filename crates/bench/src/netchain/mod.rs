@@ -13,6 +13,7 @@ pub mod nodes;
 pub mod processes;
 pub mod serve;
 pub mod sim;
+pub mod sim_figures;
 
 use fabric::{Killable, NetchainRuntime, Running};
 use hdrhistogram::Histogram;

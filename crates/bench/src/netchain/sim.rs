@@ -107,6 +107,8 @@ pub struct NetchainSimConfig {
     pub loss: f64,
     pub reorder: f64,
     pub reorder_delay: Duration,
+    /// Per frame and link: arriving twice.
+    pub duplicate: f64,
     pub seed: u64,
     pub agent_timeout: Duration,
     pub attempts_max: u32,
@@ -148,6 +150,7 @@ impl Default for NetchainSimConfig {
             loss: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_micros(2),
+            duplicate: 0.0,
             seed: 1,
             agent_timeout: Duration::from_micros(200),
             attempts_max: 3,
@@ -397,6 +400,7 @@ fn model(c: &NetchainSimConfig) -> Model {
         loss: c.loss,
         reorder: c.reorder,
         reorder_delay: c.reorder_delay,
+        duplicate: c.duplicate,
         ..Model::default()
     }
 }
