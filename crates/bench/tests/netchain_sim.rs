@@ -4,6 +4,7 @@
 
 use onepipe_bench::netchain::nodes::Op;
 use onepipe_bench::netchain::sim::{Fabric, Load, NetchainSimConfig, NetchainSimReport, run_sim};
+use onepipe_bench::netchain::sim_figures::{Fig9Options, Fig10Options, fig9, fig10};
 use onepipe_fabric::hash::SplitMix;
 use onepipe_wire::Duration;
 
@@ -110,7 +111,7 @@ fn seeded_faults_lose_no_acknowledged_write_and_recovery_completes() {
     let seeds: u64 = std::env::var("NETCHAIN_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(200);
     let first: u64 = std::env::var("NETCHAIN_FIRST")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -146,4 +147,60 @@ fn a_duplicated_write_that_reaches_the_head_late_is_not_applied_again() {
         ..small(385)
     };
     check(385, &c);
+}
+
+/// Fig. 9 on one small point per panel: every panel has its rows, every run moved traffic and
+/// lost no acknowledged write.
+#[test]
+fn fig9_small_points() {
+    let o = Fig9Options {
+        duration: Duration::from_micros(200),
+        keys: 500,
+        write_ratios: vec![0.01, 1.0],
+        losses: vec![0.01],
+        clients: vec![16],
+        fabrics: vec![(2, 4)],
+        calls_per_s_per_host: 1e6,
+        ..Fig9Options::default()
+    };
+    let mut seen = 0;
+    let fig = fig9(&o, &mut |_| seen += 1).unwrap();
+    assert_eq!(seen, 2 + 1 + 1 + 2);
+    assert_eq!(fig.rows.len(), seen);
+    assert_eq!(fig.plots.len(), 4);
+    for r in &fig.rows {
+        assert!(r.ok_ops_per_s > 0.0, "{r:?}");
+        assert_eq!(r.acknowledged_writes_lost, Some(0), "{r:?}");
+    }
+    let panels: Vec<&str> = fig.rows.iter().map(|r| r.panel).collect();
+    assert_eq!(panels, ["c", "c", "d", "e", "f", "f"]);
+    assert!(fig.paper["c"]["netchain_mqps"].is_number());
+}
+
+/// Fig. 10 on a short window: S1 fails and is replaced with 1 and with 4 groups; the
+/// throughput series covers the window, dips at the failure, and recovers.
+#[test]
+fn fig10_small_window() {
+    let o = Fig10Options {
+        duration: Duration::from_millis(20),
+        fail_at: Duration::from_millis(4),
+        detection: Duration::from_millis(2),
+        groups: vec![1, 4],
+        keys: 500,
+        calls_per_s_per_host: 2e5,
+        intervals: 20,
+        ..Fig10Options::default()
+    };
+    let fig = fig10(&o, &mut |_| {}).unwrap();
+    assert_eq!(fig.rows.len(), 2);
+    for (r, line) in fig.rows.iter().zip(&fig.plots[0].series) {
+        assert_eq!(r.acknowledged_writes_lost, Some(0), "{r:?}");
+        assert!(r.recovery_ms.is_some() && r.failover_us.is_some(), "{r:?}");
+        assert!(r.throughput_ratio_in_recovery.is_some(), "{r:?}");
+        assert_eq!(line.points.len(), 20);
+        let before = line.points[1].1;
+        let during_detection = line.points[5].1;
+        assert!(before > 0.0 && during_detection < before, "{line:?}");
+        assert!(line.points[19].1 > 0.0, "{line:?}");
+    }
 }

@@ -261,9 +261,13 @@ fn write(fig: &NetchainFigure, out: &Path, json: bool) -> Result<ExitCode, Strin
             "{:<6} {:<18} {:>10} {:>12} {:>10} {:>10} {:>10} {:>12} {:>8}",
             "panel", "series", "x", "MQPS", "rd p50 us", "wr p50 us", "unknown", "recovery ms", "wall s"
         );
+        let ratio = |r: &Point| {
+            r.throughput_ratio_in_recovery
+                .map_or(String::new(), |x| format!("  (in recovery: {:.3} of before)", x))
+        };
         for r in &fig.rows {
             println!(
-                "{:<6} {:<18} {:>10} {:>12.3} {:>10.2} {:>10.2} {:>10} {:>12} {:>8.1}",
+                "{:<6} {:<18} {:>10} {:>12.3} {:>10.2} {:>10.2} {:>10} {:>12} {:>8.1}{}",
                 r.panel,
                 r.series,
                 r.x,
@@ -272,7 +276,8 @@ fn write(fig: &NetchainFigure, out: &Path, json: bool) -> Result<ExitCode, Strin
                 r.write_latency_us_p50,
                 r.unknown,
                 r.recovery_ms.map_or("-".into(), |m| format!("{m:.1}")),
-                r.wall_s
+                r.wall_s,
+                ratio(r)
             );
         }
         println!("wrote {} and {}", json_path.display(), png_path.display());

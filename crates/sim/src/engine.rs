@@ -57,9 +57,11 @@ pub struct Model {
     /// CPU time the controller spends per unit of work in a frame it receives or sends
     /// ([`Node::work_units`]); zero means an infinitely fast controller.
     pub controller_frame_cost: Duration,
-    /// Time a switch takes per frame it receives or originates, one frame at a time: a rate
-    /// per switch (its packets per second), for fabrics whose switches, not their links, are
-    /// the bottleneck. Zero means a switch handles any rate (only `switch_delay` applies).
+    /// Time a switch's program is busy per frame it takes in (a frame it does not forward) or
+    /// originates, one frame at a time: a rate per switch for the work of its program (a
+    /// key-value switch's queries), for fabrics whose switches, not their links, are the
+    /// bottleneck. Frames it forwards go through at line rate, as an ECMP fabric spreads
+    /// transit over its spines. Zero means any rate (only `switch_delay` applies).
     pub switch_frame_cost: Duration,
     /// Probability that a frame is lost on a link, and that it arrives twice.
     pub loss: f64,
@@ -552,7 +554,10 @@ impl<N: Node> Engine<N> {
             return;
         }
         self.stats.frames_delivered += 1;
-        if self.model.cpu_cost(s.role) > Duration::ZERO {
+        let costs = self.model.cpu_cost(s.role) > Duration::ZERO
+            && !(s.role == Role::Switch
+                && matches!(s.node.classify(self.now, port, &frame), Route::Forward(_)));
+        if costs {
             if s.rx_bytes + frame.len() > self.model.queue_capacity_bytes {
                 self.stats.dropped_queue_full += 1;
                 self.recycle(frame);

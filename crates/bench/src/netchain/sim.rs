@@ -224,23 +224,25 @@ impl NetchainSimReport {
 /// A client host in the simulator: the demo's, plus an open-loop generator's timer.
 pub struct SimClient {
     pub host: ClientHost,
-    /// Nanoseconds between open-loop calls (0: closed loop), the next one's time, and the
-    /// first history id of this host's open-loop calls.
-    open_interval_ns: u64,
-    open_next_ns: u64,
+    /// Picoseconds between open-loop calls (0: closed loop), the next one's time (exact, so a
+    /// rate that is no whole number of nanoseconds apart holds), and the first history id of
+    /// this host's open-loop calls.
+    open_interval_ps: u64,
+    open_next_ps: u64,
     open_client_first: u32,
 }
 
 impl SimClient {
     fn generate(&mut self, now: Instant) {
         let mut issued = 0;
-        while self.open_next_ns <= now.as_nanos() && issued < OPEN_LOOP_BURST_MAX {
+        let now_ps = now.as_nanos().saturating_mul(1000);
+        while self.open_next_ps <= now_ps && issued < OPEN_LOOP_BURST_MAX {
             self.host.submit_open(now, self.open_client_first);
-            self.open_next_ns += self.open_interval_ns;
+            self.open_next_ps += self.open_interval_ps;
             issued += 1;
         }
         if issued == OPEN_LOOP_BURST_MAX {
-            self.open_next_ns = now.as_nanos() + self.open_interval_ns;
+            self.open_next_ps = now_ps + self.open_interval_ps;
         }
     }
 }
@@ -256,12 +258,12 @@ impl Node for SimClient {
         self.host.poll_transmit(now, port, buf)
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        let open = (self.open_interval_ns > 0 && self.open_next_ns != u64::MAX)
-            .then(|| Instant::from_nanos(self.open_next_ns));
+        let open = (self.open_interval_ps > 0 && self.open_next_ps != u64::MAX)
+            .then(|| Instant::from_nanos(self.open_next_ps.div_ceil(1000)));
         [self.host.poll_timeout(), open].into_iter().flatten().min()
     }
     fn handle_timeout(&mut self, now: Instant) {
-        if self.open_interval_ns > 0 {
+        if self.open_interval_ps > 0 {
             self.generate(now);
         }
         self.host.handle_timeout(now);
@@ -364,14 +366,14 @@ fn build(
         let seed = c.seed ^ (p as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut host = ClientHost::new(agent, clients, seed, workload.clone(), shared.clone());
         host.count_per_interval(c.interval.as_nanos());
-        let open_interval_ns = match c.load {
-            Load::Open { calls_per_s_per_host } => ((1e9 / calls_per_s_per_host) as u64).max(1),
+        let open_interval_ps = match c.load {
+            Load::Open { calls_per_s_per_host } => ((1e12 / calls_per_s_per_host) as u64).max(1),
             Load::Closed { .. } => 0,
         };
         let client = SimClient {
             host,
-            open_interval_ns,
-            open_next_ns: u64::MAX,
+            open_interval_ps,
+            open_next_ps: u64::MAX,
             // Open-loop history ids of different hosts do not meet: 2^24 calls per host.
             open_client_first: (p + 1) << 24,
         };
@@ -444,7 +446,7 @@ pub fn run_sim(c: &NetchainSimConfig) -> Result<NetchainSimReport, String> {
     let client_nodes = switches..engine.node_count() - 1;
     for n in client_nodes.clone() {
         if let Either::Right(Either::Right(client)) = engine.node_mut(n) {
-            client.open_next_ns = start.as_nanos();
+            client.open_next_ps = start.as_nanos() * 1000;
         }
         engine.wake(n);
     }

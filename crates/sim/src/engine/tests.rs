@@ -7,6 +7,8 @@ use onepipe_fabric::Hints;
 /// switch that forwards everything from port 0 out of port 1.
 struct Probe {
     role: Role,
+    /// A switch that takes every frame (a program's work) instead of forwarding it.
+    consume: bool,
     to_send: Option<usize>,
     arrived_at: Vec<Instant>,
 }
@@ -14,13 +16,14 @@ struct Probe {
 impl Node for Probe {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         match self.role {
+            Role::Switch if self.consume => Route::Consume,
             Role::Switch => Route::Forward(1),
             Role::Host | Role::Controller => Route::Consume,
         }
     }
 
     fn handle_frame(&mut self, now: Instant, _port: PortId, _frame: &mut [u8], _route: Route) {
-        if self.role != Role::Switch {
+        if self.role != Role::Switch || self.consume {
             self.arrived_at.push(now);
         }
     }
@@ -51,6 +54,7 @@ impl Hints for Probe {
 fn probe(role: Role, to_send: Option<usize>) -> (Probe, Role) {
     let p = Probe {
         role,
+        consume: false,
         to_send,
         arrived_at: Vec::new(),
     };
@@ -124,10 +128,10 @@ fn the_controller_cpu_charges_per_unit_of_work() {
     assert_eq!(got, vec![100, 3_100]);
 }
 
-/// A switch with a per-frame cost takes its frames one at a time: two frames that arrive
-/// together leave it one cost apart.
+/// A switch with a per-frame cost takes the frames its program consumes one at a time, two
+/// that arrive together one cost apart; frames it forwards go through at line rate.
 #[test]
-fn a_switch_with_a_frame_cost_forwards_one_frame_at_a_time() {
+fn a_switch_with_a_frame_cost_takes_its_frames_one_at_a_time() {
     let switch_cost_ns = 1_000;
     let model = Model {
         link_bits_per_s: 0,
@@ -136,23 +140,32 @@ fn a_switch_with_a_frame_cost_forwards_one_frame_at_a_time() {
         switch_frame_cost: Duration::from_nanos(switch_cost_ns),
         ..Model::default()
     };
-    let (free, costly) = (
-        two_senders_through_a_switch(Model {
-            switch_frame_cost: Duration::ZERO,
-            ..model.clone()
-        }),
-        two_senders_through_a_switch(model),
+    let free = Model {
+        switch_frame_cost: Duration::ZERO,
+        ..model.clone()
+    };
+    assert_eq!(two_senders_into_a_switch(free.clone(), true), vec![100, 100]);
+    assert_eq!(
+        two_senders_into_a_switch(model.clone(), true),
+        vec![100, 100 + switch_cost_ns]
     );
-    assert_eq!(free, vec![200, 200]);
-    assert_eq!(costly, vec![200, 200 + switch_cost_ns]);
+    assert_eq!(two_senders_into_a_switch(free, false), vec![200, 200]);
+    assert_eq!(
+        two_senders_into_a_switch(model, false),
+        vec![200, 200],
+        "forwarding costs nothing"
+    );
 }
 
-/// When the frames of two hosts, sent together through one switch, reach a third host.
-fn two_senders_through_a_switch(model: Model) -> Vec<u64> {
+/// When the frames of two hosts, sent together to one switch, reach it (`consume`) or the host
+/// behind it.
+fn two_senders_into_a_switch(model: Model, consume: bool) -> Vec<u64> {
+    let mut switch = probe(Role::Switch, None);
+    switch.0.consume = consume;
     let nodes = vec![
         probe(Role::Host, Some(100)),
         probe(Role::Host, Some(100)),
-        probe(Role::Switch, None),
+        switch,
         probe(Role::Host, None),
     ];
     let link = |from: (usize, PortId), to: (usize, PortId)| DirectedLink {
@@ -164,5 +177,6 @@ fn two_senders_through_a_switch(model: Model) -> Vec<u64> {
     let mut e = Engine::new(nodes, &links, model, 1, Instant::ZERO).unwrap();
     e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
         .unwrap();
-    e.node(3).arrived_at.iter().map(|t| t.as_nanos()).collect()
+    let at = if consume { 2 } else { 3 };
+    e.node(at).arrived_at.iter().map(|t| t.as_nanos()).collect()
 }
