@@ -2,7 +2,6 @@
 //! a switch's failure in the middle of traffic) never lose an acknowledged write, and the
 //! recovery completes (paper 002, section 5).
 
-use onepipe_bench::netchain::nodes::Op;
 use onepipe_bench::netchain::sim::{Fabric, Load, NetchainSimConfig, NetchainSimReport, run_sim};
 use onepipe_bench::netchain::sim_figures::{Fig9Options, Fig10Options, fig9, fig10};
 use onepipe_fabric::hash::SplitMix;
@@ -87,13 +86,6 @@ fn drawn(seed: u64) -> NetchainSimConfig {
     }
 }
 
-/// Where a linearizability check of the attempts goes (crates/check, `check_linearizable`,
-/// once merged): every run's history is whole, every attempt recorded.
-fn history_of(r: &NetchainSimReport) -> &[Op] {
-    assert_eq!(r.report.history_unrecorded, 0);
-    &r.report.history
-}
-
 fn check(seed: u64, c: &NetchainSimConfig) {
     let r = run_sim(c).unwrap_or_else(|e| panic!("seed={seed}: {e}"));
     let why = format!("seed={seed} {c:?}: {}", summary(&r));
@@ -101,11 +93,14 @@ fn check(seed: u64, c: &NetchainSimConfig) {
     assert!(r.recovered, "recovery did not finish: {why}");
     assert!(r.report.failover().is_some(), "{why}");
     assert!(r.ok_ops > 0, "{why}");
-    assert!(!history_of(&r).is_empty());
+    assert_eq!(r.report.history_unrecorded, 0, "{why}");
+    let l = r.report.linearizability.as_ref().expect("checked");
+    assert!(l.as_ref().is_ok_and(|l| l.ok()), "not linearizable: {l:?}: {why}");
+    assert!(r.passed(), "{why}");
 }
 
 /// Paper 5 over many seeds: failover and recovery under loss and reordering never lose an
-/// acknowledged write, and every recovery completes.
+/// acknowledged write, every history is linearizable, and every recovery completes.
 #[test]
 fn seeded_faults_lose_no_acknowledged_write_and_recovery_completes() {
     let seeds: u64 = std::env::var("NETCHAIN_SEEDS")
@@ -171,6 +166,7 @@ fn fig9_small_points() {
     for r in &fig.rows {
         assert!(r.ok_ops_per_s > 0.0, "{r:?}");
         assert_eq!(r.acknowledged_writes_lost, Some(0), "{r:?}");
+        assert_eq!(r.linearizable, Some(true), "{r:?}");
     }
     let panels: Vec<&str> = fig.rows.iter().map(|r| r.panel).collect();
     assert_eq!(panels, ["c", "c", "d", "e", "f", "f"]);
@@ -195,6 +191,7 @@ fn fig10_small_window() {
     assert_eq!(fig.rows.len(), 2);
     for (r, line) in fig.rows.iter().zip(&fig.plots[0].series) {
         assert_eq!(r.acknowledged_writes_lost, Some(0), "{r:?}");
+        assert_eq!(r.linearizable, Some(true), "{r:?}");
         assert!(r.recovery_ms.is_some() && r.failover_us.is_some(), "{r:?}");
         assert!(r.throughput_ratio_in_recovery.is_some(), "{r:?}");
         assert_eq!(line.points.len(), 20);

@@ -114,12 +114,9 @@ pub fn run(args: &NetchainSimArgs) -> Result<ExitCode, String> {
     let r = run_sim(&c)?;
     if let Some(path) = &args.history {
         let file = std::fs::File::create(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
-        history::write(
-            &mut std::io::BufWriter::new(file),
-            &r.report.history,
-            &r.report.keys,
-        )
-        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        let records = history::records(&r.report.history, &r.report.keys);
+        history::write(&mut std::io::BufWriter::new(file), &records)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     if args.output.json {
         println!(
@@ -129,11 +126,17 @@ pub fn run(args: &NetchainSimArgs) -> Result<ExitCode, String> {
     } else {
         print_text(&c, &r);
     }
-    let lost = r.report.acknowledged_writes_lost.unwrap_or(0);
-    if lost > 0 || !r.recovered {
+    if !r.passed() {
         eprintln!(
-            "FAILED seed={}: {lost} acknowledged writes lost, recovered: {}; replay with the same flags",
-            c.seed, r.recovered
+            "FAILED seed={}: {} acknowledged writes lost, linearizable: {:?}, recovered: {}; replay \
+             with the same flags",
+            c.seed,
+            r.report.acknowledged_writes_lost.unwrap_or(0),
+            r.report
+                .linearizability
+                .as_ref()
+                .map(|l| l.as_ref().map(|l| l.verdict.to_string())),
+            r.recovered
         );
         return Ok(ExitCode::from(1));
     }
@@ -180,8 +183,13 @@ fn print_text(c: &NetchainSimConfig, r: &NetchainSimReport) {
     }
     match rep.acknowledged_writes_lost {
         Some(lost) => println!(
-            "checks          {} attempts recorded; acknowledged writes lost: {lost}",
-            rep.history.len()
+            "checks          {} attempts recorded; acknowledged writes lost: {lost}; linearizable: {}",
+            rep.history.len(),
+            match &rep.linearizability {
+                Some(Ok(l)) => format!("{} ({} keys)", l.verdict, l.keys),
+                Some(Err(e)) => format!("the history is malformed: {e}"),
+                None => "not checked".into(),
+            }
         ),
         None => println!(
             "checks          history incomplete ({} attempts not recorded): no final-state check",

@@ -9,7 +9,7 @@
 //! Every attempt is recorded ([`NetchainReport::history`]) for the linearizability check.
 
 use super::nodes::{ClientHost, ControllerHost, Shared, Workload};
-use super::{NetchainReport, demo_keys, final_state};
+use super::{NetchainReport, demo_keys, final_state, history};
 use hdrhistogram::Histogram;
 use onepipe_fabric::{Either, Hints, Node, Pipeline, PortId, Route, Topology, Wiring};
 use onepipe_netchain::ring::RingError;
@@ -128,6 +128,8 @@ pub struct NetchainSimConfig {
     pub controller_frame_cost: Duration,
     /// Completions counted per interval of this length (a time series; zero: none).
     pub interval: Duration,
+    /// Whether the history is checked for linearizability (`onepipe_check`), key by key.
+    pub check_linearizable: bool,
     /// After the window, how long a recovery may still take before the run gives up on it.
     pub recovery_max: Duration,
     pub events_max: u64,
@@ -163,6 +165,7 @@ impl Default for NetchainSimConfig {
             host_frame_cost: Duration::from_nanos(24),
             controller_frame_cost: Duration::from_nanos(200),
             interval: Duration::ZERO,
+            check_linearizable: true,
             recovery_max: Duration::from_secs(30),
             events_max: 2_000_000_000,
         }
@@ -183,6 +186,17 @@ pub struct NetchainSimReport {
 }
 
 impl NetchainSimReport {
+    /// The run's verdict: no acknowledged write lost, the history linearizable (when checked
+    /// and recorded whole), and the recovery finished.
+    pub fn passed(&self) -> bool {
+        let r = &self.report;
+        let linearizable = r
+            .linearizability
+            .as_ref()
+            .is_none_or(|l| l.as_ref().is_ok_and(|l| l.ok()));
+        r.acknowledged_writes_lost.unwrap_or(0) == 0 && linearizable && self.recovered
+    }
+
     pub fn ok_per_s(&self) -> f64 {
         self.ok_ops as f64 / (self.report.elapsed.as_nanos() as f64 / 1e9).max(1e-9)
     }
@@ -212,7 +226,14 @@ impl NetchainSimReport {
             "acknowledged_writes_lost": r.acknowledged_writes_lost,
             "history_ops": r.history.len(),
             "history_unrecorded": r.history_unrecorded,
-            "checks": {"linearizable": null},
+            "checks": {
+                "linearizable": r.linearizability.as_ref().map(|l| l.as_ref().is_ok_and(|l| l.ok())),
+                "acknowledged_writes_lost_zero": r.acknowledged_writes_lost.map(|n| n == 0),
+            },
+            "linearizability": r.linearizability.as_ref().map(|l| match l {
+                Ok(l) => serde_json::to_value(l).unwrap_or_default(),
+                Err(e) => serde_json::json!({"error": e}),
+            }),
             "events": self.stats.events,
             "trace_hash": format!("{:016x}", self.stats.trace_hash),
             "frames_lost": self.stats.dropped_loss,
@@ -274,6 +295,9 @@ impl Hints for SimClient {}
 
 type SimNode = Either<Pipeline<NetchainSwitch>, Either<ControllerHost, SimClient>>;
 
+/// The nodes with their roles, and the keys.
+type Built = (Vec<(SimNode, Role)>, Arc<Vec<onepipe_netchain::Key>>);
+
 /// The ring of a run: consistent hashing over every switch, or every group pinned to a chain.
 fn ring(c: &NetchainSimConfig, switches: &[u16]) -> Result<Ring, String> {
     let Some((chain, groups)) = &c.pinned_chain else {
@@ -305,9 +329,7 @@ fn validate(c: &NetchainSimConfig, wiring: &Wiring) -> Result<(), String> {
         Load::Closed { clients } if (clients as usize) < hosts - 1 => {
             return Err(format!("at least {} clients (one per client host)", hosts - 1));
         }
-        Load::Open { calls_per_s_per_host }
-            if !(calls_per_s_per_host >= 1.0 && calls_per_s_per_host <= 1e9) =>
-        {
+        Load::Open { calls_per_s_per_host } if !(1.0..=1e9).contains(&calls_per_s_per_host) => {
             return Err("open-loop rate: 1 to 1e9 calls/s per host".into());
         }
         _ => {}
@@ -323,11 +345,7 @@ fn validate(c: &NetchainSimConfig, wiring: &Wiring) -> Result<(), String> {
     Ok(())
 }
 
-fn build(
-    c: &NetchainSimConfig,
-    wiring: &Arc<Wiring>,
-    shared: &Arc<Shared>,
-) -> Result<(Vec<(SimNode, Role)>, Arc<Vec<onepipe_netchain::Key>>), String> {
+fn build(c: &NetchainSimConfig, wiring: &Arc<Wiring>, shared: &Arc<Shared>) -> Result<Built, String> {
     let switches: Vec<u16> = (0..wiring.switch_count() as u16).collect();
     let ring = ring(c, &switches)?;
     let keys = Arc::new(demo_keys(c.keys));
@@ -524,6 +542,7 @@ fn collect(
         keys,
         switch_counters: Vec::new(),
         acknowledged_writes_lost: None,
+        linearizability: None,
     };
     let (mut ok_ops, mut ok_per_interval) = (0, Vec::new());
     let mut switches = Vec::new();
@@ -563,6 +582,11 @@ fn collect(
         let finals = final_state::tail_values(&ring.expect("a controller"), &programs, &report.keys);
         report.acknowledged_writes_lost =
             Some(final_state::acknowledged_writes_lost(&report.history, &finals));
+        if c.check_linearizable {
+            let records = history::records(&report.history, &report.keys);
+            report.linearizability =
+                Some(onepipe_check::check_linearizable(&records).map_err(|e| e.to_string()));
+        }
     }
     NetchainSimReport {
         report,

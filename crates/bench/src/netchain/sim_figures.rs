@@ -29,6 +29,8 @@ pub struct Point {
     pub write_latency_us_p99: f64,
     pub unknown: u64,
     pub acknowledged_writes_lost: Option<u64>,
+    /// The history's linearizability check (`None`: not recorded whole).
+    pub linearizable: Option<bool>,
     pub failover_us: Option<f64>,
     pub recovery_ms: Option<f64>,
     /// Fig. 10: one server's mean throughput from failover to the end of recovery, over its
@@ -119,6 +121,7 @@ fn point(panel: &'static str, series: &str, x: f64, c: &NetchainSimConfig) -> Re
         write_latency_us_p99: us(&r.report.write_latency_ns, 0.99),
         unknown: r.report.unknown,
         acknowledged_writes_lost: r.report.acknowledged_writes_lost,
+        linearizable: linearizable(&r),
         failover_us: r.report.failover().map(|d| d.as_micros_f64()),
         recovery_ms: r.report.recovery().map(|d| d.as_nanos() as f64 / 1e6),
         throughput_ratio_in_recovery: None,
@@ -352,6 +355,7 @@ pub fn fig10(o: &Fig10Options, progress: &mut dyn FnMut(&Point)) -> Result<Netch
             write_latency_us_p99: us(&r.report.write_latency_ns, 0.99),
             unknown: r.report.unknown,
             acknowledged_writes_lost: r.report.acknowledged_writes_lost,
+            linearizable: linearizable(&r),
             failover_us: r.report.failover().map(|d| d.as_micros_f64()),
             recovery_ms: r.report.recovery().map(|d| d.as_nanos() as f64 / 1e6),
             throughput_ratio_in_recovery: ratio_in_recovery(&r, &host0, o.fail_at, interval),
@@ -408,4 +412,11 @@ fn ratio_in_recovery(
     let recovered_ns = fail_at.as_nanos() + r.report.recovery()?.as_nanos();
     let during = mean(failover_ns.div_ceil(step), recovered_ns / step)?;
     Some(during / before.max(1e-9))
+}
+
+fn linearizable(r: &NetchainSimReport) -> Option<bool> {
+    r.report
+        .linearizability
+        .as_ref()
+        .map(|l| l.as_ref().is_ok_and(|l| l.ok()))
 }
