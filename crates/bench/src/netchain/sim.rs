@@ -27,6 +27,9 @@ use std::sync::atomic::Ordering;
 const START: Instant = Instant::from_nanos(1_000_000_000);
 /// How long the controller may take to preload the keys, in virtual time.
 const PRELOAD_MAX: Duration = Duration::from_secs(60);
+/// Open-loop calls per client host, at most: host p's calls are history clients
+/// `(p + 1) * OPEN_LOOP_CALLS_MAX` and up.
+const OPEN_LOOP_CALLS_MAX: u32 = 1 << 24;
 /// Open-loop calls one timer firing may issue at most (bounds a step after a long pause).
 const OPEN_LOOP_BURST_MAX: u32 = 1024;
 
@@ -332,6 +335,13 @@ fn validate(c: &NetchainSimConfig, wiring: &Wiring) -> Result<(), String> {
         Load::Open { calls_per_s_per_host } if !(1.0..=1e9).contains(&calls_per_s_per_host) => {
             return Err("open-loop rate: 1 to 1e9 calls/s per host".into());
         }
+        Load::Open { calls_per_s_per_host }
+            if calls_per_s_per_host * c.duration.as_nanos() as f64 / 1e9 >= OPEN_LOOP_CALLS_MAX as f64 =>
+        {
+            return Err(format!(
+                "open loop: at most {OPEN_LOOP_CALLS_MAX} calls per host (each is a client of the history)"
+            ));
+        }
         _ => {}
     }
     if let Some((s, _)) = c.failure {
@@ -392,8 +402,7 @@ fn build(c: &NetchainSimConfig, wiring: &Arc<Wiring>, shared: &Arc<Shared>) -> R
             host,
             open_interval_ps,
             open_next_ps: u64::MAX,
-            // Open-loop history ids of different hosts do not meet: 2^24 calls per host.
-            open_client_first: (p + 1) << 24,
+            open_client_first: (p + 1) * OPEN_LOOP_CALLS_MAX,
         };
         nodes.push((Either::Right(Either::Right(client)), Role::Host));
     }
@@ -438,39 +447,21 @@ pub fn run_sim(c: &NetchainSimConfig) -> Result<NetchainSimReport, String> {
             l.delay = c.host_link_delay;
         }
     }
-    let mut engine = Engine::new(nodes, &links, model(c), c.seed, START).map_err(|e| e.to_string())?;
-    let budget = Budget {
-        events_max: c.events_max,
-        ..Budget::default()
+    let engine = Engine::new(nodes, &links, model(c), c.seed, START).map_err(|e| e.to_string())?;
+    let mut run = Run {
+        engine,
+        budget: Budget {
+            events_max: c.events_max,
+            ..Budget::default()
+        },
+        seed: c.seed,
     };
-    let step = |engine: &mut Engine<SimNode>, until: Instant| {
-        engine
-            .run_until(until, &budget)
-            .map_err(|e| format!("seed={}: {e}", c.seed))
-    };
-    // Preload, in 1 ms steps.
-    while !shared.ready.load(Ordering::Acquire) {
-        if engine.now() >= START + PRELOAD_MAX {
-            return Err("the controller did not install the keys within 60 s of virtual time".into());
-        }
-        let next = engine.now() + Duration::from_millis(1);
-        step(&mut engine, next)?;
-    }
-    let start = engine.now() + Duration::from_millis(1);
-    let end = start + c.duration;
-    step(&mut engine, start)?;
-    shared.start_ns.store(start.as_nanos(), Ordering::Release);
-    shared.end_ns.store(end.as_nanos(), Ordering::Release);
-    let client_nodes = switches..engine.node_count() - 1;
-    for n in client_nodes.clone() {
-        if let Either::Right(Either::Right(client)) = engine.node_mut(n) {
-            client.open_next_ps = start.as_nanos() * 1000;
-        }
-        engine.wake(n);
-    }
+    run.preload(&shared)?;
+    let (start, end) = run.start_traffic(&shared, switches, c.duration)?;
+    let controller = run.engine.node_count() - 1;
     let failed_at = c.failure.map(|(s, after)| {
         let at = start + after;
-        engine.schedule_fault(Fault {
+        run.engine.schedule_fault(Fault {
             target: FaultTarget::Node(s as u32),
             at,
             heal_at: None,
@@ -478,45 +469,95 @@ pub fn run_sim(c: &NetchainSimConfig) -> Result<NetchainSimReport, String> {
         shared.failed_at_ns.store(at.as_nanos(), Ordering::Release);
         at
     });
-    if let Some(at) = failed_at
-        && at + c.detection < end
-    {
-        // The controller learns of the failure (ControllerHost reads `failed_at_ns`) when it
-        // next runs: wake it then.
-        step(&mut engine, at + c.detection)?;
-        engine.wake(engine.node_count() - 1);
-    }
-    step(&mut engine, end)?;
-    if let Some(at) = failed_at
-        && at + c.detection >= end
-    {
-        step(&mut engine, at + c.detection)?;
-        engine.wake(engine.node_count() - 1);
-    }
-    // Calls in flight finish or time out.
-    let drain = c.agent_timeout.saturating_mul(c.attempts_max as u64 + 1) + Duration::from_millis(1);
-    let drained = engine.now().max(end) + drain;
-    step(&mut engine, drained)?;
-    let recovered = |s: &Shared| {
-        s.events
-            .lock()
-            .expect("events")
-            .iter()
-            .any(|e| matches!(e, Event::Recovered { .. }))
-    };
-    if failed_at.is_some() {
-        let limit = engine.now() + c.recovery_max;
-        while !recovered(&shared) && engine.now() < limit {
-            let next = engine.now() + Duration::from_millis(1);
-            step(&mut engine, next)?;
+    // The controller learns of the failure (ControllerHost reads `failed_at_ns`) when it next
+    // runs: it is woken then, whether that falls inside the window or after it.
+    let detect_at = failed_at.map(|at| at + c.detection);
+    let stops = [
+        detect_at.filter(|&t| t < end),
+        Some(end),
+        detect_at.filter(|&t| t >= end),
+    ];
+    for until in stops.into_iter().flatten() {
+        run.step(until)?;
+        if Some(until) == detect_at {
+            run.engine.wake(controller);
         }
     }
-    let stats = engine.stats().clone();
-    let nodes = engine.into_nodes();
-    let mut r = collect(nodes, &shared, c, failed_at, keys);
+    // Calls in flight finish or time out; a recovery under way finishes.
+    let drain = c.agent_timeout.saturating_mul(c.attempts_max as u64 + 1) + Duration::from_millis(1);
+    let drained = run.engine.now().max(end) + drain;
+    run.step(drained)?;
+    if failed_at.is_some() {
+        let limit = run.engine.now() + c.recovery_max;
+        while !recovered(&shared) && run.engine.now() < limit {
+            let next = run.engine.now() + Duration::from_millis(1);
+            run.step(next)?;
+        }
+    }
+    let stats = run.engine.stats().clone();
+    let mut r = collect(run.engine.into_nodes(), &shared, c, failed_at, keys);
     r.recovered = failed_at.is_none() || recovered(&shared);
     r.stats = stats;
     Ok(r)
+}
+
+fn recovered(shared: &Shared) -> bool {
+    shared
+        .events
+        .lock()
+        .expect("events")
+        .iter()
+        .any(|e| matches!(e, Event::Recovered { .. }))
+}
+
+/// The engine of a run, stepped in phases.
+struct Run {
+    engine: Engine<SimNode>,
+    budget: Budget,
+    seed: u64,
+}
+
+impl Run {
+    fn step(&mut self, until: Instant) -> Result<(), String> {
+        self.engine
+            .run_until(until, &self.budget)
+            .map_err(|e| format!("seed={}: {e}", self.seed))
+    }
+
+    /// Until the controller's preload is acknowledged, in 1 ms steps.
+    fn preload(&mut self, shared: &Shared) -> Result<(), String> {
+        while !shared.ready.load(Ordering::Acquire) {
+            if self.engine.now() >= START + PRELOAD_MAX {
+                return Err("the controller did not install the keys within 60 s of virtual time".into());
+            }
+            let next = self.engine.now() + Duration::from_millis(1);
+            self.step(next)?;
+        }
+        Ok(())
+    }
+
+    /// Opens the measured window 1 ms from now and wakes the client hosts (nodes `switches` up
+    /// to the controller, the last) at its start; returns the window.
+    fn start_traffic(
+        &mut self,
+        shared: &Shared,
+        switches: usize,
+        duration: Duration,
+    ) -> Result<(Instant, Instant), String> {
+        let start = self.engine.now() + Duration::from_millis(1);
+        let end = start + duration;
+        // Nothing runs between this step and the wakes: the clients start exactly at `start`.
+        self.step(start)?;
+        shared.start_ns.store(start.as_nanos(), Ordering::Release);
+        shared.end_ns.store(end.as_nanos(), Ordering::Release);
+        for n in switches..self.engine.node_count() - 1 {
+            if let Either::Right(Either::Right(client)) = self.engine.node_mut(n) {
+                client.open_next_ps = start.as_nanos() * 1000;
+            }
+            self.engine.wake(n);
+        }
+        Ok((start, end))
+    }
 }
 
 fn collect(
