@@ -292,7 +292,7 @@ fn us(h: &hdrhistogram::Histogram<u64>, q: f64) -> f64 {
 }
 
 fn json(c: &NetchainDemoConfig, r: &NetchainReport) -> serde_json::Value {
-    serde_json::json!({
+    r.with_checks(serde_json::json!({
         "ops_per_s": r.ops_per_s(),
         "ops": r.ops,
         "read_latency_us": {"p50": us(&r.read_latency_ns, 0.5), "p99": us(&r.read_latency_ns, 0.99)},
@@ -308,15 +308,7 @@ fn json(c: &NetchainDemoConfig, r: &NetchainReport) -> serde_json::Value {
         "recovery_ms": r.recovery().map(|d| d.as_micros_f64() / 1e3),
         "history_ops": r.history.len(),
         "acknowledged_writes_lost": r.acknowledged_writes_lost,
-        "checks": {
-            "linearizable": r.linearizability.as_ref().map(|l| l.as_ref().is_ok_and(|l| l.ok())),
-            "acknowledged_writes_lost_zero": r.acknowledged_writes_lost.map(|n| n == 0),
-        },
-        "linearizability": r.linearizability.as_ref().map(|l| match l {
-            Ok(l) => serde_json::to_value(l).unwrap_or_default(),
-            Err(e) => serde_json::json!({"error": e}),
-        }),
-    })
+    }))
 }
 
 fn print_text(c: &NetchainDemoConfig, r: &NetchainReport) {

@@ -109,6 +109,76 @@ pub struct NetchainReport {
 }
 
 impl NetchainReport {
+    /// An empty report of a run of `duration`, with what `shared` gathered.
+    pub fn new(shared: &Shared, duration: Duration, failed_at: Option<Instant>, keys: Arc<Vec<Key>>) -> Self {
+        let histogram = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+        NetchainReport {
+            ops: shared.completed.load(Ordering::Relaxed),
+            elapsed: duration,
+            read_latency_ns: histogram(),
+            write_latency_ns: histogram(),
+            unknown: 0,
+            refused: 0,
+            retries: 0,
+            events: shared.events.lock().expect("events").clone(),
+            failed_at,
+            history: Vec::new(),
+            history_unrecorded: 0,
+            keys,
+            switch_counters: Vec::new(),
+            acknowledged_writes_lost: None,
+            linearizability: None,
+        }
+    }
+
+    /// Takes in what a client host measured and recorded.
+    pub fn add_client(&mut self, host: ClientHost) {
+        self.read_latency_ns
+            .add(&host.read_latency_ns)
+            .expect("same bounds");
+        self.write_latency_ns
+            .add(&host.write_latency_ns)
+            .expect("same bounds");
+        self.unknown += host.unknown;
+        self.refused += host.refused;
+        self.retries += host.agent.counters().retries;
+        self.history_unrecorded += host.ops_unrecorded;
+        self.history.extend(host.ops);
+    }
+
+    /// Judges the run from outside: the switches' final state against the history (no
+    /// acknowledged write lost) and, if asked, the history's linearizability. Only a history
+    /// recorded whole is judged.
+    pub fn judge(&mut self, ring: &Ring, switches: &[&NetchainSwitch], linearizability: bool) {
+        self.switch_counters = switches.iter().map(|p| *p.counters()).collect();
+        if self.history_unrecorded > 0 {
+            return;
+        }
+        let finals = final_state::tail_values(ring, switches, &self.keys);
+        self.acknowledged_writes_lost = Some(final_state::acknowledged_writes_lost(&self.history, &finals));
+        if linearizability {
+            let records = history::records(&self.history, &self.keys);
+            self.linearizability = Some(check_linearizable(&records).map_err(|e| e.to_string()));
+        }
+    }
+
+    /// `object` with the checks added, as the `--json` of every NetChain run gives them.
+    pub fn with_checks(&self, mut object: serde_json::Value) -> serde_json::Value {
+        let checks = serde_json::json!({
+            "linearizable": self.linearizability.as_ref().map(|l| l.as_ref().is_ok_and(|l| l.ok())),
+            "acknowledged_writes_lost_zero": self.acknowledged_writes_lost.map(|n| n == 0),
+        });
+        let linearizability = self.linearizability.as_ref().map(|l| match l {
+            Ok(l) => serde_json::to_value(l).unwrap_or_default(),
+            Err(e) => serde_json::json!({"error": e}),
+        });
+        if let Some(o) = object.as_object_mut() {
+            o.insert("checks".into(), checks);
+            o.insert("linearizability".into(), linearizability.into());
+        }
+        object
+    }
+
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / (self.elapsed.as_nanos() as f64 / 1e9).max(1e-9)
     }
@@ -281,40 +351,13 @@ fn report(
     failed_at: Option<Instant>,
     keys: Arc<Vec<Key>>,
 ) -> NetchainReport {
-    let histogram = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let mut r = NetchainReport {
-        ops: shared.completed.load(Ordering::Relaxed),
-        elapsed: c.duration,
-        read_latency_ns: histogram(),
-        write_latency_ns: histogram(),
-        unknown: 0,
-        refused: 0,
-        retries: 0,
-        events: shared.events.lock().expect("events").clone(),
-        failed_at,
-        history: Vec::new(),
-        history_unrecorded: 0,
-        keys,
-        switch_counters: Vec::new(),
-        acknowledged_writes_lost: None,
-        linearizability: None,
-    };
+    let mut r = NetchainReport::new(shared, c.duration, failed_at, keys);
     let mut switches = Vec::new();
     let mut ring = None;
     for node in nodes {
         match node {
             Either::Left(switch) => switches.push(switch),
-            Either::Right(Either::Right(host)) => {
-                r.read_latency_ns.add(&host.read_latency_ns).expect("same bounds");
-                r.write_latency_ns
-                    .add(&host.write_latency_ns)
-                    .expect("same bounds");
-                r.unknown += host.unknown;
-                r.refused += host.refused;
-                r.retries += host.agent.counters().retries;
-                r.history_unrecorded += host.ops_unrecorded;
-                r.history.extend(host.ops);
-            }
+            Either::Right(Either::Right(host)) => r.add_client(host),
             Either::Right(Either::Left(host)) => ring = Some(host.controller.ring().clone()),
         }
     }
@@ -322,12 +365,6 @@ fn report(
         .iter()
         .map(|s| s.inner.programs().next().expect("one program").1)
         .collect();
-    r.switch_counters = programs.iter().map(|p| *p.counters()).collect();
-    if r.history_unrecorded == 0 {
-        let finals = final_state::tail_values(&ring.expect("a controller"), &programs, &r.keys);
-        r.acknowledged_writes_lost = Some(final_state::acknowledged_writes_lost(&r.history, &finals));
-        let records = history::records(&r.history, &r.keys);
-        r.linearizability = Some(check_linearizable(&records).map_err(|e| e.to_string()));
-    }
+    r.judge(&ring.expect("a controller"), &programs, true);
     r
 }

@@ -9,7 +9,7 @@
 //! Every attempt is recorded ([`NetchainReport::history`]) for the linearizability check.
 
 use super::nodes::{ClientHost, ControllerHost, Shared, Workload};
-use super::{NetchainReport, demo_keys, final_state, history};
+use super::{NetchainReport, demo_keys};
 use hdrhistogram::Histogram;
 use onepipe_fabric::{Either, Hints, Node, Pipeline, PortId, Route, Topology, Wiring};
 use onepipe_netchain::ring::RingError;
@@ -208,7 +208,7 @@ impl NetchainSimReport {
     pub fn json(&self, c: &NetchainSimConfig) -> serde_json::Value {
         let r = &self.report;
         let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
-        serde_json::json!({
+        r.with_checks(serde_json::json!({
             "seed": c.seed,
             "topology": c.fabric.name(),
             "virtual_seconds": c.duration.as_nanos() as f64 / 1e9,
@@ -229,19 +229,11 @@ impl NetchainSimReport {
             "acknowledged_writes_lost": r.acknowledged_writes_lost,
             "history_ops": r.history.len(),
             "history_unrecorded": r.history_unrecorded,
-            "checks": {
-                "linearizable": r.linearizability.as_ref().map(|l| l.as_ref().is_ok_and(|l| l.ok())),
-                "acknowledged_writes_lost_zero": r.acknowledged_writes_lost.map(|n| n == 0),
-            },
-            "linearizability": r.linearizability.as_ref().map(|l| match l {
-                Ok(l) => serde_json::to_value(l).unwrap_or_default(),
-                Err(e) => serde_json::json!({"error": e}),
-            }),
             "events": self.stats.events,
             "trace_hash": format!("{:016x}", self.stats.trace_hash),
             "frames_lost": self.stats.dropped_loss,
             "frames_reordered": self.stats.reordered,
-        })
+        }))
     }
 }
 
@@ -567,24 +559,7 @@ fn collect(
     failed_at: Option<Instant>,
     keys: Arc<Vec<onepipe_netchain::Key>>,
 ) -> NetchainSimReport {
-    let histogram = || Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
-    let mut report = NetchainReport {
-        ops: shared.completed.load(Ordering::Relaxed),
-        elapsed: c.duration,
-        read_latency_ns: histogram(),
-        write_latency_ns: histogram(),
-        unknown: 0,
-        refused: 0,
-        retries: 0,
-        events: shared.events.lock().expect("events").clone(),
-        failed_at,
-        history: Vec::new(),
-        history_unrecorded: 0,
-        keys,
-        switch_counters: Vec::new(),
-        acknowledged_writes_lost: None,
-        linearizability: None,
-    };
+    let mut report = NetchainReport::new(shared, c.duration, failed_at, keys);
     let (mut ok_ops, mut ok_per_interval) = (0, Vec::new());
     let mut switches = Vec::new();
     let mut ring = None;
@@ -592,21 +567,9 @@ fn collect(
         match node {
             Either::Left(switch) => switches.push(switch),
             Either::Right(Either::Right(SimClient { host, .. })) => {
-                report
-                    .read_latency_ns
-                    .add(&host.read_latency_ns)
-                    .expect("same bounds");
-                report
-                    .write_latency_ns
-                    .add(&host.write_latency_ns)
-                    .expect("same bounds");
-                report.unknown += host.unknown;
-                report.refused += host.refused;
-                report.retries += host.agent.counters().retries;
-                report.history_unrecorded += host.ops_unrecorded;
-                report.history.extend(host.ops);
                 ok_ops += host.ok;
-                ok_per_interval.push(host.ok_per_interval);
+                ok_per_interval.push(host.ok_per_interval.clone());
+                report.add_client(host);
             }
             Either::Right(Either::Left(host)) => ring = Some(host.controller.ring().clone()),
         }
@@ -618,17 +581,7 @@ fn collect(
     for p in &programs {
         p.invariants();
     }
-    report.switch_counters = programs.iter().map(|p| *p.counters()).collect();
-    if report.history_unrecorded == 0 {
-        let finals = final_state::tail_values(&ring.expect("a controller"), &programs, &report.keys);
-        report.acknowledged_writes_lost =
-            Some(final_state::acknowledged_writes_lost(&report.history, &finals));
-        if c.check_linearizable {
-            let records = history::records(&report.history, &report.keys);
-            report.linearizability =
-                Some(onepipe_check::check_linearizable(&records).map_err(|e| e.to_string()));
-        }
-    }
+    report.judge(&ring.expect("a controller"), &programs, c.check_linearizable);
     NetchainSimReport {
         report,
         ok_ops,
