@@ -21,9 +21,7 @@ use indicatif::ProgressBar;
 use nodes::{ClientHost, ControllerHost, Op, Shared, Workload};
 use onepipe_check::{LinearizabilityReport, check_linearizable};
 use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
-use onepipe_netchain::{
-    Agent, AgentConfig, Controller, ControllerConfig, Event, Key, NetchainSwitch, Ring, SwitchConfig,
-};
+use onepipe_netchain::{Agent, AgentConfig, Event, Key, NetchainSwitch, Ring, SwitchConfig};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::protocol::NETCHAIN;
 use onepipe_wire::{Duration, Instant};
@@ -250,16 +248,16 @@ fn build(c: &NetchainDemoConfig, wiring: &Arc<Wiring>, shared: &Arc<Shared>) -> 
         let host = ClientHost::new(agent, clients, seed, workload.clone(), shared.clone());
         nodes.push(Either::Right(Either::Right(host)));
     }
-    let controller = Controller::new(
-        ControllerConfig {
-            seed: c.seed,
-            ..ControllerConfig::new(CONTROLLER_PROCESS)
-        },
+    let failure = c.failure.map(|(s, _)| (s, c.detection.as_nanos()));
+    let host = ControllerHost::for_run(
+        CONTROLLER_PROCESS,
+        c.seed,
         wiring.clone(),
         ring,
+        keys.to_vec(),
+        failure,
+        shared.clone(),
     );
-    let failure = c.failure.map(|(s, _)| (s, c.detection.as_nanos()));
-    let host = ControllerHost::new(controller, keys.to_vec(), failure, shared.clone());
     nodes.push(Either::Right(Either::Left(host)));
     Ok((nodes, keys, kills))
 }

@@ -78,6 +78,26 @@ impl ControllerHost {
         self
     }
 
+    /// The controller of a run: process `process` of `wiring`, placing by `ring`, drawing new
+    /// switches from `seed`; it preloads `keys` and learns of `failure` (a switch, and when
+    /// after it fails) as [`ControllerHost::new`] says.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_run(
+        process: u32,
+        seed: u64,
+        wiring: Arc<onepipe_fabric::Wiring>,
+        ring: onepipe_netchain::Ring,
+        keys: Vec<Key>,
+        failure: Option<(u16, u64)>,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let config = onepipe_netchain::ControllerConfig {
+            seed,
+            ..onepipe_netchain::ControllerConfig::new(process)
+        };
+        ControllerHost::new(Controller::new(config, wiring, ring), keys, failure, shared)
+    }
+
     fn step(&mut self, now: Instant) {
         if let Some(keys) = self.preload.take() {
             self.controller.preload(now, keys);

@@ -13,9 +13,7 @@ use super::{NetchainReport, demo_keys};
 use hdrhistogram::Histogram;
 use onepipe_fabric::{Either, Hints, Node, Pipeline, PortId, Route, Topology, Wiring};
 use onepipe_netchain::ring::RingError;
-use onepipe_netchain::{
-    Agent, AgentConfig, Controller, ControllerConfig, Event, NetchainSwitch, Ring, SwitchConfig,
-};
+use onepipe_netchain::{Agent, AgentConfig, Event, NetchainSwitch, Ring, SwitchConfig};
 use onepipe_sim::{Budget, Engine, Fault, FaultTarget, Model, Role, Stats};
 use onepipe_wire::netchain::Chain;
 use onepipe_wire::protocol::NETCHAIN;
@@ -398,16 +396,16 @@ fn build(c: &NetchainSimConfig, wiring: &Arc<Wiring>, shared: &Arc<Shared>) -> R
         };
         nodes.push((Either::Right(Either::Right(client)), Role::Host));
     }
-    let controller = Controller::new(
-        ControllerConfig {
-            seed: c.seed,
-            ..ControllerConfig::new(controller_process)
-        },
+    let failure = c.failure.map(|(s, _)| (s, c.detection.as_nanos()));
+    let host = ControllerHost::for_run(
+        controller_process,
+        c.seed,
         wiring.clone(),
         ring,
+        keys.to_vec(),
+        failure,
+        shared.clone(),
     );
-    let failure = c.failure.map(|(s, _)| (s, c.detection.as_nanos()));
-    let host = ControllerHost::new(controller, keys.to_vec(), failure, shared.clone());
     nodes.push((Either::Right(Either::Left(host)), Role::Controller));
     Ok((nodes, keys))
 }

@@ -109,10 +109,21 @@ fn testbed(o: &Fig9Options) -> NetchainSimConfig {
 fn point(panel: &'static str, series: &str, x: f64, c: &NetchainSimConfig) -> Result<Point, String> {
     let began = std::time::Instant::now();
     let r: NetchainSimReport = run_sim(c)?;
-    let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
-    Ok(Point {
+    Ok(point_of(
         panel,
-        series: series.into(),
+        series.into(),
+        x,
+        &r,
+        began.elapsed().as_secs_f64(),
+    ))
+}
+
+/// A figure's point from a run's report.
+fn point_of(panel: &'static str, series: String, x: f64, r: &NetchainSimReport, wall_s: f64) -> Point {
+    let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
+    Point {
+        panel,
+        series,
         x,
         ok_ops_per_s: r.ok_per_s(),
         read_latency_us_p50: us(&r.report.read_latency_ns, 0.5),
@@ -121,13 +132,13 @@ fn point(panel: &'static str, series: &str, x: f64, c: &NetchainSimConfig) -> Re
         write_latency_us_p99: us(&r.report.write_latency_ns, 0.99),
         unknown: r.report.unknown,
         acknowledged_writes_lost: r.report.acknowledged_writes_lost,
-        linearizable: linearizable(&r),
+        linearizable: linearizable(r),
         failover_us: r.report.failover().map(|d| d.as_micros_f64()),
         recovery_ms: r.report.recovery().map(|d| d.as_nanos() as f64 / 1e6),
         throughput_ratio_in_recovery: None,
         events: r.stats.events,
-        wall_s: began.elapsed().as_secs_f64(),
-    })
+        wall_s,
+    }
 }
 
 fn series(
@@ -343,24 +354,9 @@ pub fn fig10(o: &Fig10Options, progress: &mut dyn FnMut(&Point)) -> Result<Netch
                 })
                 .collect(),
         });
-        let us = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
         let p = Point {
-            panel: "10",
-            series: label,
-            x: groups as f64,
-            ok_ops_per_s: r.ok_per_s(),
-            read_latency_us_p50: us(&r.report.read_latency_ns, 0.5),
-            read_latency_us_p99: us(&r.report.read_latency_ns, 0.99),
-            write_latency_us_p50: us(&r.report.write_latency_ns, 0.5),
-            write_latency_us_p99: us(&r.report.write_latency_ns, 0.99),
-            unknown: r.report.unknown,
-            acknowledged_writes_lost: r.report.acknowledged_writes_lost,
-            linearizable: linearizable(&r),
-            failover_us: r.report.failover().map(|d| d.as_micros_f64()),
-            recovery_ms: r.report.recovery().map(|d| d.as_nanos() as f64 / 1e6),
             throughput_ratio_in_recovery: ratio_in_recovery(&r, &host0, o.fail_at, interval),
-            events: r.stats.events,
-            wall_s: began.elapsed().as_secs_f64(),
+            ..point_of("10", label, groups as f64, &r, began.elapsed().as_secs_f64())
         };
         progress(&p);
         rows.push(p);
