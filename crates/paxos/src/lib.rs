@@ -1,0 +1,6 @@
+//! In-network Paxos (thesis 004: chapter 5, "Paxos Made Switch-y"; chapter 6, "Partitioned
+//! Paxos"): the coordinator and the acceptors run as switch programs, the proposers and the
+//! learners as host libraries. The same role code runs on hosts for the software baseline.
+//!
+//! Sans-IO like every protocol crate here: no socket, thread, clock or RNG; time is an input.
+//! docs/paxos.md is the user's page.
