@@ -8,6 +8,7 @@
 pub mod ack;
 pub mod netchain;
 pub mod packet;
+pub mod paxos;
 pub mod protocol;
 pub mod time;
 
