@@ -4,3 +4,9 @@
 //!
 //! Sans-IO like every protocol crate here: no socket, thread, clock or RNG; time is an input.
 //! docs/paxos.md is the user's page.
+
+pub mod acceptor;
+pub mod coordinator;
+
+pub use acceptor::{Acceptor, AcceptorConfig, AcceptorCounters};
+pub use coordinator::{Coordinator, CoordinatorConfig, CoordinatorCounters};
