@@ -10,3 +10,12 @@ pub mod coordinator;
 
 pub use acceptor::{Acceptor, AcceptorConfig, AcceptorCounters};
 pub use coordinator::{Coordinator, CoordinatorConfig, CoordinatorCounters};
+pub mod learner;
+pub mod proposer;
+
+pub use learner::{Delivery, Learner, LearnerConfig, LearnerCounters};
+pub use proposer::{Completion, Proposer, ProposerConfig, ProposerCounters, SubmitError};
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
