@@ -78,11 +78,14 @@ pub struct Replica {
     sessions: HashMap<u64, u64>,
 }
 
+/// A message on its way: when it arrives, a tie-breaker, where, the frame.
+type InFlight = (Instant, u64, Addr, Vec<u8>);
+
 pub struct Cluster {
     pub setup: Setup,
     pub now: Instant,
     rng: SplitMix,
-    queue: BinaryHeap<Reverse<(Instant, u64, Addr, Vec<u8>)>>,
+    queue: BinaryHeap<Reverse<InFlight>>,
     sent: u64,
     pub coordinators: Vec<(Addr, Coordinator)>,
     pub acceptors: Vec<Acceptor>,
