@@ -19,3 +19,8 @@ pub use proposer::{Completion, Proposer, ProposerConfig, ProposerCounters, Submi
 mod testing;
 #[cfg(test)]
 mod tests;
+pub mod roles;
+pub mod switch;
+
+pub use roles::Roles;
+pub use switch::{PaxosSwitch, SwitchCounters};
