@@ -401,6 +401,22 @@ impl Topology {
         b.finish().expect("netchain testbed preset is valid")
     }
 
+    /// In-network Paxos's testbed (thesis Fig. 5.1, with the coordinator apart from the ToR so
+    /// that it can fail alone): the ToR s0 with `hosts` hosts, and above it the coordinator
+    /// switch s1 and the acceptor switches s2, s3, s4, each linked to s0 only.
+    pub fn paxos_testbed(hosts: usize) -> Topology {
+        let mut b = Builder::new(format!("paxos-testbed:{hosts}"));
+        let tor = b.switch("s0".into(), 1);
+        let coordinator = b.switch("s1".into(), 2);
+        let acceptors: Vec<_> = (2..5).map(|i| b.switch(format!("s{i}"), 2)).collect();
+        b.hosts(tor, hosts);
+        b.link(tor, coordinator);
+        for &a in &acceptors {
+            b.link(tor, a);
+        }
+        b.finish().expect("paxos testbed preset is valid")
+    }
+
     /// The classic k-ary fat-tree: k pods of k/2 ToRs and k/2 aggregation switches, (k/2)^2
     /// cores, k/2 hosts per ToR (k^3/4 hosts). Aggregation switch j of a pod connects to cores
     /// j*k/2 .. (j+1)*k/2.
@@ -454,12 +470,13 @@ impl Topology {
         match (kind, nums.as_slice()) {
             ("testbed", []) => Ok(Topology::paper_testbed()),
             ("netchain-testbed", []) => Ok(Topology::netchain_testbed()),
+            ("paxos-testbed", [h]) if (1..=4096).contains(h) => Ok(Topology::paxos_testbed(*h)),
             ("single", [h]) => Topology::single_switch(*h),
             ("leaf-spine", [l, s, h]) => Topology::leaf_spine(*l, *s, *h),
             ("three-layer", [p, t, s, c, h]) => Topology::three_layer(*p, *t, *s, *c, *h),
             ("fat-tree", [k]) => Topology::fat_tree(*k),
             _ => Err(bad(
-                "expected testbed | netchain-testbed | single:HOSTS | leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF | \
+                "expected testbed | netchain-testbed | paxos-testbed:HOSTS | single:HOSTS | leaf-spine:LEAVES,SPINES,HOSTS_PER_LEAF | \
                  three-layer:PODS,TORS_PER_POD,SPINES_PER_POD,CORES,HOSTS_PER_TOR | fat-tree:K",
             )),
         }

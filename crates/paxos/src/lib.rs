@@ -24,3 +24,6 @@ pub mod switch;
 
 pub use roles::Roles;
 pub use switch::{PaxosSwitch, SwitchCounters};
+pub mod host;
+
+pub use host::{RoleHost, RoleHostCounters};

@@ -29,68 +29,28 @@ pub struct SwitchCounters {
 
 pub struct PaxosSwitch {
     me: u16,
-    paths: SwitchPaths,
     /// Per port: the process behind it, for the source check.
     port_process: Vec<Option<u32>>,
     roles: Roles,
+    ports: Ports,
+}
+
+/// Where frames go: the paths and the frames each port holds. Apart from the roles, so that a
+/// role's messages go straight into a queue.
+struct Ports {
+    paths: SwitchPaths,
     queues: Vec<VecDeque<Vec<u8>>>,
     queued_frames: usize,
     queue_frames_max: usize,
     counters: SwitchCounters,
 }
 
-impl PaxosSwitch {
-    pub fn new(me: usize, wiring: Arc<Wiring>, roles: Roles, queue_frames_max: usize) -> PaxosSwitch {
-        assert!(me < wiring.switch_count() && me < u16::MAX as usize);
-        let paths = SwitchPaths::new(&wiring, me, &|_| false);
-        let ports = wiring.switch_ports[me].len();
-        let port_process = (0..ports).map(|p| paths.process_at(&wiring, p as PortId)).collect();
-        PaxosSwitch {
-            me: me as u16,
-            paths,
-            port_process,
-            roles,
-            queues: vec![VecDeque::new(); ports],
-            queued_frames: 0,
-            queue_frames_max,
-            counters: SwitchCounters::default(),
-        }
-    }
-
-    pub fn addr(&self) -> Addr {
-        Addr::Switch(self.me)
-    }
-    pub fn roles(&self) -> &Roles {
-        &self.roles
-    }
-    pub fn counters(&self) -> &SwitchCounters {
-        &self.counters
-    }
-
-    pub fn invariants(&self) {
-        self.roles.invariants();
-        assert_eq!(self.queued_frames, self.queues.iter().map(VecDeque::len).sum::<usize>());
-        assert!(self.queues.iter().all(|q| q.len() <= self.queue_frames_max));
-    }
-
+impl Ports {
     fn port_to(&self, to: Addr) -> Option<PortId> {
         match to {
             Addr::Switch(s) => self.paths.port_to_switch(s as usize),
             Addr::Process(p) => self.paths.port_to_process(p),
         }
-    }
-
-    fn decide(&self, port: PortId, frame: &[u8]) -> Result<Route, Drop> {
-        let msg = Message::parse(frame).map_err(|_| Drop::Malformed)?;
-        if let Some(&Some(process)) = self.port_process.get(port as usize)
-            && msg.from != Addr::Process(process)
-        {
-            return Err(Drop::Spoofed);
-        }
-        if msg.to == self.addr() {
-            return Ok(Route::Consume);
-        }
-        self.port_to(msg.to).map(Route::Forward).ok_or(Drop::NoRoute)
     }
 
     fn enqueue(&mut self, m: &Message<'_>) {
@@ -107,15 +67,56 @@ impl PaxosSwitch {
         self.queued_frames += 1;
         self.counters.originated += 1;
     }
+}
 
-    fn with_roles(&mut self, f: impl FnOnce(&mut Roles, Addr, &mut dyn FnMut(&Message<'_>))) {
-        let me = self.addr();
-        let mut sent = Vec::new();
-        f(&mut self.roles, me, &mut |m| sent.push(m.to_vec()));
-        for frame in sent {
-            let m = Message::parse(&frame).expect("emitted by a role");
-            self.enqueue(&m);
+impl PaxosSwitch {
+    pub fn new(me: usize, wiring: Arc<Wiring>, roles: Roles, queue_frames_max: usize) -> PaxosSwitch {
+        assert!(me < wiring.switch_count() && me < u16::MAX as usize);
+        let paths = SwitchPaths::new(&wiring, me, &|_| false);
+        let ports = wiring.switch_ports[me].len();
+        let port_process = (0..ports).map(|p| paths.process_at(&wiring, p as PortId)).collect();
+        PaxosSwitch {
+            me: me as u16,
+            port_process,
+            roles,
+            ports: Ports {
+                paths,
+                queues: vec![VecDeque::new(); ports],
+                queued_frames: 0,
+                queue_frames_max,
+                counters: SwitchCounters::default(),
+            },
         }
+    }
+
+    pub fn addr(&self) -> Addr {
+        Addr::Switch(self.me)
+    }
+    pub fn roles(&self) -> &Roles {
+        &self.roles
+    }
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.ports.counters
+    }
+
+    pub fn invariants(&self) {
+        self.roles.invariants();
+        let p = &self.ports;
+        assert_eq!(p.queued_frames, p.queues.iter().map(VecDeque::len).sum::<usize>());
+        assert!(p.queues.iter().all(|q| q.len() <= p.queue_frames_max));
+    }
+
+    fn decide(&self, port: PortId, frame: &[u8]) -> Result<Route, Drop> {
+        let msg = Message::parse(frame).map_err(|_| Drop::Malformed)?;
+        if let Some(&Some(process)) = self.port_process.get(port as usize)
+            && msg.from != Addr::Process(process)
+        {
+            return Err(Drop::Spoofed);
+        }
+        if msg.to == self.addr() {
+            return Ok(Route::Consume);
+        }
+        self.ports.port_to(msg.to).map(Route::Forward).ok_or(Drop::NoRoute)
     }
 }
 
@@ -133,25 +134,23 @@ impl Node for PaxosSwitch {
 
     fn handle_frame(&mut self, now: Instant, port: PortId, frame: &mut [u8], route: Route) {
         match (self.decide(port, frame), route) {
-            (Err(Drop::Malformed), _) => self.counters.malformed += 1,
-            (Err(Drop::Spoofed), _) => self.counters.spoofed += 1,
-            (Err(Drop::NoRoute), _) => self.counters.no_route += 1,
-            (Ok(Route::Forward(_)), Route::Forward(_)) => self.counters.forwarded += 1,
+            (Err(Drop::Malformed), _) => self.ports.counters.malformed += 1,
+            (Err(Drop::Spoofed), _) => self.ports.counters.spoofed += 1,
+            (Err(Drop::NoRoute), _) => self.ports.counters.no_route += 1,
+            (Ok(Route::Forward(_)), Route::Forward(_)) => self.ports.counters.forwarded += 1,
             (Ok(Route::Consume), Route::Consume) => {
-                self.counters.processed += 1;
-                let frame = &*frame;
-                self.with_roles(|roles, me, out| {
-                    roles.handle(now, me, frame, out);
-                });
+                self.ports.counters.processed += 1;
+                let (me, ports) = (self.addr(), &mut self.ports);
+                self.roles.handle(now, me, frame, &mut |m| ports.enqueue(m));
             }
             // The runtime dropped it (no link on that port): count it where it was going.
-            _ => self.counters.no_route += 1,
+            _ => self.ports.counters.no_route += 1,
         }
     }
 
     fn poll_transmit(&mut self, _: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
-        let frame = self.queues.get_mut(port as usize)?.pop_front()?;
-        self.queued_frames -= 1;
+        let frame = self.ports.queues.get_mut(port as usize)?.pop_front()?;
+        self.ports.queued_frames -= 1;
         buf[..frame.len()].copy_from_slice(&frame);
         Some(frame.len())
     }
@@ -162,13 +161,17 @@ impl Node for PaxosSwitch {
 
     fn handle_timeout(&mut self, now: Instant) {
         if self.roles.poll_timeout().is_some_and(|t| t <= now) {
-            self.with_roles(|roles, me, out| roles.handle_timeout(now, me, out));
+            let (me, ports) = (self.addr(), &mut self.ports);
+            self.roles.handle_timeout(now, me, &mut |m| ports.enqueue(m));
         }
     }
 }
 
 impl Hints for PaxosSwitch {
     fn wants_transmit(&self) -> bool {
-        self.queued_frames > 0
+        self.ports.queued_frames > 0
     }
 }
+
+#[cfg(test)]
+mod tests;
