@@ -321,9 +321,9 @@ impl Learner {
     fn serve_catchup(&mut self, msg: &Message<'_>, out: &mut dyn FnMut(&Message<'_>)) {
         let p = &self.parts[msg.pid as usize];
         let Some(&(first, _)) = p.retained.front() else { return };
-        let count = msg.a.min(self.config.catchup_max);
+        // What was asked, clipped to what is retained, at most `catchup_max` of it.
         let from = msg.inst.max(first);
-        let end = msg.inst.saturating_add(count);
+        let end = msg.inst.saturating_add(msg.a).min(from.saturating_add(self.config.catchup_max));
         for inst in from..end.min(p.next) {
             let (i, value) = &p.retained[(inst - first) as usize];
             debug_assert_eq!(*i, inst);
