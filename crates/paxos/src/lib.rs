@@ -27,3 +27,6 @@ pub use switch::{PaxosSwitch, SwitchCounters};
 pub mod host;
 
 pub use host::{RoleHost, RoleHostCounters};
+pub mod deployment;
+
+pub use deployment::{Deployment, Placement, Tuning};
