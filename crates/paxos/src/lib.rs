@@ -30,3 +30,4 @@ pub use host::{RoleHost, RoleHostCounters};
 pub mod deployment;
 
 pub use deployment::{Deployment, Placement, Tuning};
+pub mod netpaxos;
