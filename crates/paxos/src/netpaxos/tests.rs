@@ -14,7 +14,11 @@ fn learner(id: u16, numbering: Numbering, recovery: bool) -> FastLearner {
 }
 
 fn vote(minion: u8, value: Value) -> Msg {
-    Msg::Vote { minion, stamp: None, value }
+    Msg::Vote {
+        minion,
+        stamp: None,
+        value,
+    }
 }
 
 fn drain<T>(mut poll: impl FnMut() -> Option<T>) -> Vec<T> {
@@ -28,18 +32,27 @@ fn the_serializer_broadcasts_to_every_minion_in_arrival_order() {
     let mut serializer = Serializer::new();
     serializer.handle(Msg::Request { value: 7 });
     serializer.handle(Msg::Request { value: 8 });
-    serializer.handle(Msg::Decided { instance: 0, value: 1 });
+    serializer.handle(Msg::Decided {
+        instance: 0,
+        value: 1,
+    });
     let sent = drain(|| serializer.poll_transmit());
     assert_eq!(sent.len(), 2 * MINIONS);
     assert!(sent[..MINIONS].iter().all(|t| t.msg == Msg::Request { value: 7 }));
     let targets: Vec<NodeId> = sent[MINIONS..].iter().map(|t| t.to).collect();
-    assert_eq!(targets, (0..MINIONS as u8).map(NodeId::Minion).collect::<Vec<_>>());
+    assert_eq!(
+        targets,
+        (0..MINIONS as u8).map(NodeId::Minion).collect::<Vec<_>>()
+    );
     assert_eq!(serializer.forwarded(), 2);
 }
 
 #[test]
 fn a_minion_forwards_its_vote_to_its_storage_and_every_learner() {
-    for (numbering, stamps) in [(Numbering::QueuePosition, [None, None]), (Numbering::MinionStamp, [Some(0), Some(1)])] {
+    for (numbering, stamps) in [
+        (Numbering::QueuePosition, [None, None]),
+        (Numbering::MinionStamp, [Some(0), Some(1)]),
+    ] {
         let mut minion = Minion::new(2, 3, numbering);
         minion.handle(Msg::Request { value: 40 });
         minion.handle(Msg::Request { value: 41 });
@@ -47,8 +60,22 @@ fn a_minion_forwards_its_vote_to_its_storage_and_every_learner() {
         assert_eq!(sent.len(), 2 * 4, "storage and three learners, per vote");
         assert_eq!(sent[0].to, NodeId::Storage(2));
         assert_eq!(sent[3].to, NodeId::Learner(2));
-        assert_eq!(sent[0].msg, Msg::Vote { minion: 2, stamp: stamps[0], value: 40 });
-        assert_eq!(sent[4].msg, Msg::Vote { minion: 2, stamp: stamps[1], value: 41 });
+        assert_eq!(
+            sent[0].msg,
+            Msg::Vote {
+                minion: 2,
+                stamp: stamps[0],
+                value: 40
+            }
+        );
+        assert_eq!(
+            sent[4].msg,
+            Msg::Vote {
+                minion: 2,
+                stamp: stamps[1],
+                value: 41
+            }
+        );
         assert_eq!(minion.votes(), 2);
     }
 }
@@ -59,12 +86,33 @@ fn three_equal_heads_decide_on_the_fast_path() {
     for (minion, value) in [(0, 5), (1, 5), (3, 9)] {
         l.handle(T0, vote(minion, value));
     }
-    assert_eq!(l.decided(), &[] as &[Value], "two votes for 5 are not a fast quorum");
-    assert!(l.poll_timeout().is_some(), "the instance holds votes: the stall timer runs");
+    assert_eq!(
+        l.decided(),
+        &[] as &[Value],
+        "two votes for 5 are not a fast quorum"
+    );
+    assert!(
+        l.poll_timeout().is_some(),
+        "the instance holds votes: the stall timer runs"
+    );
     l.handle(T0, vote(2, 5));
     assert_eq!(l.decided(), &[5]);
-    assert_eq!(l.poll_decision(), Some(Decision { instance: 0, value: 5, path: DecisionPath::Fast, noop: false }));
-    assert_eq!(l.poll_transmit(), Some(Transmit { to: NodeId::Proposer, msg: Msg::Delivered { learner: 0, value: 5 } }));
+    assert_eq!(
+        l.poll_decision(),
+        Some(Decision {
+            instance: 0,
+            value: 5,
+            path: DecisionPath::Fast,
+            noop: false
+        })
+    );
+    assert_eq!(
+        l.poll_transmit(),
+        Some(Transmit {
+            to: NodeId::Proposer,
+            msg: Msg::Delivered { learner: 0, value: 5 }
+        })
+    );
     assert_eq!(l.poll_timeout(), None);
 }
 
@@ -75,9 +123,24 @@ fn two_against_two_is_a_conflict_that_asks_for_recovery() {
         l.handle(T0, vote(minion, value));
     }
     assert_eq!(l.stats().conflicts, 1);
-    let request = Msg::RecoveryRequest { learner: 1, instance: 0 };
-    assert_eq!(drain(|| l.poll_transmit()), vec![Transmit { to: NodeId::RecoveryCoordinator, msg: request }]);
-    l.handle(T0, Msg::Decided { instance: 0, value: 6 });
+    let request = Msg::RecoveryRequest {
+        learner: 1,
+        instance: 0,
+    };
+    assert_eq!(
+        drain(|| l.poll_transmit()),
+        vec![Transmit {
+            to: NodeId::RecoveryCoordinator,
+            msg: request
+        }]
+    );
+    l.handle(
+        T0,
+        Msg::Decided {
+            instance: 0,
+            value: 6,
+        },
+    );
     assert_eq!(l.decided(), &[6]);
     assert_eq!(l.stats().recovered_decisions, 1);
 }
@@ -88,7 +151,11 @@ fn without_recovery_a_conflict_stops_the_learner_for_good() {
     for (minion, value) in [(0, 5), (1, 6), (2, 7), (3, 5), (0, 8), (1, 8), (2, 8), (3, 8)] {
         l.handle(T0, vote(minion, value));
     }
-    assert_eq!(l.decided(), &[] as &[Value], "instance 1 is decidable, but instance 0 is in the way");
+    assert_eq!(
+        l.decided(),
+        &[] as &[Value],
+        "instance 1 is decidable, but instance 0 is in the way"
+    );
     assert_eq!(drain(|| l.poll_transmit()), vec![]);
     assert_eq!(l.poll_timeout(), None);
 }
@@ -101,11 +168,19 @@ fn a_stalled_instance_asks_for_recovery_after_the_timeout() {
     let deadline = l.poll_timeout().expect("armed at the first vote");
     assert_eq!(deadline, T0 + Duration::from_micros(100));
     l.handle_timeout(deadline.saturating_sub(Duration::from_nanos(1)));
-    assert_eq!(l.stats().stall_timeouts, 0, "an early timeout call changes nothing");
+    assert_eq!(
+        l.stats().stall_timeouts,
+        0,
+        "an early timeout call changes nothing"
+    );
     l.handle_timeout(deadline);
     assert_eq!(l.stats().stall_timeouts, 1);
     assert_eq!(l.stats().recovery_requests, 1);
-    assert_eq!(l.poll_timeout(), None, "recovery links are reliable: no second request");
+    assert_eq!(
+        l.poll_timeout(),
+        None,
+        "recovery links are reliable: no second request"
+    );
 }
 
 #[test]
@@ -119,7 +194,13 @@ fn a_repeated_value_is_a_noop_and_a_contradiction_is_counted() {
     }
     assert_eq!(l.stats().noops, 1);
     assert_eq!(drain(|| l.poll_transmit()).len(), 1, "one delivery for the value");
-    l.handle(T0, Msg::Decided { instance: 0, value: 6 });
+    l.handle(
+        T0,
+        Msg::Decided {
+            instance: 0,
+            value: 6,
+        },
+    );
     assert_eq!(l.stats().recovery_contradictions, 1);
     assert_eq!(l.decided(), &[5, 5], "a decision is never taken back");
 }
@@ -129,28 +210,67 @@ fn a_repeated_value_is_a_noop_and_a_contradiction_is_counted() {
 /// votes for values 10 and 11 in the other order (their storage logs hold 10 first).
 #[test]
 fn queue_positions_let_a_reordered_learner_decide_differently() {
-    let in_order = [(0, 0, 10), (1, 0, 10), (2, 0, 10), (3, 0, 10), (0, 1, 11), (1, 1, 11), (2, 1, 11)];
-    let reordered = [(0, 1, 11), (1, 1, 11), (2, 1, 11), (3, 0, 10), (0, 0, 10), (1, 0, 10), (2, 0, 10)];
-    for (numbering, expected) in [(Numbering::QueuePosition, [11, 10]), (Numbering::MinionStamp, [10, 11])] {
+    let in_order = [
+        (0, 0, 10),
+        (1, 0, 10),
+        (2, 0, 10),
+        (3, 0, 10),
+        (0, 1, 11),
+        (1, 1, 11),
+        (2, 1, 11),
+    ];
+    let reordered = [
+        (0, 1, 11),
+        (1, 1, 11),
+        (2, 1, 11),
+        (3, 0, 10),
+        (0, 0, 10),
+        (1, 0, 10),
+        (2, 0, 10),
+    ];
+    for (numbering, expected) in [
+        (Numbering::QueuePosition, [11, 10]),
+        (Numbering::MinionStamp, [10, 11]),
+    ] {
         let stamp = |instance| (numbering == Numbering::MinionStamp).then_some(instance);
         let mut learners = [learner(0, numbering, false), learner(1, numbering, false)];
         for (l, votes) in learners.iter_mut().zip([in_order, reordered]) {
             for (minion, instance, value) in votes {
-                l.handle(T0, Msg::Vote { minion, stamp: stamp(instance), value });
+                l.handle(
+                    T0,
+                    Msg::Vote {
+                        minion,
+                        stamp: stamp(instance),
+                        value,
+                    },
+                );
             }
         }
         assert_eq!(learners[0].decided(), &[10, 11]);
         assert_eq!(learners[1].decided(), &expected, "{numbering:?}");
-        assert_eq!(learners[1].stats().fast_decisions, 2, "both on the fast path, no conflict seen");
+        assert_eq!(
+            learners[1].stats().fast_decisions,
+            2,
+            "both on the fast path, no conflict seen"
+        );
     }
 }
 
 #[test]
 fn choose_keeps_a_value_that_may_have_been_fast_chosen() {
-    assert_eq!(choose_value(&[(Some(3), None), (Some(4), None), (Some(4), None)]), Some(4));
-    assert_eq!(choose_value(&[(Some(4), None), (Some(3), None), (Some(4), None)]), Some(4));
+    assert_eq!(
+        choose_value(&[(Some(3), None), (Some(4), None), (Some(4), None)]),
+        Some(4)
+    );
+    assert_eq!(
+        choose_value(&[(Some(4), None), (Some(3), None), (Some(4), None)]),
+        Some(4)
+    );
     // Nothing can have been chosen: the most voted, then the smallest.
-    assert_eq!(choose_value(&[(Some(9), None), (Some(3), None), (Some(5), None)]), Some(3));
+    assert_eq!(
+        choose_value(&[(Some(9), None), (Some(3), None), (Some(5), None)]),
+        Some(3)
+    );
     // A recovery acceptance wins over fast votes, the highest ballot first.
     let accepted = [(Some(4), Some((1, 7))), (Some(4), Some((2, 8))), (Some(4), None)];
     assert_eq!(choose_value(&accepted), Some(8));
@@ -160,26 +280,86 @@ fn choose_keeps_a_value_that_may_have_been_fast_chosen() {
 #[test]
 fn storage_answers_phase_one_only_once_it_holds_the_vote() {
     let mut storage = Storage::new(1, Numbering::QueuePosition, 8);
-    storage.handle(Msg::Prepare { instance: 0, ballot: 1 });
-    assert_eq!(storage.poll_transmit(), None, "the minion's vote may still count at a learner");
-    storage.handle(Msg::Vote { minion: 1, stamp: None, value: 42 });
-    let promise = Msg::Promise { minion: 1, instance: 0, ballot: 1, fast_vote: Some(42), accepted: None };
-    assert_eq!(storage.poll_transmit(), Some(Transmit { to: NodeId::RecoveryCoordinator, msg: promise }));
-    storage.handle(Msg::Vote { minion: 2, stamp: None, value: 43 });
-    assert_eq!(storage.fast_vote(1), None, "another minion's vote is not logged here");
-    storage.handle(Msg::Prepare { instance: 0, ballot: 1 });
-    storage.handle(Msg::Accept { instance: 0, ballot: 0, value: 9 });
-    assert_eq!(storage.poll_transmit(), None, "no second promise for one ballot, no ballot 0");
-    storage.handle(Msg::Accept { instance: 0, ballot: 1, value: 43 });
-    let accepted = Msg::Accepted { minion: 1, instance: 0, ballot: 1 };
-    assert_eq!(storage.poll_transmit(), Some(Transmit { to: NodeId::RecoveryCoordinator, msg: accepted }));
+    storage.handle(Msg::Prepare {
+        instance: 0,
+        ballot: 1,
+    });
+    assert_eq!(
+        storage.poll_transmit(),
+        None,
+        "the minion's vote may still count at a learner"
+    );
+    storage.handle(Msg::Vote {
+        minion: 1,
+        stamp: None,
+        value: 42,
+    });
+    let promise = Msg::Promise {
+        minion: 1,
+        instance: 0,
+        ballot: 1,
+        fast_vote: Some(42),
+        accepted: None,
+    };
+    assert_eq!(
+        storage.poll_transmit(),
+        Some(Transmit {
+            to: NodeId::RecoveryCoordinator,
+            msg: promise
+        })
+    );
+    storage.handle(Msg::Vote {
+        minion: 2,
+        stamp: None,
+        value: 43,
+    });
+    assert_eq!(
+        storage.fast_vote(1),
+        None,
+        "another minion's vote is not logged here"
+    );
+    storage.handle(Msg::Prepare {
+        instance: 0,
+        ballot: 1,
+    });
+    storage.handle(Msg::Accept {
+        instance: 0,
+        ballot: 0,
+        value: 9,
+    });
+    assert_eq!(
+        storage.poll_transmit(),
+        None,
+        "no second promise for one ballot, no ballot 0"
+    );
+    storage.handle(Msg::Accept {
+        instance: 0,
+        ballot: 1,
+        value: 43,
+    });
+    let accepted = Msg::Accepted {
+        minion: 1,
+        instance: 0,
+        ballot: 1,
+    };
+    assert_eq!(
+        storage.poll_transmit(),
+        Some(Transmit {
+            to: NodeId::RecoveryCoordinator,
+            msg: accepted
+        })
+    );
 }
 
 #[test]
 fn a_full_storage_drops_and_counts() {
     let mut storage = Storage::new(0, Numbering::MinionStamp, 2);
     for stamp in 0..3 {
-        storage.handle(Msg::Vote { minion: 0, stamp: Some(stamp), value: 100 + stamp });
+        storage.handle(Msg::Vote {
+            minion: 0,
+            stamp: Some(stamp),
+            value: 100 + stamp,
+        });
     }
     assert_eq!(storage.dropped_full(), 1);
     assert_eq!(storage.fast_vote(1), Some(101));
@@ -188,7 +368,11 @@ fn a_full_storage_drops_and_counts() {
 
 /// Drives a coordinator and four storage servers until nothing moves; returns what the
 /// learners were told.
-fn recover(storages: &mut [Storage], coordinator: &mut RecoveryCoordinator, instance: Instance) -> Vec<Transmit> {
+fn recover(
+    storages: &mut [Storage],
+    coordinator: &mut RecoveryCoordinator,
+    instance: Instance,
+) -> Vec<Transmit> {
     coordinator.handle(Msg::RecoveryRequest { learner: 0, instance });
     let mut to_learners = Vec::new();
     for _ in 0..10 {
@@ -209,32 +393,68 @@ fn recover(storages: &mut [Storage], coordinator: &mut RecoveryCoordinator, inst
 
 #[test]
 fn recovery_decides_the_value_three_minions_voted_for() {
-    let mut storages: Vec<Storage> = (0..4).map(|m| Storage::new(m, Numbering::QueuePosition, 8)).collect();
+    let mut storages: Vec<Storage> = (0..4)
+        .map(|m| Storage::new(m, Numbering::QueuePosition, 8))
+        .collect();
     // Minion 3 is slow: its storage holds nothing yet, so the coordinator hears storages 0..3.
     for (m, value) in [(0u8, 5), (1, 6), (2, 6)] {
-        storages[m as usize].handle(Msg::Vote { minion: m, stamp: None, value });
+        storages[m as usize].handle(Msg::Vote {
+            minion: m,
+            stamp: None,
+            value,
+        });
     }
     let mut coordinator = RecoveryCoordinator::new(2, 16);
     let told = recover(&mut storages, &mut coordinator, 0);
-    let decided = |to| Transmit { to, msg: Msg::Decided { instance: 0, value: 6 } };
-    assert_eq!(told, vec![decided(NodeId::Learner(0)), decided(NodeId::Learner(1))]);
+    let decided = |to| Transmit {
+        to,
+        msg: Msg::Decided {
+            instance: 0,
+            value: 6,
+        },
+    };
+    assert_eq!(
+        told,
+        vec![decided(NodeId::Learner(0)), decided(NodeId::Learner(1))]
+    );
     assert_eq!(coordinator.recoveries(), 1);
     assert_eq!(coordinator.decided(0), Some(6));
-    coordinator.handle(Msg::RecoveryRequest { learner: 1, instance: 0 });
-    assert_eq!(coordinator.poll_transmit(), Some(decided(NodeId::Learner(1))), "a late request is answered");
+    coordinator.handle(Msg::RecoveryRequest {
+        learner: 1,
+        instance: 0,
+    });
+    assert_eq!(
+        coordinator.poll_transmit(),
+        Some(decided(NodeId::Learner(1))),
+        "a late request is answered"
+    );
 }
 
 #[test]
 fn recovery_waits_while_fewer_than_three_storage_servers_hold_a_vote() {
-    let mut storages: Vec<Storage> = (0..4).map(|m| Storage::new(m, Numbering::QueuePosition, 8)).collect();
+    let mut storages: Vec<Storage> = (0..4)
+        .map(|m| Storage::new(m, Numbering::QueuePosition, 8))
+        .collect();
     for m in 0..2u8 {
-        storages[m as usize].handle(Msg::Vote { minion: m, stamp: None, value: 5 });
+        storages[m as usize].handle(Msg::Vote {
+            minion: m,
+            stamp: None,
+            value: 5,
+        });
     }
     let mut coordinator = RecoveryCoordinator::new(2, 16);
     assert_eq!(recover(&mut storages, &mut coordinator, 0), vec![]);
     assert_eq!(coordinator.in_progress(), 1);
-    storages[3].handle(Msg::Vote { minion: 3, stamp: None, value: 7 });
-    assert_eq!(recover(&mut storages, &mut coordinator, 0).len(), 2, "the third vote completes Phase 1");
+    storages[3].handle(Msg::Vote {
+        minion: 3,
+        stamp: None,
+        value: 7,
+    });
+    assert_eq!(
+        recover(&mut storages, &mut coordinator, 0).len(),
+        2,
+        "the third vote completes Phase 1"
+    );
     assert_eq!(coordinator.decided(0), Some(5));
 }
 
@@ -259,7 +479,13 @@ fn the_proposer_resubmits_until_every_learner_delivered() {
     assert_eq!(retry, T0 + Duration::from_micros(11));
     proposer.handle_timeout(retry);
     let resent = drain(|| proposer.poll_transmit());
-    assert_eq!(resent, vec![Transmit { to: NodeId::Serializer, msg: Msg::Request { value: 1 } }]);
+    assert_eq!(
+        resent,
+        vec![Transmit {
+            to: NodeId::Serializer,
+            msg: Msg::Request { value: 1 }
+        }]
+    );
     let last = proposer.poll_timeout().expect("still pending");
     proposer.handle_timeout(last);
     assert_eq!((proposer.resubmitted(), proposer.abandoned()), (1, 1));
@@ -274,10 +500,19 @@ fn the_simulation_refuses_bad_configurations() {
     assert_eq!(simulate(&one_learner).err(), Some(ConfigError::Learners(1)));
     let no_values = NetpaxosConfig { values: 0, ..good };
     assert_eq!(no_values.validate(), Err(ConfigError::Values(0)));
-    let bad_p = NetpaxosConfig { loss_probability: 1.5, ..good };
+    let bad_p = NetpaxosConfig {
+        loss_probability: 1.5,
+        ..good
+    };
     assert_eq!(bad_p.validate(), Err(ConfigError::Probability(1.5)));
-    let nan = NetpaxosConfig { reorder_probability: f64::NAN, ..good };
+    let nan = NetpaxosConfig {
+        reorder_probability: f64::NAN,
+        ..good
+    };
     assert!(nan.validate().is_err());
-    let no_attempts = NetpaxosConfig { attempts_max: 0, ..good };
+    let no_attempts = NetpaxosConfig {
+        attempts_max: 0,
+        ..good
+    };
     assert_eq!(no_attempts.validate(), Err(ConfigError::Attempts));
 }
