@@ -17,7 +17,8 @@ pub struct LearnerConfig {
     pub recovery: bool,
     /// How long the next instance may hold some votes but no fast quorum before recovery.
     pub stall_timeout: Duration,
-    /// Votes held per minion queue beyond the next instance; more are dropped.
+    /// Votes held per minion queue, and recovered decisions held, beyond the next instance;
+    /// more are dropped.
     pub votes_buffered_max: usize,
 }
 
@@ -53,7 +54,7 @@ pub struct LearnerStats {
     pub recovery_requests: u64,
     /// Votes for instances already decided (arrived after the decision).
     pub stale_votes: u64,
-    /// Votes dropped because a queue held `votes_buffered_max`.
+    /// Votes (or recovered decisions) dropped because `votes_buffered_max` were held.
     pub dropped_full: u64,
     /// Recovered decisions that differ from this learner's own earlier decision.
     pub recovery_contradictions: u64,
@@ -139,6 +140,11 @@ impl FastLearner {
             if mine != value {
                 self.stats.recovery_contradictions += 1;
             }
+            return;
+        }
+        // The next instance's decision is used at once, so it never waits for room.
+        if instance > self.next && self.recovered.len() >= self.config.votes_buffered_max {
+            self.stats.dropped_full += 1;
             return;
         }
         self.recovered.insert(instance, value);
@@ -289,6 +295,8 @@ impl FastLearner {
             assert!(queue.len() <= self.config.votes_buffered_max);
         }
         assert!(self.recovered.keys().all(|instance| *instance >= self.next));
+        assert!(!self.recovered.contains_key(&self.next), "the next decision is used at once");
+        assert!(self.recovered.len() <= self.config.votes_buffered_max);
         assert!(
             !(self.blocked && self.stall_since.is_some()),
             "a blocked instance has no stall timer"

@@ -62,6 +62,8 @@ mod switches;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_recovery;
+#[cfg(test)]
 mod tests_sim;
 
 pub use learner::{Decision, DecisionPath, FastLearner, LearnerConfig, LearnerStats};
