@@ -295,7 +295,10 @@ impl FastLearner {
             assert!(queue.len() <= self.config.votes_buffered_max);
         }
         assert!(self.recovered.keys().all(|instance| *instance >= self.next));
-        assert!(!self.recovered.contains_key(&self.next), "the next decision is used at once");
+        assert!(
+            !self.recovered.contains_key(&self.next),
+            "the next decision is used at once"
+        );
         assert!(self.recovered.len() <= self.config.votes_buffered_max);
         assert!(
             !(self.blocked && self.stall_since.is_some()),

@@ -46,6 +46,13 @@
 //! recovery from the storage logs cannot repair a decision already delivered. The tests in
 //! `tests_sim.rs` find both.
 //!
+//! Loss is worse than the thesis's "one of the minions dropped a packet, [which] leads to a
+//! conflict": a minion that misses a broadcast shifts every later position of its log by one.
+//! Learners and storage servers shift alike (agreement holds), but instances then mix
+//! neighbouring values, recovery chooses some values twice (no-ops) and the proposer has to
+//! re-submit the ones skipped; an instance beyond the end of two shortened logs never gets a
+//! classic quorum of votes and stays in recovery (`recoveries_unfinished` in the report).
+//!
 //! # What is not modelled
 //! Switch, storage or learner failures and the serializer's backups; recovery coordinator
 //! failover (ballots above 1); log trimming; bandwidth, queueing and the thesis's throughput
