@@ -99,7 +99,9 @@ impl Deployment {
             ),
             Placement::Software => (
                 Addr::Process(software),
-                (1..=ACCEPTOR_SWITCHES.len() as u32).map(|i| Addr::Process(software + i)).collect(),
+                (1..=ACCEPTOR_SWITCHES.len() as u32)
+                    .map(|i| Addr::Process(software + i))
+                    .collect(),
             ),
         };
         Deployment {
@@ -162,9 +164,17 @@ impl Deployment {
     /// backup); empty for every other node.
     pub fn roles_at(&self, addr: Addr) -> Roles {
         let coordinator = if addr == self.coordinator {
-            Some(Coordinator::new(self.coordinator_config(addr, PRIMARY_OWNER, true)))
+            Some(Coordinator::new(self.coordinator_config(
+                addr,
+                PRIMARY_OWNER,
+                true,
+            )))
         } else if addr == Addr::Process(self.backup) {
-            Some(Coordinator::new(self.coordinator_config(addr, BACKUP_OWNER, false)))
+            Some(Coordinator::new(self.coordinator_config(
+                addr,
+                BACKUP_OWNER,
+                false,
+            )))
         } else {
             None
         };
@@ -228,7 +238,12 @@ mod tests {
             assert_eq!(in_hosts, placement == Placement::Software);
             assert!(!switch_roles(0), "the ToR only forwards");
             assert!(process_roles(5), "the backup coordinator is always there");
-            assert!(d.roles_at(Addr::Process(5)).coordinator.as_ref().is_some_and(|c| !c.config().active));
+            assert!(
+                d.roles_at(Addr::Process(5))
+                    .coordinator
+                    .as_ref()
+                    .is_some_and(|c| !c.config().active)
+            );
             assert_eq!(Deployment::hosts(2), 10);
         }
     }

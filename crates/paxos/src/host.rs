@@ -64,7 +64,10 @@ impl Node for RoleHost {
             return;
         }
         let (queue, max, counters) = (&mut self.queue, self.queue_frames_max, &mut self.counters);
-        if self.roles.handle(now, self.me, frame, &mut |m| Self::send(queue, max, counters, m)) {
+        if self
+            .roles
+            .handle(now, self.me, frame, &mut |m| Self::send(queue, max, counters, m))
+        {
             self.counters.processed += 1;
         } else {
             self.counters.dropped += 1;
@@ -84,7 +87,8 @@ impl Node for RoleHost {
     fn handle_timeout(&mut self, now: Instant) {
         if self.roles.poll_timeout().is_some_and(|t| t <= now) {
             let (queue, max, counters) = (&mut self.queue, self.queue_frames_max, &mut self.counters);
-            self.roles.handle_timeout(now, self.me, &mut |m| Self::send(queue, max, counters, m));
+            self.roles
+                .handle_timeout(now, self.me, &mut |m| Self::send(queue, max, counters, m));
         }
     }
 }

@@ -297,7 +297,9 @@ impl Learner {
     /// The replica has applied (durably) every instance of `pid` below `next`: TRIM when enough
     /// have been since the last one.
     pub fn applied(&mut self, now: Instant, pid: u16, next: u64, out: &mut dyn FnMut(&Message<'_>)) {
-        let Some(p) = self.parts.get_mut(pid as usize) else { return };
+        let Some(p) = self.parts.get_mut(pid as usize) else {
+            return;
+        };
         p.applied = p.applied.max(next);
         if p.applied - p.trimmed >= self.config.trim_every {
             self.send_trim(now, pid, out);
@@ -320,10 +322,15 @@ impl Learner {
 
     fn serve_catchup(&mut self, msg: &Message<'_>, out: &mut dyn FnMut(&Message<'_>)) {
         let p = &self.parts[msg.pid as usize];
-        let Some(&(first, _)) = p.retained.front() else { return };
+        let Some(&(first, _)) = p.retained.front() else {
+            return;
+        };
         // What was asked, clipped to what is retained, at most `catchup_max` of it.
         let from = msg.inst.max(first);
-        let end = msg.inst.saturating_add(msg.a).min(from.saturating_add(self.config.catchup_max));
+        let end = msg
+            .inst
+            .saturating_add(msg.a)
+            .min(from.saturating_add(self.config.catchup_max));
         for inst in from..end.min(p.next) {
             let (i, value) = &p.retained[(inst - first) as usize];
             debug_assert_eq!(*i, inst);
@@ -340,8 +347,11 @@ impl Learner {
         self.parts
             .iter()
             .flat_map(|p| {
-                let trim = (p.applied > p.trimmed || p.applied > 0).then(|| p.last_trim + self.config.trim_interval);
-                let hole = p.hole_since.map(|s| s + self.config.gap_timeout.saturating_mul(p.chased as u64 + 1));
+                let trim =
+                    (p.applied > p.trimmed || p.applied > 0).then(|| p.last_trim + self.config.trim_interval);
+                let hole = p
+                    .hole_since
+                    .map(|s| s + self.config.gap_timeout.saturating_mul(p.chased as u64 + 1));
                 trim.into_iter().chain(hole)
             })
             .min()

@@ -15,12 +15,12 @@ pub mod proposer;
 
 pub use learner::{Delivery, Learner, LearnerConfig, LearnerCounters};
 pub use proposer::{Completion, Proposer, ProposerConfig, ProposerCounters, SubmitError};
+pub mod roles;
+pub mod switch;
 #[cfg(test)]
 mod testing;
 #[cfg(test)]
 mod tests;
-pub mod roles;
-pub mod switch;
 
 pub use roles::Roles;
 pub use switch::{PaxosSwitch, SwitchCounters};

@@ -162,7 +162,12 @@ impl Proposer {
     }
 
     /// Retries what timed out; completes what ran out of tries.
-    pub fn handle_timeout(&mut self, now: Instant, out: &mut dyn FnMut(&Message<'_>), done: &mut Vec<Completion>) {
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        out: &mut dyn FnMut(&Message<'_>),
+        done: &mut Vec<Completion>,
+    ) {
         let expired: Vec<(u64, u64)> = self
             .pending
             .iter()

@@ -42,8 +42,16 @@ impl Roles {
 
     /// Handles a message addressed to `me`; what the roles send goes to `out` as frames, except
     /// what is addressed to `me` again, which is handled here.
-    pub fn handle(&mut self, now: Instant, me: Addr, frame: &[u8], out: &mut dyn FnMut(&Message<'_>)) -> bool {
-        let Ok(msg) = Message::parse(frame) else { return false };
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        me: Addr,
+        frame: &[u8],
+        out: &mut dyn FnMut(&Message<'_>),
+    ) -> bool {
+        let Ok(msg) = Message::parse(frame) else {
+            return false;
+        };
         let mut local: Vec<Vec<u8>> = Vec::new();
         self.dispatch(now, &msg, &mut |m| route(me, m, &mut local, out));
         self.drain(now, me, local, out);
@@ -87,7 +95,11 @@ impl Roles {
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         let c = self.coordinator.as_ref()?;
-        if !self.started { Some(Instant::ZERO) } else { c.poll_timeout() }
+        if !self.started {
+            Some(Instant::ZERO)
+        } else {
+            c.poll_timeout()
+        }
     }
 
     /// Starts the coordinator on the first call (Phase 1 at start), then runs its timers.

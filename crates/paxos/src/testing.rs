@@ -185,7 +185,9 @@ impl Cluster {
             setup,
         };
         let mut out = Vec::new();
-        cluster.coordinators[0].1.start(Instant::ZERO, &mut |m| out.push(m.to_vec()));
+        cluster.coordinators[0]
+            .1
+            .start(Instant::ZERO, &mut |m| out.push(m.to_vec()));
         cluster.post(out);
         for p in 0..cluster.setup.proposers {
             for c in 0..cluster.setup.clients_per_proposer {
@@ -197,12 +199,18 @@ impl Cluster {
 
     fn post(&mut self, frames: Vec<Vec<u8>>) {
         for frame in frames {
-            let Some(to) = Message::peek_to(&frame) else { continue };
+            let Some(to) = Message::peek_to(&frame) else {
+                continue;
+            };
             let lossy = self.now < self.setup.heal_at;
             if lossy && self.rng.chance(self.setup.loss) {
                 continue;
             }
-            let copies = if lossy && self.rng.chance(self.setup.duplicate) { 2 } else { 1 };
+            let copies = if lossy && self.rng.chance(self.setup.duplicate) {
+                2
+            } else {
+                1
+            };
             for _ in 0..copies {
                 let jitter = self.rng.next_u64() % (self.setup.jitter.as_nanos() + 1);
                 let at = self.now + self.setup.latency + Duration::from_nanos(jitter);
@@ -260,7 +268,8 @@ impl Cluster {
     }
 
     pub fn done(&self) -> bool {
-        let total = (self.setup.proposers * self.setup.clients_per_proposer) as u64 * self.setup.requests_per_client;
+        let total =
+            (self.setup.proposers * self.setup.clients_per_proposer) as u64 * self.setup.requests_per_client;
         self.acked.len() as u64 + self.gave_up == total
     }
 
@@ -277,7 +286,11 @@ impl Cluster {
     }
 
     fn next_timer(&self) -> Option<Instant> {
-        let c = self.coordinators.iter().filter(|(a, _)| self.alive(*a)).filter_map(|(_, c)| c.poll_timeout());
+        let c = self
+            .coordinators
+            .iter()
+            .filter(|(a, _)| self.alive(*a))
+            .filter_map(|(_, c)| c.poll_timeout());
         let l = self
             .replicas
             .iter()

@@ -15,7 +15,11 @@ fn run(setup: Setup) -> Cluster {
     if !cluster.setup.kills.is_empty() {
         // The failure came in the middle of the traffic.
         let at_kill = cluster.acked_at_kill.expect("killed");
-        assert!(at_kill > 0 && at_kill < cluster.acked.len() / 2, "{at_kill} of {}", cluster.acked.len());
+        assert!(
+            at_kill > 0 && at_kill < cluster.acked.len() / 2,
+            "{at_kill} of {}",
+            cluster.acked.len()
+        );
     }
     cluster
 }
@@ -60,7 +64,11 @@ fn loss_duplication_and_reordering_do_not_break_agreement() {
         ..Setup::default()
     });
     let reinits: u64 = c.replicas.iter().map(|r| r.learner.counters().reinits_sent).sum();
-    let catchups: u64 = c.replicas.iter().map(|r| r.learner.counters().catchups_sent).sum();
+    let catchups: u64 = c
+        .replicas
+        .iter()
+        .map(|r| r.learner.counters().catchups_sent)
+        .sum();
     assert!(reinits + catchups > 0, "loss should leave holes to chase");
 }
 

@@ -65,7 +65,10 @@ fn a_1a_is_promised_only_above_the_promised_round() {
     let out = run(&mut a, p1a(0, 4, 5));
     let m = parsed(&out);
     assert_eq!(m.len(), 1, "no votes yet: the summary alone");
-    assert_eq!((m[0].msgtype, m[0].flags, m[0].b, m[0].rnd), (MsgType::P1b, flags::RANGE, 0, 5));
+    assert_eq!(
+        (m[0].msgtype, m[0].flags, m[0].b, m[0].rnd),
+        (MsgType::P1b, flags::RANGE, 0, 5)
+    );
     // The same round again, or a lower one, is refused (thesis: rnd > rnds[inst]).
     for rnd in [5, 4] {
         let out = run(&mut a, p1a(0, 4, rnd));
@@ -87,7 +90,10 @@ fn a_2a_is_accepted_at_the_promised_round_and_voted_to_every_learner() {
     let m = parsed(&out);
     assert_eq!(m.len(), 3);
     for (i, v) in m.iter().enumerate() {
-        assert_eq!((v.msgtype, v.inst, v.rnd, v.vrnd, v.value), (MsgType::P2b, 2, 5, 5, &b"v"[..]));
+        assert_eq!(
+            (v.msgtype, v.inst, v.rnd, v.vrnd, v.value),
+            (MsgType::P2b, 2, 5, 5, &b"v"[..])
+        );
         assert_eq!((v.to, v.swid), (learners()[i], 0));
     }
     assert_eq!(a.vote(0, 2), Some((5, &b"v"[..])));
@@ -158,7 +164,16 @@ fn hostile_messages_are_counted_not_obeyed() {
     assert_eq!(a.counters().value_too_large, 1);
     let huge_range = p1a(u64::MAX - 1, 4, 3);
     assert!(run(&mut a, huge_range).is_empty());
-    assert!(run(&mut a, Message { pid: 9, ..p1a(0, 1, 3) }).is_empty());
+    assert!(
+        run(
+            &mut a,
+            Message {
+                pid: 9,
+                ..p1a(0, 1, 3)
+            }
+        )
+        .is_empty()
+    );
     assert_eq!(a.counters().malformed, 1);
 }
 

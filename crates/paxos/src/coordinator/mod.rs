@@ -2,7 +2,7 @@
 //! per partition, the next instance and the round it won in Phase 1. A request becomes a 2A
 //! stamped with both, one copy per acceptor.
 //!
-//! Phase 1 is pre-run on ranges of instances ([`phase1`]): when the coordinator starts (or a
+//! Phase 1 is pre-run on ranges of instances (module `phase1`): when the coordinator starts (or a
 //! backup takes over), for the acceptors' whole window from the floor; then, as TRIM moves the
 //! floor, for each next range before the prepared instances run out. A range's votes are
 //! proposed again at the coordinator's round (re-running a decided instance cannot change its
@@ -161,8 +161,17 @@ impl Coordinator {
     pub fn invariants(&self) {
         for p in &self.parts {
             assert!(p.next <= p.prepared);
-            assert!(p.segments.iter().all(|&(end, _)| end > p.next && end <= p.prepared));
-            assert!(p.segments.iter().zip(p.segments.iter().skip(1)).all(|(a, b)| a.0 < b.0));
+            assert!(
+                p.segments
+                    .iter()
+                    .all(|&(end, _)| end > p.next && end <= p.prepared)
+            );
+            assert!(
+                p.segments
+                    .iter()
+                    .zip(p.segments.iter().skip(1))
+                    .all(|(a, b)| a.0 < b.0)
+            );
             assert!(p.held.len() <= self.config.held_max);
             assert!(p.reinits.len() <= self.config.reinits_max);
         }
@@ -212,7 +221,15 @@ impl Coordinator {
             return;
         }
         let Some(rnd) = self.next_round(0) else { return };
-        let attempt = Attempt::new(Kind::Extend, pid, lo, hi, rnd, now + self.config.phase1_timeout, &self.config);
+        let attempt = Attempt::new(
+            Kind::Extend,
+            pid,
+            lo,
+            hi,
+            rnd,
+            now + self.config.phase1_timeout,
+            &self.config,
+        );
         attempt.send_1a(&self.config, out);
         self.counters.phase1_ranges += 1;
         self.parts[pid as usize].extend = Some(attempt);
@@ -356,7 +373,14 @@ impl Coordinator {
 
     /// A Phase 1 attempt was refused (a higher round was promised) or timed out: again, with a
     /// round above what was seen.
-    fn retry(&mut self, now: Instant, pid: u16, reinit: Option<usize>, above: u32, out: &mut dyn FnMut(&Message<'_>)) {
+    fn retry(
+        &mut self,
+        now: Instant,
+        pid: u16,
+        reinit: Option<usize>,
+        above: u32,
+        out: &mut dyn FnMut(&Message<'_>),
+    ) {
         self.counters.phase1_retries += 1;
         let Some(rnd) = self.next_round(above) else { return };
         let deadline = now + self.config.phase1_timeout;
@@ -418,7 +442,15 @@ impl Coordinator {
             return;
         }
         let Some(rnd) = self.next_round(0) else { return };
-        let attempt = Attempt::new(Kind::Reinit, msg.pid, inst, inst + 1, rnd, now + self.config.phase1_timeout, &self.config);
+        let attempt = Attempt::new(
+            Kind::Reinit,
+            msg.pid,
+            inst,
+            inst + 1,
+            rnd,
+            now + self.config.phase1_timeout,
+            &self.config,
+        );
         attempt.send_1a(&self.config, out);
         self.counters.reinits += 1;
         self.parts[msg.pid as usize].reinits.push(attempt);
@@ -450,7 +482,14 @@ impl Coordinator {
 }
 
 /// One 2A per acceptor (the thesis multicasts; our addresses are unicast).
-fn send_2a(config: &CoordinatorConfig, pid: u16, inst: u64, rnd: u32, value: &[u8], out: &mut dyn FnMut(&Message<'_>)) {
+fn send_2a(
+    config: &CoordinatorConfig,
+    pid: u16,
+    inst: u64,
+    rnd: u32,
+    value: &[u8],
+    out: &mut dyn FnMut(&Message<'_>),
+) {
     for &acceptor in &config.acceptors {
         out(&Message {
             inst,

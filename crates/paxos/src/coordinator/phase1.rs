@@ -44,7 +44,15 @@ pub(super) struct Attempt {
 }
 
 impl Attempt {
-    pub fn new(kind: Kind, pid: u16, lo: u64, hi: u64, rnd: u32, deadline: Instant, config: &CoordinatorConfig) -> Attempt {
+    pub fn new(
+        kind: Kind,
+        pid: u16,
+        lo: u64,
+        hi: u64,
+        rnd: u32,
+        deadline: Instant,
+        config: &CoordinatorConfig,
+    ) -> Attempt {
         debug_assert!(lo < hi);
         Attempt {
             kind,
@@ -76,7 +84,11 @@ impl Attempt {
 
     /// Whether a 1B answers this attempt (its round, within its range).
     pub fn matches(&self, msg: &Message<'_>) -> bool {
-        let rnd = if msg.flags & flags::REFUSED != 0 { msg.vrnd } else { msg.rnd };
+        let rnd = if msg.flags & flags::REFUSED != 0 {
+            msg.vrnd
+        } else {
+            msg.rnd
+        };
         rnd == self.rnd && msg.pid == self.pid && (self.lo..self.hi).contains(&msg.inst)
     }
 
@@ -105,6 +117,10 @@ impl Attempt {
             .iter()
             .filter(|a| a.announced == Some(a.arrived.len() as u64))
             .count();
-        if complete >= quorum { Progress::Done } else { Progress::Waiting }
+        if complete >= quorum {
+            Progress::Done
+        } else {
+            Progress::Waiting
+        }
     }
 }

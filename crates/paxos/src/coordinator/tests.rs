@@ -40,7 +40,10 @@ fn step(c: &mut Coordinator, now: Instant, m: Message<'_>) -> Sent {
 }
 
 fn of_type(sent: &Sent, t: MsgType) -> Vec<Message<'_>> {
-    sent.iter().map(|f| Message::parse(f).unwrap()).filter(|m| m.msgtype == t).collect()
+    sent.iter()
+        .map(|f| Message::parse(f).unwrap())
+        .filter(|m| m.msgtype == t)
+        .collect()
 }
 
 fn request(value: &[u8]) -> Message<'_> {
@@ -54,24 +57,32 @@ fn request(value: &[u8]) -> Message<'_> {
 fn promise(c: &mut Coordinator, p1a: &Message<'_>, i: usize, votes: &[(u64, u32, &[u8])]) -> Sent {
     let mut sent = Vec::new();
     for &(inst, vrnd, value) in votes {
-        sent.extend(step(c, Instant::ZERO, Message {
-            swid: i as u16,
-            inst,
-            rnd: p1a.rnd,
-            vrnd,
-            value,
-            ..Message::new(MsgType::P1b, 0, acceptors()[i], ME)
-        }));
+        sent.extend(step(
+            c,
+            Instant::ZERO,
+            Message {
+                swid: i as u16,
+                inst,
+                rnd: p1a.rnd,
+                vrnd,
+                value,
+                ..Message::new(MsgType::P1b, 0, acceptors()[i], ME)
+            },
+        ));
     }
-    sent.extend(step(c, Instant::ZERO, Message {
-        flags: flags::RANGE,
-        swid: i as u16,
-        inst: p1a.inst,
-        rnd: p1a.rnd,
-        a: p1a.a,
-        b: votes.len() as u64,
-        ..Message::new(MsgType::P1b, 0, acceptors()[i], ME)
-    }));
+    sent.extend(step(
+        c,
+        Instant::ZERO,
+        Message {
+            flags: flags::RANGE,
+            swid: i as u16,
+            inst: p1a.inst,
+            rnd: p1a.rnd,
+            a: p1a.a,
+            b: votes.len() as u64,
+            ..Message::new(MsgType::P1b, 0, acceptors()[i], ME)
+        },
+    ));
     sent
 }
 
@@ -91,7 +102,10 @@ fn phase_1_runs_at_start_and_requests_wait_for_it() {
     // Held until Phase 1 has a quorum.
     assert!(step(&mut c, Instant::ZERO, request(b"x")).is_empty());
     let p1a = p1a[0];
-    assert!(of_type(&promise(&mut c, &p1a, 0, &[]), MsgType::P2a).is_empty(), "one promise is no quorum");
+    assert!(
+        of_type(&promise(&mut c, &p1a, 0, &[]), MsgType::P2a).is_empty(),
+        "one promise is no quorum"
+    );
     let sent = promise(&mut c, &p1a, 1, &[]);
     let p2a = of_type(&sent, MsgType::P2a);
     assert_eq!(p2a.len(), 3, "the held request, once per acceptor");
@@ -113,11 +127,17 @@ fn a_takeover_proposes_found_votes_again_and_fills_holes_with_noops() {
         promise(&mut c, &p1a, 2, &[(0, 0x203, b"a2"), (1, 0x103, b"b")]),
     ]
     .concat();
-    let p2a: Vec<_> = of_type(&sent, MsgType::P2a).into_iter().filter(|m| m.to == acceptors()[0]).collect();
+    let p2a: Vec<_> = of_type(&sent, MsgType::P2a)
+        .into_iter()
+        .filter(|m| m.to == acceptors()[0])
+        .collect();
     let got: Vec<(u64, &[u8])> = p2a.iter().map(|m| (m.inst, m.value)).collect();
     // Instance 0: the vote of the highest round; 1: the only vote; 2: a hole, a no-op; 3: found;
     // then the held request at 4.
-    assert_eq!(got, vec![(0, &b"a2"[..]), (1, b"b"), (2, b""), (3, b"d"), (4, b"new")]);
+    assert_eq!(
+        got,
+        vec![(0, &b"a2"[..]), (1, b"b"), (2, b""), (3, b"d"), (4, b"new")]
+    );
     assert!(p2a.iter().all(|m| m.rnd == p1a.rnd));
     assert_eq!(c.counters().noops, 1);
     assert_eq!(c.counters().reproposed, 3);

@@ -44,7 +44,9 @@ fn vote(l: &mut Learner, acceptor: usize, inst: u64, rnd: u32, value: &[u8]) {
 }
 
 fn delivered(l: &mut Learner) -> Vec<(u64, Vec<u8>)> {
-    std::iter::from_fn(|| l.poll_delivery(Instant::ZERO)).map(|d| (d.inst, d.value)).collect()
+    std::iter::from_fn(|| l.poll_delivery(Instant::ZERO))
+        .map(|d| (d.inst, d.value))
+        .collect()
 }
 
 #[test]
@@ -89,7 +91,11 @@ fn trim_goes_out_every_few_applied_instances_and_on_a_timer() {
     l.applied(Instant::ZERO, 0, 3, &mut |m| sent.push(m.to_vec()));
     let trims: Vec<_> = sent.iter().map(|f| Message::parse(f).unwrap()).collect();
     assert_eq!(trims.len(), 4, "to each acceptor and the coordinator");
-    assert!(trims.iter().all(|m| m.msgtype == MsgType::Trim && m.inst == 3 && m.swid == 0));
+    assert!(
+        trims
+            .iter()
+            .all(|m| m.msgtype == MsgType::Trim && m.inst == 3 && m.swid == 0)
+    );
     let at = l.poll_timeout().unwrap();
     assert_eq!(at, Instant::ZERO + Duration::from_millis(10));
     let mut again = Vec::new();

@@ -74,7 +74,9 @@ impl PaxosSwitch {
         assert!(me < wiring.switch_count() && me < u16::MAX as usize);
         let paths = SwitchPaths::new(&wiring, me, &|_| false);
         let ports = wiring.switch_ports[me].len();
-        let port_process = (0..ports).map(|p| paths.process_at(&wiring, p as PortId)).collect();
+        let port_process = (0..ports)
+            .map(|p| paths.process_at(&wiring, p as PortId))
+            .collect();
         PaxosSwitch {
             me: me as u16,
             port_process,
@@ -116,7 +118,10 @@ impl PaxosSwitch {
         if msg.to == self.addr() {
             return Ok(Route::Consume);
         }
-        self.ports.port_to(msg.to).map(Route::Forward).ok_or(Drop::NoRoute)
+        self.ports
+            .port_to(msg.to)
+            .map(Route::Forward)
+            .ok_or(Drop::NoRoute)
     }
 }
 

@@ -119,7 +119,10 @@ fn the_coordinator_switch_runs_phase_1_at_start_then_stamps_requests() {
     assert_eq!(votes.len(), 1);
     assert_eq!(Some(votes[0].0), a.ports.paths.port_to_switch(0));
     let v = Message::parse(&votes[0].1).unwrap();
-    assert_eq!((v.msgtype, v.to, v.swid), (MsgType::P2b, Addr::Process(LEARNER), 0));
+    assert_eq!(
+        (v.msgtype, v.to, v.swid),
+        (MsgType::P2b, Addr::Process(LEARNER), 0)
+    );
 }
 
 #[test]
@@ -145,7 +148,10 @@ fn hosts_cannot_speak_for_others_and_garbage_is_counted() {
         ..Message::new(MsgType::Request, 0, Addr::Process(PROPOSER), Addr::Switch(1))
     }
     .to_vec();
-    assert_eq!(feed(&mut tor, host_port, &ok), Route::Forward(tor.ports.paths.port_to_switch(1).unwrap()));
+    assert_eq!(
+        feed(&mut tor, host_port, &ok),
+        Route::Forward(tor.ports.paths.port_to_switch(1).unwrap())
+    );
     let nowhere = Message::new(MsgType::Request, 0, Addr::Process(PROPOSER), Addr::Switch(99)).to_vec();
     assert_eq!(feed(&mut tor, host_port, &nowhere), Route::Drop);
     assert_eq!(tor.counters().no_route, 1);
