@@ -62,7 +62,8 @@ impl Store for MemStore {
             .iter()
             .map(|command| {
                 command.check_limits(&self.info)?;
-                apply(&mut map, command)
+                let Ok(result) = apply(&mut *map, command);
+                result
             })
             .collect()
     }
@@ -74,49 +75,96 @@ impl Store for MemStore {
     }
 }
 
-fn apply(map: &mut HashMap<Bytes, Bytes>, command: &Command) -> Result<Reply, StoreError> {
+/// The map a command runs on: [`MemStore`]'s `HashMap`, or a replicated partition's view of its
+/// on-disk keys. One [`apply`] for both keeps the replicated store's semantics those of the model.
+pub(crate) trait KeyValues {
+    /// Why the map could not be read or written (never for a `HashMap`).
+    type Error;
+    /// The value of `key`, if present.
+    fn value(&mut self, key: &Bytes) -> Result<Option<Bytes>, Self::Error>;
+    /// Sets `key` to `value`.
+    fn put(&mut self, key: &Bytes, value: &Bytes) -> Result<(), Self::Error>;
+    /// Removes `key`; `true` when it was present.
+    fn delete(&mut self, key: &Bytes) -> Result<bool, Self::Error>;
+    /// The number of keys.
+    fn count(&mut self) -> Result<usize, Self::Error>;
+}
+
+impl KeyValues for HashMap<Bytes, Bytes> {
+    type Error = std::convert::Infallible;
+
+    fn value(&mut self, key: &Bytes) -> Result<Option<Bytes>, Self::Error> {
+        Ok(self.get(key).cloned())
+    }
+
+    fn put(&mut self, key: &Bytes, value: &Bytes) -> Result<(), Self::Error> {
+        self.insert(key.clone(), value.clone());
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &Bytes) -> Result<bool, Self::Error> {
+        Ok(self.remove(key).is_some())
+    }
+
+    fn count(&mut self) -> Result<usize, Self::Error> {
+        Ok(self.len())
+    }
+}
+
+/// Runs one command on `map`. The outer error is the map's own (I/O), the inner one the reply.
+pub(crate) fn apply<M: KeyValues>(
+    map: &mut M,
+    command: &Command,
+) -> Result<Result<Reply, StoreError>, M::Error> {
     let reply = match command {
-        Command::Get { key } => Reply::from(map.get(key).cloned()),
+        Command::Get { key } => Reply::from(map.value(key)?),
         Command::Set {
             key,
             value,
             condition,
         } => {
-            let present = map.contains_key(key);
+            let present = map.value(key)?.is_some();
             let allowed = match condition {
                 SetCondition::Always => true,
                 SetCondition::IfAbsent => !present,
                 SetCondition::IfPresent => present,
             };
             if !allowed {
-                return Ok(Reply::Nil);
+                return Ok(Ok(Reply::Nil));
             }
-            map.insert(key.clone(), value.clone());
+            map.put(key, value)?;
             Reply::Ok
         }
         Command::Del { keys } => {
-            let removed = keys.iter().filter(|key| map.remove(*key).is_some()).count();
-            Reply::Integer(removed as i64)
+            let mut removed: i64 = 0;
+            for key in keys {
+                removed += i64::from(map.delete(key)?);
+            }
+            Reply::Integer(removed)
         }
-        Command::MGet { keys } => Reply::Array(
-            keys.iter()
-                .map(|key| Reply::from(map.get(key).cloned()))
-                .collect(),
-        ),
+        Command::MGet { keys } => {
+            let mut values = Vec::with_capacity(keys.len());
+            for key in keys {
+                values.push(Reply::from(map.value(key)?));
+            }
+            Reply::Array(values)
+        }
         Command::Cas { key, expect, new } => {
-            let current = map.get(key);
-            if current != expect.as_ref() {
-                return Ok(Reply::cas_failed(current.cloned()));
+            let current = map.value(key)?;
+            if current.as_ref() != expect.as_ref() {
+                return Ok(Ok(Reply::cas_failed(current)));
             }
             match new {
-                Some(new) => map.insert(key.clone(), new.clone()),
-                None => map.remove(key),
-            };
+                Some(new) => map.put(key, new)?,
+                None => {
+                    map.delete(key)?;
+                }
+            }
             Reply::cas_swapped()
         }
-        Command::DbSize => Reply::Integer(map.len() as i64),
+        Command::DbSize => Reply::Integer(i64::try_from(map.count()?).unwrap_or(i64::MAX)),
     };
-    Ok(reply)
+    Ok(Ok(reply))
 }
 
 #[cfg(test)]

@@ -59,6 +59,31 @@ pub enum StoreError {
     /// A bug or a broken invariant inside the store.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The keys of one command live in different partitions of a partitioned store
+    /// ([`replicated::partition_of_command`](crate::replicated::partition_of_command)). Nothing
+    /// happened. Printed as Redis Cluster prints it, so that clients recognise it.
+    #[error("Keys in request don't hash to the same slot")]
+    CrossSlot,
+    /// The command reached a partition that does not hold its keys (a client or coordinator
+    /// routed it wrongly). Nothing happened.
+    #[error("command for partition {key_partition} reached partition {partition}")]
+    WrongPartition {
+        /// The partition of the command's keys.
+        key_partition: u16,
+        /// The partition it reached.
+        partition: u16,
+    },
+    /// A replicated store already executed a later request of this client (exactly-once
+    /// sessions): this older one is not executed again. Nothing happened.
+    #[error("stale request {request} of client {client}: request {last_request} was already applied")]
+    StaleRequest {
+        /// The client's id.
+        client: u64,
+        /// The refused request's id.
+        request: u64,
+        /// The id of the client's last executed request, higher.
+        last_request: u64,
+    },
 }
 
 impl StoreError {
@@ -68,6 +93,9 @@ impl StoreError {
         let code = match self {
             StoreError::Unavailable(_) => "UNAVAILABLE",
             StoreError::OutcomeUnknown(_) => "UNKNOWN",
+            StoreError::CrossSlot => "CROSSSLOT",
+            StoreError::WrongPartition { .. } => "WRONGPARTITION",
+            StoreError::StaleRequest { .. } => "STALE",
             StoreError::Unsupported(_)
             | StoreError::KeyTooLarge { .. }
             | StoreError::ValueTooLarge { .. }
@@ -113,6 +141,25 @@ mod tests {
                 "UNKNOWN outcome unknown, the write may or may not have taken effect: timed out after 3 tries",
             ),
             (StoreError::Internal("bug".into()), "ERR internal error: bug"),
+            (
+                StoreError::CrossSlot,
+                "CROSSSLOT Keys in request don't hash to the same slot",
+            ),
+            (
+                StoreError::WrongPartition {
+                    key_partition: 3,
+                    partition: 1,
+                },
+                "WRONGPARTITION command for partition 3 reached partition 1",
+            ),
+            (
+                StoreError::StaleRequest {
+                    client: 7,
+                    request: 2,
+                    last_request: 5,
+                },
+                "STALE stale request 2 of client 7: request 5 was already applied",
+            ),
         ];
         for (error, line) in cases {
             assert_eq!(error.to_redis_error(), line);
