@@ -6,6 +6,8 @@
 //!   connection, bounded connections, requests and batches; [`ServerHandle`] stops it.
 //! - [`MemStore`]: the in-memory reference store, the model other stores are compared against.
 //! - [`netchain::NetchainStore`]: NetChain, through client agents running in its fabric.
+//! - [`replicated`]: the durable state machine each replica of the in-network Paxos store runs
+//!   over its agreed log, and the encodings of the commands and replies in that log.
 //!
 //! docs/redis.md lists the commands (with `CAS`, `CASNX`, `CAD`), the errors and the limits.
 
@@ -13,6 +15,7 @@ mod admin;
 mod command;
 mod mem;
 pub mod netchain;
+pub mod replicated;
 mod reply;
 mod resp;
 mod server;
