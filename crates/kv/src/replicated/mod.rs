@@ -25,6 +25,7 @@ mod envelope;
 mod progress;
 mod sessions;
 mod state;
+mod step;
 
 pub use answer::{REPLY_VERSION, decode_reply, encode_reply};
 pub use codec::{EnvelopeError, REPLY_DEPTH_MAX};

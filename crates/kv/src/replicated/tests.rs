@@ -361,6 +361,23 @@ fn a_peer_catches_up_from_the_kept_log() {
 }
 
 #[test]
+fn limits_are_memstores() {
+    let dir = tempdir();
+    let (_db, mut state) = open(dir.path(), config());
+    let long_key = "k".repeat(KEY_BYTES_MAX + 1);
+    let commands = [set(&long_key, "v"), set(&"k".repeat(KEY_BYTES_MAX), "v")];
+    let values: Vec<Vec<u8>> = (0..2)
+        .map(|i| envelope(1, i + 1, commands[i as usize].clone()))
+        .collect();
+    let applied = feed(&mut state, &values, 2);
+    let model = MemStore::new();
+    assert_eq!(reply(&applied[0]), model.execute(&commands[..1]).remove(0));
+    assert!(matches!(reply(&applied[0]), Err(StoreError::KeyTooLarge { .. })));
+    assert_eq!(reply(&applied[1]), Ok(Reply::Ok));
+    assert_eq!(state.key_count(), 1);
+}
+
+#[test]
 fn the_database_remembers_its_partitions() {
     let dir = tempdir();
     let db = ReplicaDb::open(
@@ -537,7 +554,7 @@ fn values_of(log: &[Decided]) -> Vec<Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// Reference: the commands' semantics are MemStore's (crates/kv/src/mem.rs).
     #[test]
