@@ -18,6 +18,7 @@ pub mod demo_summary;
 pub mod fig8;
 pub mod modes;
 pub mod netchain;
+pub mod paxos;
 pub mod pairs;
 pub mod plot;
 pub mod recovery;

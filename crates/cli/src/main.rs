@@ -12,6 +12,7 @@ mod flags;
 mod inspect;
 mod netchain;
 mod netchain_procs;
+mod paxos;
 mod sim;
 mod sim_netchain;
 mod udp_limit;
@@ -60,6 +61,10 @@ enum Command {
     /// switches
     #[command(subcommand)]
     Netchain(netchain::NetchainCommand),
+    /// In-network Paxos (thesis 004): the coordinator and acceptors in the switches, a
+    /// replicated key-value store on the learners, next to the same Paxos on hosts
+    #[command(subcommand)]
+    Paxos(paxos::PaxosCommand),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +80,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => inspect::run(args),
         Command::CutLink(args) => cut::run(args),
         Command::Netchain(cmd) => netchain::run(cmd),
+        Command::Paxos(cmd) => paxos::run(cmd),
     };
     match result {
         Ok(code) => code,

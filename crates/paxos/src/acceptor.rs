@@ -157,7 +157,7 @@ impl Acceptor {
             assert_eq!(log.slots.len() as u64, w);
             for (i, s) in log.slots.iter().enumerate() {
                 assert_eq!(s.inst % w, i as u64);
-                assert!(s.inst < log.floor + w);
+                assert!(s.inst < log.floor.saturating_add(w));
                 assert!(s.vrnd <= s.rnd);
                 assert!(s.value.len() <= self.config.value_bytes_max);
             }

@@ -368,7 +368,10 @@ mod tests {
     }
 
     fn any_addr() -> impl Strategy<Value = Addr> {
-        prop_oneof![(0u32..SWITCH_BIT).prop_map(Addr::Process), any::<u16>().prop_map(Addr::Switch)]
+        prop_oneof![
+            (0u32..SWITCH_BIT).prop_map(Addr::Process),
+            any::<u16>().prop_map(Addr::Switch)
+        ]
     }
 
     proptest! {

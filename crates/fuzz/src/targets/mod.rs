@@ -7,6 +7,7 @@ pub mod endpoint;
 pub mod frame;
 pub mod history;
 pub mod netchain;
+pub mod paxos;
 pub mod switch;
 pub mod topology;
 

@@ -216,7 +216,8 @@ impl Coordinator {
             return;
         }
         let lo = p.prepared.max(p.floor);
-        let hi = (lo + range).min(p.floor + window);
+        // Saturating: a floor comes from the network (a TRIM, an acceptor's answer).
+        let hi = lo.saturating_add(range).min(p.floor.saturating_add(window));
         if hi <= lo {
             return;
         }
@@ -281,7 +282,7 @@ impl Coordinator {
             return false;
         };
         let inst = p.next;
-        p.advance(inst + 1);
+        p.advance(inst.saturating_add(1));
         self.counters.proposed += 1;
         send_2a(&self.config, pid, inst, rnd, value, out);
         true
