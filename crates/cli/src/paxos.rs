@@ -244,6 +244,7 @@ fn json(c: &PaxosDemoConfig, reports: &[PaxosReport]) -> serde_json::Value {
             "retries": r.retries,
             "failovers": r.failovers,
             "history_ops": r.history.len(),
+            "roles": r.roles,
             "checks": r.checks,
         })).collect::<Vec<_>>(),
         "clients": c.clients,
@@ -278,6 +279,11 @@ fn print_text(c: &PaxosDemoConfig, reports: &[PaxosReport]) {
             r.unknown,
             r.retries,
             r.failovers
+        );
+        let x = &r.roles;
+        println!(
+            "  roles         {} takeovers, {} Phase 1 ranges ({} retried), {} reinits, {} no-ops, {} requests dropped not ready, {} stale 2As, {} out of window, {} queue full",
+            x.takeovers, x.phase1_ranges, x.phase1_retries, x.reinits, x.noops, x.not_ready, x.stale_2a, x.out_of_window, x.queue_full
         );
     }
     if let [net, soft] = reports {

@@ -132,6 +132,40 @@ pub struct PaxosReport {
     pub decided: Vec<Vec<Decided>>,
     pub checks: Checks,
     pub failed_at: Option<Instant>,
+    pub roles: RoleSummary,
+}
+
+/// What the coordinators and acceptors counted, summed over every switch and host.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct RoleSummary {
+    pub takeovers: u64,
+    pub phase1_ranges: u64,
+    pub phase1_retries: u64,
+    pub reinits: u64,
+    pub noops: u64,
+    /// Requests a coordinator dropped (no prepared instance, hold full).
+    pub not_ready: u64,
+    pub stale_2a: u64,
+    pub out_of_window: u64,
+    pub queue_full: u64,
+}
+
+impl RoleSummary {
+    fn add(&mut self, roles: &onepipe_paxos::Roles) {
+        if let Some(c) = &roles.coordinator {
+            let c = c.counters();
+            self.takeovers += c.takeovers;
+            self.phase1_ranges += c.phase1_ranges;
+            self.phase1_retries += c.phase1_retries;
+            self.reinits += c.reinits;
+            self.noops += c.noops;
+            self.not_ready += c.not_ready;
+        }
+        if let Some(a) = &roles.acceptor {
+            self.stale_2a += a.counters().stale_2a;
+            self.out_of_window += a.counters().out_of_window;
+        }
+    }
 }
 
 impl PaxosReport {
@@ -351,6 +385,7 @@ fn report(
         decided: Vec::new(),
         checks: Checks::default(),
         failed_at,
+        roles: RoleSummary::default(),
     };
     let mut replicas = Vec::new();
     for node in nodes {
@@ -365,7 +400,15 @@ fn report(
                 r.history.extend(host.history);
             }
             Either::Right(Either::Right(Either::Right(host))) => replicas.push(host.inner),
-            _ => {}
+            Either::Left(switch) => {
+                let program = switch.inner.programs().next().expect("one program").1;
+                r.roles.add(program.roles());
+                r.roles.queue_full += program.counters().queue_full;
+            }
+            Either::Right(Either::Left(host)) => {
+                r.roles.add(host.inner.roles());
+                r.roles.queue_full += host.inner.counters().queue_full;
+            }
         }
     }
     let alive: Vec<bool> = kill_replicas.iter().map(|k| !k.load(Ordering::Acquire)).collect();
