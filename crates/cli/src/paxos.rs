@@ -125,7 +125,11 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         loss: args.loss,
         seed: args.seed.seed,
         workers: args.workers,
-        sync: if args.sync { SyncMode::EveryBatch } else { SyncMode::Buffered },
+        sync: if args.sync {
+            SyncMode::EveryBatch
+        } else {
+            SyncMode::Buffered
+        },
         ..PaxosDemoConfig::default()
     };
     let mut reports = Vec::new();
@@ -168,7 +172,10 @@ fn history_path(path: &Path, p: Placement) -> PathBuf {
     if p == Placement::InNetwork {
         return path.to_path_buf();
     }
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = match path.extension() {
         Some(ext) => format!("{stem}-software.{}", ext.to_string_lossy()),
         None => format!("{stem}-software"),
@@ -283,7 +290,15 @@ fn print_text(c: &PaxosDemoConfig, reports: &[PaxosReport]) {
         let x = &r.roles;
         println!(
             "  roles         {} takeovers, {} Phase 1 ranges ({} retried), {} reinits, {} no-ops, {} requests dropped not ready, {} stale 2As, {} out of window, {} queue full",
-            x.takeovers, x.phase1_ranges, x.phase1_retries, x.reinits, x.noops, x.not_ready, x.stale_2a, x.out_of_window, x.queue_full
+            x.takeovers,
+            x.phase1_ranges,
+            x.phase1_retries,
+            x.reinits,
+            x.noops,
+            x.not_ready,
+            x.stale_2a,
+            x.out_of_window,
+            x.queue_full
         );
     }
     if let [net, soft] = reports {

@@ -372,7 +372,12 @@ impl Learner {
             }
             let (inst, chased) = (p.next, p.chased);
             let window = self.config.window as u64;
-            let known_end = p.decided.keys().next_back().map_or(inst, |&i| i).saturating_add(1);
+            let known_end = p
+                .decided
+                .keys()
+                .next_back()
+                .map_or(inst, |&i| i)
+                .saturating_add(1);
             self.parts[pid as usize].chased += 1;
             if chased % 2 == 0 && !self.config.peers.is_empty() {
                 let peer = self.config.peers[self.peer_cursor % self.config.peers.len()];

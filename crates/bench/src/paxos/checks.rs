@@ -25,10 +25,17 @@ pub struct Checks {
 
 impl Checks {
     pub fn ok(&self) -> bool {
-        [self.agreement, self.validity, self.linearizable].iter().all(|c| *c != Some(false))
+        [self.agreement, self.validity, self.linearizable]
+            .iter()
+            .all(|c| *c != Some(false))
     }
 
-    pub fn judge(history: &[HistoryRecord], unrecorded: u64, replicas: &[ReplicaHost], alive: &[bool]) -> Checks {
+    pub fn judge(
+        history: &[HistoryRecord],
+        unrecorded: u64,
+        replicas: &[ReplicaHost],
+        alive: &[bool],
+    ) -> Checks {
         let mut c = Checks::default();
         let whole = replicas.iter().all(|r| r.decided_unrecorded == 0);
         if whole {
@@ -41,7 +48,11 @@ impl Checks {
             }
         }
         c.decided_max = replicas.iter().map(|r| r.decided.len() as u64).max().unwrap_or(0);
-        c.noops = replicas.iter().map(|r| r.learner.counters().noops).max().unwrap_or(0);
+        c.noops = replicas
+            .iter()
+            .map(|r| r.learner.counters().noops)
+            .max()
+            .unwrap_or(0);
         let malformed: u64 = replicas
             .iter()
             .flat_map(|r| r.partitions.iter())
@@ -49,21 +60,24 @@ impl Checks {
             .sum();
         c.validity = Some(malformed == 0);
         if malformed > 0 {
-            c.problem.get_or_insert(format!("{malformed} decided values were not requests"));
+            c.problem
+                .get_or_insert(format!("{malformed} decided values were not requests"));
         }
         if let Some((i, e)) = replicas
             .iter()
             .enumerate()
             .find_map(|(i, r)| r.store_error.as_ref().filter(|_| alive[i]).map(|e| (i, e)))
         {
-            c.problem.get_or_insert(format!("replica {i}'s store failed: {e}"));
+            c.problem
+                .get_or_insert(format!("replica {i}'s store failed: {e}"));
         }
         if unrecorded == 0 {
             match check_linearizable(history) {
                 Ok(report) if report.ok() => c.linearizable = Some(true),
                 Ok(report) => {
                     c.linearizable = Some(false);
-                    c.problem.get_or_insert(format!("history not linearizable: {report:?}"));
+                    c.problem
+                        .get_or_insert(format!("history not linearizable: {report:?}"));
                 }
                 Err(e) => {
                     c.linearizable = Some(false);

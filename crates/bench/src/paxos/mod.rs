@@ -17,9 +17,9 @@ use indicatif::ProgressBar;
 use nodes::{ClientHost, Decided, ReplicaHost, Shared, Workload};
 use onepipe_check::HistoryRecord;
 use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
-use onepipe_kv::replicated::{ReplicaConfig, ReplicaDb, SyncMode};
+use onepipe_kv::replicated::{ReplicaConfig, SyncMode};
 use onepipe_paxos::deployment::ACCEPTOR_SWITCHES;
-use onepipe_paxos::{Deployment, Learner, PaxosSwitch, Placement, Proposer, RoleHost, Tuning};
+use onepipe_paxos::{Deployment, PaxosSwitch, Placement, Proposer, RoleHost, Tuning};
 use onepipe_runtime::inproc::Clock;
 use onepipe_wire::paxos::Addr;
 use onepipe_wire::protocol::PAXOS;
@@ -254,7 +254,13 @@ fn build(
             let host = ClientHost::new(proposer, p, clients, seed, workload.clone(), shared.clone());
             nodes.push(Either::Right(Either::Right(Either::Left(host))));
         } else if let Some(i) = d.replicas.iter().position(|&x| x == p) {
-            let host = replica(c, d, i, data)?;
+            let config = ReplicaConfig {
+                partitions: c.tuning.partitions,
+                sync: c.sync,
+                ..ReplicaConfig::default()
+            };
+            let dir = data.path.join(format!("replica-{i}"));
+            let host = ReplicaHost::open(&dir, config, d.learner_config(i), c.record_max)?;
             let (node, kill) = Killable::new(host);
             replicas.push(kill);
             nodes.push(Either::Right(Either::Right(Either::Right(node))));
@@ -267,7 +273,10 @@ fn build(
     Ok(Built {
         nodes,
         coordinator: coordinator.expect("the deployment has a coordinator"),
-        acceptors: acceptors.into_iter().map(|a| a.expect("every acceptor placed")).collect(),
+        acceptors: acceptors
+            .into_iter()
+            .map(|a| a.expect("every acceptor placed"))
+            .collect(),
         replicas,
     })
 }
@@ -287,25 +296,6 @@ fn note_kill(
     }
 }
 
-/// Replica `i`: its store (opened, or reopened where it left off) and a learner that starts
-/// where the store is.
-fn replica(c: &PaxosDemoConfig, d: &Deployment, i: usize, data: &DataDir) -> Result<ReplicaHost, String> {
-    let config = ReplicaConfig {
-        partitions: c.tuning.partitions,
-        sync: c.sync,
-        ..ReplicaConfig::default()
-    };
-    let dir = data.path.join(format!("replica-{i}"));
-    let db = ReplicaDb::open(&dir, config).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let partitions = (0..c.tuning.partitions)
-        .map(|pid| db.partition(pid))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let next: Vec<u64> = partitions.iter().map(|p| p.next_instance()).collect();
-    let learner = Learner::new(d.learner_config(i), &next);
-    Ok(ReplicaHost::new(learner, partitions, c.record_max))
-}
-
 /// Runs one placement; `bar` shows the measured window.
 pub fn run(c: &PaxosDemoConfig, bar: &ProgressBar) -> Result<PaxosReport, String> {
     validate(c)?;
@@ -315,7 +305,8 @@ pub fn run(c: &PaxosDemoConfig, bar: &ProgressBar) -> Result<PaxosReport, String
     let shared = Arc::new(Shared::default());
     let data = DataDir::new(c)?;
     let built = build(c, &d, &wiring, &shared, &data)?;
-    let (kill_coordinator, kill_acceptors, kill_replicas) = (built.coordinator, built.acceptors, built.replicas);
+    let (kill_coordinator, kill_acceptors, kill_replicas) =
+        (built.coordinator, built.acceptors, built.replicas);
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
     let rt = Running::start(c.runtime, &wiring, built.nodes, c.workers, c.loss, c.seed, clock)?;
     // Phase 1 at start takes a few round trips; the clients begin after it.

@@ -6,12 +6,15 @@ use hdrhistogram::Histogram;
 use onepipe_check::{HistoryRecord, OpKind, Outcome};
 use onepipe_fabric::hash::SplitMix;
 use onepipe_fabric::{Hints, Node, PortId, Route};
-use onepipe_kv::replicated::{Envelope, PartitionState, decode_reply, partition_of};
+use onepipe_kv::replicated::{
+    Envelope, PartitionState, ReplicaConfig, ReplicaDb, decode_reply, partition_of,
+};
 use onepipe_kv::{Bytes, Command, Reply, SetCondition};
-use onepipe_paxos::{Completion, Delivery, Learner, Proposer};
+use onepipe_paxos::{Completion, Delivery, Learner, LearnerConfig, Proposer};
 use onepipe_wire::Instant;
 use onepipe_wire::paxos::{Addr, Message, MsgType};
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -98,7 +101,14 @@ pub fn client_process(client: u64) -> u32 {
 }
 
 impl ClientHost {
-    pub fn new(proposer: Proposer, me: u32, clients: usize, seed: u64, workload: Workload, shared: Arc<Shared>) -> Self {
+    pub fn new(
+        proposer: Proposer,
+        me: u32,
+        clients: usize,
+        seed: u64,
+        workload: Workload,
+        shared: Arc<Shared>,
+    ) -> Self {
         ClientHost {
             proposer,
             me,
@@ -132,7 +142,10 @@ impl ClientHost {
             let write = self.rng.chance(self.workload.write_ratio);
             let value = write.then(|| {
                 let mut v = format!("c{client}r{request}");
-                v.extend(std::iter::repeat_n('.', self.workload.value_bytes.saturating_sub(v.len())));
+                v.extend(std::iter::repeat_n(
+                    '.',
+                    self.workload.value_bytes.saturating_sub(v.len()),
+                ));
                 v
             });
             let command = match &value {
@@ -154,9 +167,9 @@ impl ClientHost {
             }
             .encode(&mut bytes);
             let queue = &mut self.queue;
-            let sent = self
-                .proposer
-                .submit(now, pid, client, request, &bytes, &mut |m| queue.push_back(m.to_vec()));
+            let sent = self.proposer.submit(now, pid, client, request, &bytes, &mut |m| {
+                queue.push_back(m.to_vec())
+            });
             if sent.is_err() {
                 return; // the proposer is full: the client waits
             }
@@ -175,11 +188,18 @@ impl ClientHost {
 
     fn complete(&mut self, now: Instant, c: Completion) {
         let (client, request, reply) = match c {
-            Completion::Replied { client, request, reply, .. } => (client, request, Some(reply)),
+            Completion::Replied {
+                client,
+                request,
+                reply,
+                ..
+            } => (client, request, Some(reply)),
             Completion::GaveUp { client, request } => (client, request, None),
         };
         let index = (client & 0xffff_ffff) as usize;
-        let Some((_, slot)) = self.clients.get_mut(index) else { return };
+        let Some((_, slot)) = self.clients.get_mut(index) else {
+            return;
+        };
         if slot.as_ref().is_none_or(|call| call.request != request) {
             return;
         }
@@ -246,7 +266,8 @@ impl Node for ClientHost {
     fn handle_timeout(&mut self, now: Instant) {
         let mut done = Vec::new();
         let queue = &mut self.queue;
-        self.proposer.handle_timeout(now, &mut |m| queue.push_back(m.to_vec()), &mut done);
+        self.proposer
+            .handle_timeout(now, &mut |m| queue.push_back(m.to_vec()), &mut done);
         for c in done {
             self.complete(now, c);
         }
@@ -279,6 +300,27 @@ pub struct ReplicaHost {
 }
 
 impl ReplicaHost {
+    /// Replica of `learner`'s config with its store in `dir` (opened, or reopened where it left
+    /// off: the learner starts at the store's next instance of each partition).
+    pub fn open(
+        dir: &Path,
+        config: ReplicaConfig,
+        learner: LearnerConfig,
+        record_max: usize,
+    ) -> Result<Self, String> {
+        let db = ReplicaDb::open(dir, config).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let partitions = (0..config.partitions)
+            .map(|pid| db.partition(pid))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        let next: Vec<u64> = partitions.iter().map(PartitionState::next_instance).collect();
+        Ok(ReplicaHost::new(
+            Learner::new(learner, &next),
+            partitions,
+            record_max,
+        ))
+    }
+
     pub fn new(learner: Learner, partitions: Vec<PartitionState>, record_max: usize) -> Self {
         ReplicaHost {
             me: learner.config().me,
@@ -296,7 +338,9 @@ impl ReplicaHost {
     /// TRIMs).
     fn apply(&mut self, now: Instant) {
         while self.store_error.is_none() {
-            let Some(first) = self.learner.poll_delivery(now) else { break };
+            let Some(first) = self.learner.poll_delivery(now) else {
+                break;
+            };
             let pid = first.pid;
             let mut batch = vec![first];
             // The rest of that partition's deliverable run, applied as one batch (one write).
@@ -312,7 +356,9 @@ impl ReplicaHost {
     }
 
     fn apply_batch(&mut self, now: Instant, batch: Vec<Delivery>) {
-        let Some(pid) = batch.first().map(|d| d.pid) else { return };
+        let Some(pid) = batch.first().map(|d| d.pid) else {
+            return;
+        };
         for d in &batch {
             if self.decided.len() < self.record_max {
                 self.decided.push(Decided {
@@ -339,7 +385,12 @@ impl ReplicaHost {
                 a: a.request,
                 b: a.client,
                 value: &a.reply,
-                ..Message::new(MsgType::Reply, pid, self.me, Addr::Process(client_process(a.client)))
+                ..Message::new(
+                    MsgType::Reply,
+                    pid,
+                    self.me,
+                    Addr::Process(client_process(a.client)),
+                )
             };
             if self.queue.len() < QUEUE_FRAMES_MAX {
                 self.queue.push_back(reply.to_vec());
@@ -347,13 +398,16 @@ impl ReplicaHost {
         }
         let next = state.next_instance();
         let queue = &mut self.queue;
-        self.learner.applied(now, pid, next, &mut |m| queue.push_back(m.to_vec()));
+        self.learner
+            .applied(now, pid, next, &mut |m| queue.push_back(m.to_vec()));
     }
 }
 
 /// FNV-1a of a decided value: the decided logs' third column.
 pub fn value_hash(v: &[u8]) -> u64 {
-    v.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    v.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 impl Node for ReplicaHost {
@@ -379,7 +433,8 @@ impl Node for ReplicaHost {
     }
     fn handle_timeout(&mut self, now: Instant) {
         let queue = &mut self.queue;
-        self.learner.handle_timeout(now, &mut |m| queue.push_back(m.to_vec()));
+        self.learner
+            .handle_timeout(now, &mut |m| queue.push_back(m.to_vec()));
         self.apply(now);
     }
 }

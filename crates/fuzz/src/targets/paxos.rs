@@ -37,7 +37,11 @@ fn message(d: &mut Draw) -> Vec<u8> {
     let msgtype = MsgType::from_nibble(1 + d.u8() % 10).expect("1..=10");
     let m = Message {
         msgtype,
-        flags: if msgtype == MsgType::P1b { d.u8() & flags::KNOWN } else { 0 },
+        flags: if msgtype == MsgType::P1b {
+            d.u8() & flags::KNOWN
+        } else {
+            0
+        },
         pid: d.u16() % 3,
         from: addr(d),
         to: addr(d),
@@ -66,7 +70,10 @@ fn frame(d: &mut Draw) -> Vec<u8> {
 
 fn check_sent(frame: &[u8]) {
     assert!(frame.len() <= FRAME_MAX);
-    assert!(Message::parse(frame).is_ok(), "sent a frame that does not parse: {frame:?}");
+    assert!(
+        Message::parse(frame).is_ok(),
+        "sent a frame that does not parse: {frame:?}"
+    );
 }
 
 pub fn run(data: &[u8]) {
@@ -116,7 +123,9 @@ pub fn run(data: &[u8]) {
             4 => {
                 request += 1;
                 let value = d.bytes(20);
-                let _ = proposer.submit(now, d.u16() % 3, 1, request, &value, &mut |m| check_sent(&m.to_vec()));
+                let _ = proposer.submit(now, d.u16() % 3, 1, request, &value, &mut |m| {
+                    check_sent(&m.to_vec())
+                });
                 learner.applied(now, d.u16() % 3, d.number(16), &mut |m| check_sent(&m.to_vec()));
             }
             _ => {
