@@ -31,7 +31,11 @@ fn assert_correct(r: &PaxosReport, what: &str) {
     assert_eq!(r.checks.linearizable, Some(true), "{what}");
     assert!(r.ok > 100, "{what}: only {} calls answered", r.ok);
     // The replicas went around the acceptors' ring: slots were reused.
-    assert!(r.checks.decided_max > 256, "{what}: {} decided", r.checks.decided_max);
+    assert!(
+        r.checks.decided_max > 256,
+        "{what}: {} decided",
+        r.checks.decided_max
+    );
 }
 
 fn run_ok(c: &PaxosDemoConfig, what: &str) -> PaxosReport {
@@ -62,14 +66,26 @@ fn the_backup_takes_over_from_a_failed_coordinator() {
 
 #[test]
 fn an_acceptor_or_a_replica_may_fail() {
-    for failure in [Failure::Acceptor(2, Duration::from_millis(200)), Failure::Replica(1, Duration::from_millis(200))] {
-        run_ok(&PaxosDemoConfig { failure: Some(failure), ..short() }, &format!("{failure:?}"));
+    for failure in [
+        Failure::Acceptor(2, Duration::from_millis(200)),
+        Failure::Replica(1, Duration::from_millis(200)),
+    ] {
+        run_ok(
+            &PaxosDemoConfig {
+                failure: Some(failure),
+                ..short()
+            },
+            &format!("{failure:?}"),
+        );
     }
 }
 
 #[test]
 fn lossy_links_leave_holes_that_are_filled() {
-    let c = PaxosDemoConfig { loss: 0.01, ..short() };
+    let c = PaxosDemoConfig {
+        loss: 0.01,
+        ..short()
+    };
     let r = run_ok(&c, "1% loss");
     assert!(r.retries > 0);
     assert!(r.roles.reinits + r.checks.noops > 0 || r.retries > 0);
@@ -78,7 +94,10 @@ fn lossy_links_leave_holes_that_are_filled() {
 #[test]
 fn partitions_each_have_their_log() {
     let c = PaxosDemoConfig {
-        tuning: Tuning { partitions: 4, ..short().tuning },
+        tuning: Tuning {
+            partitions: 4,
+            ..short().tuning
+        },
         ..short()
     };
     let r = run_ok(&c, "4 partitions");
@@ -88,6 +107,9 @@ fn partitions_each_have_their_log() {
 
 #[test]
 fn the_udp_runtime_runs_the_same_nodes() {
-    let c = PaxosDemoConfig { runtime: NetchainRuntime::Udp, ..short() };
+    let c = PaxosDemoConfig {
+        runtime: NetchainRuntime::Udp,
+        ..short()
+    };
     run_ok(&c, "udp");
 }

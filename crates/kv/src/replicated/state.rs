@@ -8,7 +8,7 @@ use super::codec::Fnv1a;
 use super::db::{Claim, Keyspaces, ReplicaConfig, ReplicaError, SyncMode, numbered_key, partition_key};
 use super::progress::{Counters, Progress};
 use super::sessions::{Session, Sessions};
-use super::step::{Step, View};
+use super::step::{ReadCache, Step, View};
 use crate::{MemStore, StoreInfo};
 
 /// Longest key a replica executes, in bytes: [`MemStore`]'s, so that both answer alike. Part of
@@ -20,6 +20,9 @@ pub const VALUE_BYTES_MAX: usize = MemStore::VALUE_BYTES_MAX;
 /// Beyond the entries of a batch, the most trimmed log entries one batch deletes: after
 /// `log_keep_instances` is lowered, the excess goes a bounded step at a time.
 const TRIM_EXTRA_PER_BATCH_MAX: u64 = 1024;
+/// Keys a partition keeps in memory as committed, to read without the LSM tree (at most
+/// this times the largest key and value: 64K keys).
+const READ_CACHE_KEYS_MAX: usize = 65_536;
 
 /// What one decided command returned, for whoever answers its client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +47,7 @@ pub struct PartitionState {
     progress: Progress,
     sessions: Sessions,
     limits: StoreInfo,
+    reads: ReadCache,
     /// A batch failed after sessions changed in memory: refuse more until reopened.
     poisoned: bool,
 }
@@ -92,6 +96,7 @@ impl PartitionState {
             progress,
             sessions,
             limits,
+            reads: ReadCache::new(READ_CACHE_KEYS_MAX),
             poisoned: false,
         };
         state.check_invariants();
@@ -178,7 +183,7 @@ impl PartitionState {
     fn apply_in_order(&mut self, entries: &[(u64, &[u8])]) -> Result<Vec<Applied>, ReplicaError> {
         let pid = self.claim.pid;
         let mut progress = self.progress;
-        let mut view = View::new(&self.keyspaces.data, pid, progress.keys);
+        let mut view = View::new(&self.keyspaces.data, pid, progress.keys, &mut self.reads);
         let mut step = Step {
             sessions: &mut self.sessions,
             counters: &mut progress.counters,

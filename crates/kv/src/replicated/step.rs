@@ -98,6 +98,34 @@ pub(super) struct View<'a> {
     pub(super) keys: u64,
     /// Keys read or written by the batch; bounded by the keys its commands name.
     cache: HashMap<Bytes, Cached>,
+    /// What earlier batches read and wrote (the disk's contents, as committed).
+    reads: &'a mut ReadCache,
+}
+
+/// Keys as committed, kept across batches so that a read seldom reaches the LSM tree (whose
+/// memtable holds every version of a hot key). At most `keys_max` entries: when full, it
+/// starts over (a cache only: every entry equals the disk's).
+pub(super) struct ReadCache {
+    entries: HashMap<Bytes, Option<Bytes>>,
+    keys_max: usize,
+}
+
+impl ReadCache {
+    pub(super) fn new(keys_max: usize) -> ReadCache {
+        ReadCache {
+            entries: HashMap::new(),
+            keys_max,
+        }
+    }
+
+    fn insert(&mut self, key: Bytes, value: Option<Bytes>) {
+        if self.entries.len() >= self.keys_max && !self.entries.contains_key(&key) {
+            self.entries.clear();
+        }
+        if self.keys_max > 0 {
+            self.entries.insert(key, value);
+        }
+    }
 }
 
 struct Cached {
@@ -106,23 +134,26 @@ struct Cached {
 }
 
 impl<'a> View<'a> {
-    pub(super) fn new(data: &'a Keyspace, pid: u16, keys: u64) -> View<'a> {
+    pub(super) fn new(data: &'a Keyspace, pid: u16, keys: u64, reads: &'a mut ReadCache) -> View<'a> {
         View {
             data,
             pid,
             keys,
             cache: HashMap::new(),
+            reads,
         }
     }
 
-    /// Adds the batch's writes, one per key, to `batch`.
+    /// Adds the batch's writes, one per key, to `batch`, and to the read cache (a batch that
+    /// fails to commit poisons the partition, so the cache is never read past a failure).
     pub(super) fn write_into(self, batch: &mut OwnedWriteBatch) {
         for (key, cached) in self.cache.into_iter().filter(|(_, cached)| cached.written) {
-            let key = partition_key(self.pid, &key);
-            match cached.value {
-                Some(value) => batch.insert(self.data, key, value.as_ref()),
-                None => batch.remove(self.data, key),
+            let disk_key = partition_key(self.pid, &key);
+            match &cached.value {
+                Some(value) => batch.insert(self.data, disk_key, value.as_ref()),
+                None => batch.remove(self.data, disk_key),
             }
+            self.reads.insert(key, cached.value);
         }
     }
 
@@ -145,10 +176,17 @@ impl KeyValues for View<'_> {
         if let Some(cached) = self.cache.get(key) {
             return Ok(cached.value.clone());
         }
-        let value = self
-            .data
-            .get(partition_key(self.pid, key))?
-            .map(|value| Bytes::copy_from_slice(&value));
+        let value = match self.reads.entries.get(key) {
+            Some(v) => v.clone(),
+            None => {
+                let v = self
+                    .data
+                    .get(partition_key(self.pid, key))?
+                    .map(|value| Bytes::copy_from_slice(&value));
+                self.reads.insert(key.clone(), v.clone());
+                v
+            }
+        };
         let cached = Cached {
             value: value.clone(),
             written: false,
