@@ -29,6 +29,7 @@ fn assert_correct(r: &PaxosReport, what: &str) {
     assert_eq!(r.checks.agreement, Some(true), "{what}");
     assert_eq!(r.checks.validity, Some(true), "{what}");
     assert_eq!(r.checks.linearizable, Some(true), "{what}");
+    assert_eq!(r.checks.converged, Some(true), "{what}");
     assert!(r.ok > 100, "{what}: only {} calls answered", r.ok);
     // The replicas went around the acceptors' ring: slots were reused.
     assert!(
@@ -78,6 +79,21 @@ fn an_acceptor_or_a_replica_may_fail() {
             &format!("{failure:?}"),
         );
     }
+}
+
+#[test]
+fn a_replica_restarts_from_its_store_and_catches_up() {
+    let c = PaxosDemoConfig {
+        duration: Duration::from_millis(900),
+        failure: Some(Failure::Replica(0, Duration::from_millis(150))),
+        restart_after: Some(Duration::from_millis(300)),
+        ..short()
+    };
+    let r = run_ok(&c, "replica restarted");
+    assert_eq!(r.restarts, 1);
+    // Back at the end, level with the others (the convergence check compares every live
+    // replica's instance and state digest).
+    assert_eq!(r.checks.converged, Some(true));
 }
 
 #[test]

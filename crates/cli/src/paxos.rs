@@ -49,6 +49,10 @@ pub struct DemoArgs {
     /// like 1s or 500ms after the start)
     #[arg(long)]
     fail: Option<String>,
+    /// With --fail replica:N@T: the replica restarts from its store this long after it failed
+    /// (like 500ms), and catches up from its peers
+    #[arg(long)]
+    restart_after: Option<String>,
     /// Probability that a frame is lost on any link (inproc runtime)
     #[arg(long, default_value_t = 0.0, value_parser = crate::bounds::probability())]
     loss: f64,
@@ -109,6 +113,14 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         .as_deref()
         .map(|f| f.parse().map_err(|e| format!("--fail: {e}")))
         .transpose()?;
+    let restart_after = args
+        .restart_after
+        .as_deref()
+        .map(|t| onepipe_sim::config::parse_time(t).map_err(|e| format!("--restart-after: {e}")))
+        .transpose()?;
+    if restart_after.is_some() && !matches!(failure, Some(Failure::Replica(..))) {
+        return Err("--restart-after needs --fail replica:N@T".into());
+    }
     let base = PaxosDemoConfig {
         runtime: args.runtime.parse()?,
         client_hosts: args.client_hosts,
@@ -122,6 +134,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
             ..Tuning::default()
         },
         failure,
+        restart_after,
         loss: args.loss,
         seed: args.seed.seed,
         workers: args.workers,
@@ -241,6 +254,7 @@ fn json(c: &PaxosDemoConfig, reports: &[PaxosReport]) -> serde_json::Value {
             "agreement": all(|c| c.agreement),
             "validity": all(|c| c.validity),
             "linearizable": all(|c| c.linearizable),
+            "replicas_converged": all(|c| c.converged),
         },
         "runs": reports.iter().map(|r| serde_json::json!({
             "placement": name(r.placement),
@@ -314,12 +328,13 @@ fn print_text(c: &PaxosDemoConfig, reports: &[PaxosReport]) {
             None => "not checked",
         };
         println!(
-            "checks ({})  agreement {}, validity {}, linearizable {} over {} operations, {} instances decided ({} no-ops)",
+            "checks ({})  agreement {}, validity {}, linearizable {} over {} operations, replicas converged {}, {} instances decided ({} no-ops)",
             name(r.placement),
             show(r.checks.agreement),
             show(r.checks.validity),
             show(r.checks.linearizable),
             r.history.len(),
+            show(r.checks.converged),
             r.checks.decided_max,
             r.checks.noops
         );

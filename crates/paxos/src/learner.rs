@@ -81,6 +81,13 @@ struct Partition {
     /// Since when `next` has been a hole, and how many times it was chased.
     hole_since: Option<Instant>,
     chased: u32,
+    /// Votes arrived for instances past the window: this learner is far behind (restarted, or
+    /// cut off), and only a catch-up can bring it back.
+    behind: bool,
+    /// The end of the last catch-up asked for; reaching it with the hole still there asks for
+    /// the next one at once (a catch-up runs at the speed of its answers, not of the timer).
+    catchup_end: u64,
+    catchup_due: bool,
 }
 
 /// A decided value, delivered in instance order.
@@ -119,6 +126,9 @@ impl Learner {
                 last_trim: Instant::ZERO,
                 hole_since: None,
                 chased: 0,
+                behind: false,
+                catchup_end: 0,
+                catchup_due: false,
             })
             .collect();
         Learner {
@@ -132,6 +142,17 @@ impl Learner {
 
     pub fn config(&self) -> &LearnerConfig {
         &self.config
+    }
+
+    /// After a restart: asks a peer at once for what was decided past where this learner
+    /// starts, in every partition (nothing else would tell it that it is behind until votes
+    /// arrive, and none come when the system is idle).
+    pub fn rejoin(&mut self, now: Instant) {
+        for p in &mut self.parts {
+            p.behind = true;
+            p.hole_since = Some(now);
+            p.catchup_due = true;
+        }
     }
     pub fn counters(&self) -> &LearnerCounters {
         &self.counters
@@ -187,6 +208,8 @@ impl Learner {
         }
         if msg.inst - p.next >= window {
             self.counters.out_of_window += 1;
+            p.behind = true;
+            self.note_hole(now, msg.pid);
             return;
         }
         if let Some(v) = p.decided.get(&msg.inst) {
@@ -252,7 +275,8 @@ impl Learner {
     /// Starts the hole's clock if `next` is undecided while something after it is known.
     fn note_hole(&mut self, now: Instant, pid: u16) {
         let p = &mut self.parts[pid as usize];
-        let hole = !p.decided.contains_key(&p.next) && (!p.decided.is_empty() || !p.tallies.is_empty());
+        let hole =
+            !p.decided.contains_key(&p.next) && (p.behind || !p.decided.is_empty() || !p.tallies.is_empty());
         if !hole {
             p.hole_since = None;
             p.chased = 0;
@@ -283,6 +307,12 @@ impl Learner {
                 }
                 p.hole_since = None;
                 p.chased = 0;
+                if p.catchup_end > 0 && p.next >= p.catchup_end {
+                    // The peer had all that was asked: there may be more.
+                    p.catchup_due = !p.decided.contains_key(&p.next);
+                    p.behind = p.catchup_due;
+                    p.catchup_end = 0;
+                }
                 self.note_hole(now, pid as u16);
                 return Some(Delivery {
                     pid: pid as u16,
@@ -352,7 +382,8 @@ impl Learner {
                 let hole = p
                     .hole_since
                     .map(|s| s + self.config.gap_timeout.saturating_mul(p.chased as u64 + 1));
-                trim.into_iter().chain(hole)
+                let due = p.catchup_due.then_some(Instant::ZERO);
+                trim.into_iter().chain(hole).chain(due)
             })
             .min()
     }
@@ -365,12 +396,20 @@ impl Learner {
             if p.applied > 0 && now >= p.last_trim + self.config.trim_interval {
                 self.send_trim(now, pid, out);
             }
-            let p = &self.parts[pid as usize];
+            let p = &mut self.parts[pid as usize];
+            let due = std::mem::take(&mut p.catchup_due);
             let Some(since) = p.hole_since else { continue };
-            if now < since + self.config.gap_timeout.saturating_mul(p.chased as u64 + 1) {
+            if !due && now < since + self.config.gap_timeout.saturating_mul(p.chased as u64 + 1) {
                 continue;
             }
-            let (inst, chased) = (p.next, p.chased);
+            if p.behind && p.decided.is_empty() && p.tallies.is_empty() && p.chased >= 2 {
+                // A catch-up and a REINIT found nothing past `next`: level with the peers.
+                p.behind = false;
+                p.hole_since = None;
+                p.chased = 0;
+                continue;
+            }
+            let (inst, chased) = (p.next, if due { 0 } else { p.chased });
             let window = self.config.window as u64;
             let known_end = p
                 .decided
@@ -378,14 +417,22 @@ impl Learner {
                 .next_back()
                 .map_or(inst, |&i| i)
                 .saturating_add(1);
-            self.parts[pid as usize].chased += 1;
+            let ask = if p.behind {
+                window
+            } else {
+                (known_end - inst).min(window)
+            };
+            if !due {
+                p.chased += 1;
+            }
             if chased % 2 == 0 && !self.config.peers.is_empty() {
                 let peer = self.config.peers[self.peer_cursor % self.config.peers.len()];
                 self.peer_cursor += 1;
                 self.counters.catchups_sent += 1;
+                self.parts[pid as usize].catchup_end = inst + ask.min(self.config.catchup_max);
                 out(&Message {
                     inst,
-                    a: (known_end - inst).min(window),
+                    a: ask,
                     ..Message::new(MsgType::Catchup, pid, self.config.me, peer)
                 });
             } else {

@@ -44,6 +44,11 @@ pub struct Setup {
     pub jitter: Duration,
     /// Roles that stop at a time (fail-stop).
     pub kills: Vec<(Addr, Instant)>,
+    /// Replicas that come back at a time, from their log (a restart from the store): a new
+    /// learner that starts after the last instance the replica applied.
+    pub restarts: Vec<(usize, Instant)>,
+    /// Delivered values each learner keeps for its peers' catch-ups.
+    pub retain: usize,
     /// No loss after this time, so that the run can finish.
     pub heal_at: Instant,
 }
@@ -65,6 +70,8 @@ impl Default for Setup {
             latency: Duration::from_micros(10),
             jitter: Duration::from_micros(20),
             kills: Vec::new(),
+            restarts: Vec::new(),
+            retain: 256,
             heal_at: Instant::from_nanos(u64::MAX),
         }
     }
@@ -100,6 +107,7 @@ pub struct Cluster {
     pub gave_up: u64,
     /// Requests acknowledged when the first kill took effect.
     pub acked_at_kill: Option<usize>,
+    pub restarted: usize,
 }
 
 fn value_of(client: u64, request: u64) -> Vec<u8> {
@@ -144,7 +152,7 @@ impl Cluster {
             peers: learners.iter().copied().filter(|&l| l != learners[i]).collect(),
             partitions: setup.partitions,
             window: setup.window,
-            retain: 4 * setup.window as usize,
+            retain: setup.retain,
             trim_every: (setup.window / 4) as u64,
             trim_interval: Duration::from_millis(1),
             gap_timeout: Duration::from_micros(400),
@@ -182,6 +190,7 @@ impl Cluster {
             acked: Vec::new(),
             gave_up: 0,
             acked_at_kill: None,
+            restarted: 0,
             setup,
         };
         let mut out = Vec::new();
@@ -238,8 +247,14 @@ impl Cluster {
         self.post(out);
     }
 
-    /// Runs until nothing is left to do or `until`; returns whether every request completed.
+    /// Runs until every request completed, nothing is left to do, or `until`; returns whether
+    /// every request completed.
     pub fn run(&mut self, until: Instant) -> bool {
+        self.run_while(until, |c| !c.done())
+    }
+
+    /// Runs on (with time) until `until`, or until `go` says stop.
+    pub fn run_while(&mut self, until: Instant, go: impl Fn(&Cluster) -> bool) -> bool {
         loop {
             self.kill_due();
             let next_timer = self.next_timer();
@@ -260,7 +275,7 @@ impl Cluster {
                 self.fire_timers();
             }
             self.invariants();
-            if self.done() {
+            if !go(self) {
                 break;
             }
         }
@@ -274,6 +289,26 @@ impl Cluster {
     }
 
     fn kill_due(&mut self) {
+        for i in 0..self.setup.restarts.len() {
+            let (r, at) = self.setup.restarts[i];
+            if at <= self.now && self.dead.remove(&learner_addr(r)) {
+                self.setup.kills.retain(|&(a, _)| a != learner_addr(r));
+                let replica = &mut self.replicas[r];
+                let config = replica.learner.config().clone();
+                let next: Vec<u64> = (0..self.setup.partitions)
+                    .map(|pid| {
+                        replica
+                            .log
+                            .range((pid, 0)..(pid + 1, 0))
+                            .next_back()
+                            .map_or(0, |(&(_, i), _)| i + 1)
+                    })
+                    .collect();
+                replica.learner = Learner::new(config, &next);
+                replica.learner.rejoin(self.now);
+                self.restarted += 1;
+            }
+        }
         for &(addr, at) in &self.setup.kills {
             if at <= self.now && self.dead.insert(addr) && self.acked_at_kill.is_none() {
                 self.acked_at_kill = Some(self.acked.len());

@@ -99,6 +99,26 @@ fn one_replica_may_fail_and_acknowledged_values_survive() {
 }
 
 #[test]
+fn a_replica_restarted_from_its_log_catches_up_from_its_peers() {
+    let mut c = run(Setup {
+        requests_per_client: 60,
+        kills: vec![(learner_addr(2), Instant::from_nanos(300_000))],
+        restarts: vec![(2, Instant::from_nanos(2_000_000))],
+        retain: 1024,
+        ..Setup::default()
+    });
+    // The run may end before the restart: time goes on until the replica is back and level.
+    let level = |c: &Cluster| c.restarted == 1 && c.replicas[2].log.len() == c.replicas[0].log.len();
+    c.run_while(c.now + Duration::from_millis(100), |c| !level(c));
+    c.check().unwrap();
+    assert_eq!(c.restarted, 1);
+    let lens: Vec<usize> = c.replicas.iter().map(|r| r.log.len()).collect();
+    assert_eq!(lens[2], lens[0], "caught up: {lens:?}");
+    let caught: u64 = c.replicas[2].learner.counters().catchups_sent;
+    assert!(caught > 0);
+}
+
+#[test]
 fn partitions_have_instance_spaces_of_their_own() {
     let c = run(Setup {
         partitions: 4,

@@ -16,6 +16,9 @@ pub struct Checks {
     pub validity: Option<bool>,
     /// `None` when the history was not recorded whole.
     pub linearizable: Option<bool>,
+    /// Every live replica ended at the same instance of every partition with the same state
+    /// (digest of keys, values and sessions).
+    pub converged: Option<bool>,
     /// The first problem found, for the report.
     pub problem: Option<String>,
     /// Instances decided by the replica that decided most.
@@ -71,6 +74,13 @@ impl Checks {
             c.problem
                 .get_or_insert(format!("replica {i}'s store failed: {e}"));
         }
+        match converged(replicas, alive) {
+            Ok(()) => c.converged = Some(true),
+            Err(e) => {
+                c.converged = Some(false);
+                c.problem.get_or_insert(e);
+            }
+        }
         if unrecorded == 0 {
             match check_linearizable(history) {
                 Ok(report) if report.ok() => c.linearizable = Some(true),
@@ -87,6 +97,29 @@ impl Checks {
         }
         c
     }
+}
+
+/// The live replicas stand at the same instance with the same state, partition by partition.
+fn converged(replicas: &[ReplicaHost], alive: &[bool]) -> Result<(), String> {
+    let live: Vec<(usize, &ReplicaHost)> = replicas.iter().enumerate().filter(|(i, _)| alive[*i]).collect();
+    let Some(&(first, reference)) = live.first() else {
+        return Ok(());
+    };
+    for (pid, state) in reference.partitions.iter().enumerate() {
+        let digest = |s: &onepipe_kv::replicated::PartitionState| s.state_digest().map_err(|e| e.to_string());
+        let expected = (state.next_instance(), digest(state)?);
+        for &(i, r) in &live[1..] {
+            let other = r.partitions.get(pid).ok_or("a replica lacks a partition")?;
+            let got = (other.next_instance(), digest(other)?);
+            if got != expected {
+                return Err(format!(
+                    "replicas {first} and {i} differ in partition {pid}: at instance {} (digest {:x}) and {} (digest {:x})",
+                    expected.0, expected.1, got.0, got.1
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// No two logs hold different values for one `(pid, inst)`.

@@ -82,6 +82,8 @@ pub struct PaxosDemoConfig {
     pub write_ratio: f64,
     pub tuning: Tuning,
     pub failure: Option<Failure>,
+    /// A failed replica restarts from its store this long after it failed.
+    pub restart_after: Option<Duration>,
     pub loss: f64,
     pub seed: u64,
     pub workers: usize,
@@ -106,6 +108,7 @@ impl Default for PaxosDemoConfig {
             write_ratio: 0.5,
             tuning: Tuning::default(),
             failure: None,
+            restart_after: None,
             loss: 0.0,
             seed: 1,
             workers: 2,
@@ -133,6 +136,8 @@ pub struct PaxosReport {
     pub checks: Checks,
     pub failed_at: Option<Instant>,
     pub roles: RoleSummary,
+    /// Replicas restarted from their stores.
+    pub restarts: u64,
 }
 
 /// What the coordinators and acceptors counted, summed over every switch and host.
@@ -187,6 +192,8 @@ struct Built {
     coordinator: Arc<AtomicBool>,
     acceptors: Vec<Arc<AtomicBool>>,
     replicas: Vec<Arc<AtomicBool>>,
+    /// Per replica: the flag that makes it restart from its store.
+    restarts: Vec<Arc<AtomicBool>>,
 }
 
 /// The run's data directory, removed on drop if it was made for the run.
@@ -245,6 +252,7 @@ fn build(
         record_max: c.record_max,
     };
     let mut replicas = Vec::new();
+    let mut restarts = Vec::new();
     for p in 0..wiring.process_count() as u32 {
         let addr = Addr::Process(p);
         if let Some(i) = d.clients.iter().position(|&x| x == p) {
@@ -257,10 +265,14 @@ fn build(
             let config = ReplicaConfig {
                 partitions: c.tuning.partitions,
                 sync: c.sync,
+                // Peers catch a restarted replica up from this log: a second or more at full
+                // speed.
+                log_keep_instances: 1 << 20,
                 ..ReplicaConfig::default()
             };
             let dir = data.path.join(format!("replica-{i}"));
             let host = ReplicaHost::open(&dir, config, d.learner_config(i), c.record_max)?;
+            restarts.push(host.restart.clone());
             let (node, kill) = Killable::new(host);
             replicas.push(kill);
             nodes.push(Either::Right(Either::Right(Either::Right(node))));
@@ -278,6 +290,7 @@ fn build(
             .map(|a| a.expect("every acceptor placed"))
             .collect(),
         replicas,
+        restarts,
     })
 }
 
@@ -307,6 +320,7 @@ pub fn run(c: &PaxosDemoConfig, bar: &ProgressBar) -> Result<PaxosReport, String
     let built = build(c, &d, &wiring, &shared, &data)?;
     let (kill_coordinator, kill_acceptors, kill_replicas) =
         (built.coordinator, built.acceptors, built.replicas);
+    let restart_replicas = built.restarts;
     let clock = Clock::new(Instant::from_nanos(1_000_000_000));
     let rt = Running::start(c.runtime, &wiring, built.nodes, c.workers, c.loss, c.seed, clock)?;
     // Phase 1 at start takes a few round trips; the clients begin after it.
@@ -334,6 +348,14 @@ pub fn run(c: &PaxosDemoConfig, bar: &ProgressBar) -> Result<PaxosReport, String
             };
             kill.store(true, Ordering::Release);
             failed_at = Some(clock.now());
+        }
+        if let (Some(Failure::Replica(i, _)), Some(at), Some(after)) = (c.failure, failed_at, c.restart_after)
+            && kill_replicas[i].load(Ordering::Acquire)
+            && clock.now() >= at + after
+        {
+            // Back from its store: the flag first, so that its first call reopens it.
+            restart_replicas[i].store(true, Ordering::Release);
+            kill_replicas[i].store(false, Ordering::Release);
         }
     }
     // Calls in flight finish (or give up) and the replicas catch up; the learners' timers
@@ -377,6 +399,7 @@ fn report(
         checks: Checks::default(),
         failed_at,
         roles: RoleSummary::default(),
+        restarts: 0,
     };
     let mut replicas = Vec::new();
     for node in nodes {
@@ -402,6 +425,7 @@ fn report(
             }
         }
     }
+    r.restarts = replicas.iter().map(|h| h.restarts).sum();
     let alive: Vec<bool> = kill_replicas.iter().map(|k| !k.load(Ordering::Acquire)).collect();
     r.checks = Checks::judge(&r.history, r.history_unrecorded, &replicas, &alive);
     r.decided = replicas.into_iter().map(|h| h.decided).collect();

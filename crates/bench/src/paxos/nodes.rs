@@ -16,7 +16,7 @@ use onepipe_wire::paxos::{Addr, Message, MsgType};
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Latencies up to a minute, in nanoseconds.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
@@ -289,6 +289,11 @@ pub struct Decided {
 pub struct ReplicaHost {
     pub learner: Learner,
     pub partitions: Vec<PartitionState>,
+    /// Where its store is, to restart from it.
+    store: Option<(std::path::PathBuf, ReplicaConfig)>,
+    /// Set by the run: close the store and start again from it (a process restart).
+    pub restart: Arc<AtomicBool>,
+    pub restarts: u64,
     me: Addr,
     queue: VecDeque<Vec<u8>>,
     /// The decided log, if kept (for `--decisions-dir` and the agreement check).
@@ -314,11 +319,57 @@ impl ReplicaHost {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("{}: {e}", dir.display()))?;
         let next: Vec<u64> = partitions.iter().map(PartitionState::next_instance).collect();
-        Ok(ReplicaHost::new(
-            Learner::new(learner, &next),
-            partitions,
-            record_max,
-        ))
+        let mut host = ReplicaHost::new(Learner::new(learner, &next), partitions, record_max);
+        host.store = Some((dir.to_path_buf(), config));
+        Ok(host)
+    }
+
+    /// A restart: the store closed and opened again, a new learner from where it stands, which
+    /// asks its peers at once for what it missed.
+    fn restart_if_asked(&mut self, now: Instant) {
+        if !self.restart.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let Some((dir, config)) = self.store.clone() else {
+            return;
+        };
+        let learner = self.learner.config().clone();
+        self.partitions.clear(); // closes the database before it opens again
+        match ReplicaHost::open(&dir, config, learner, 0) {
+            Ok(fresh) => {
+                self.learner = fresh.learner;
+                self.partitions = fresh.partitions;
+                self.learner.rejoin(now);
+                self.queue.clear();
+                self.restarts += 1;
+            }
+            Err(e) => self.store_error = Some(format!("restart: {e}")),
+        }
+    }
+
+    /// A peer's CATCHUP, answered from the store's kept log (further back than the learner
+    /// keeps in memory).
+    fn serve_catchup(&mut self, m: &Message<'_>) {
+        let Some(state) = self.partitions.get(m.pid as usize) else {
+            return;
+        };
+        if !self.learner.config().peers.contains(&m.from) {
+            return;
+        }
+        let max = m.a.min(self.learner.config().catchup_max) as usize;
+        let Ok(entries) = state.log_range(m.inst, max) else {
+            return;
+        };
+        for (inst, value) in entries {
+            let d = Message {
+                inst,
+                value: &value,
+                ..Message::new(MsgType::Decided, m.pid, self.me, m.from)
+            };
+            if self.queue.len() < QUEUE_FRAMES_MAX {
+                self.queue.push_back(d.to_vec());
+            }
+        }
     }
 
     pub fn new(learner: Learner, partitions: Vec<PartitionState>, record_max: usize) -> Self {
@@ -326,6 +377,9 @@ impl ReplicaHost {
             me: learner.config().me,
             learner,
             partitions,
+            store: None,
+            restart: Arc::new(AtomicBool::new(false)),
+            restarts: 0,
             queue: VecDeque::new(),
             decided: Vec::new(),
             record_max,
@@ -415,12 +469,18 @@ impl Node for ReplicaHost {
         Route::Consume
     }
     fn handle_frame(&mut self, now: Instant, _: PortId, frame: &mut [u8], _: Route) {
+        self.restart_if_asked(now);
         let Ok(m) = Message::parse(frame) else { return };
+        if m.msgtype == MsgType::Catchup {
+            self.serve_catchup(&m);
+            return;
+        }
         let queue = &mut self.queue;
         self.learner.handle(now, &m, &mut |m| queue.push_back(m.to_vec()));
         self.apply(now);
     }
-    fn poll_transmit(&mut self, _: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+    fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
+        self.restart_if_asked(now);
         if port != 0 {
             return None;
         }
@@ -429,9 +489,13 @@ impl Node for ReplicaHost {
         Some(frame.len())
     }
     fn poll_timeout(&self) -> Option<Instant> {
+        if self.restart.load(Ordering::Acquire) {
+            return Some(Instant::ZERO);
+        }
         self.learner.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
+        self.restart_if_asked(now);
         let queue = &mut self.queue;
         self.learner
             .handle_timeout(now, &mut |m| queue.push_back(m.to_vec()));
