@@ -5,7 +5,7 @@
 use crate::flags::{JsonFlag, SeedFlag};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use onepipe_bench::paxos::nodes::Decided;
+use onepipe_bench::paxos::replica::Decided;
 use onepipe_bench::paxos::{Failure, PaxosDemoConfig, PaxosReport};
 use onepipe_kv::replicated::SyncMode;
 use onepipe_paxos::{Placement, Tuning};

@@ -4,7 +4,7 @@
 //! applied past it, which the linearizability check covers) and linearizability of the
 //! clients' history.
 
-use super::nodes::{Decided, ReplicaHost};
+use super::replica::{Decided, ReplicaHost};
 use onepipe_check::{HistoryRecord, check_linearizable};
 use onepipe_kv::replicated::Envelope;
 use std::collections::HashMap;
@@ -58,7 +58,7 @@ impl Checks {
             .unwrap_or(0);
         let malformed: u64 = replicas
             .iter()
-            .flat_map(|r| r.partitions.iter())
+            .flat_map(|r| r.partitions().iter())
             .map(|p| p.counters().malformed)
             .sum();
         c.validity = Some(malformed == 0);
@@ -105,11 +105,11 @@ fn converged(replicas: &[ReplicaHost], alive: &[bool]) -> Result<(), String> {
     let Some(&(first, reference)) = live.first() else {
         return Ok(());
     };
-    for (pid, state) in reference.partitions.iter().enumerate() {
+    for (pid, state) in reference.partitions().iter().enumerate() {
         let digest = |s: &onepipe_kv::replicated::PartitionState| s.state_digest().map_err(|e| e.to_string());
         let expected = (state.next_instance(), digest(state)?);
         for &(i, r) in &live[1..] {
-            let other = r.partitions.get(pid).ok_or("a replica lacks a partition")?;
+            let other = r.partitions().get(pid).ok_or("a replica lacks a partition")?;
             let got = (other.next_instance(), digest(other)?);
             if got != expected {
                 return Err(format!(

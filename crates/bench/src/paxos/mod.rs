@@ -9,12 +9,14 @@
 
 pub mod checks;
 pub mod nodes;
+pub mod replica;
+pub mod workers;
 
 use crate::netchain::fabric::{Killable, NetchainRuntime, Running};
 use checks::Checks;
 use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
-use nodes::{ClientHost, Decided, ReplicaHost, Shared, Workload};
+use nodes::{ClientHost, Shared, Workload};
 use onepipe_check::HistoryRecord;
 use onepipe_fabric::{Either, Pipeline, Topology, Wiring};
 use onepipe_kv::replicated::{ReplicaConfig, SyncMode};
@@ -24,6 +26,7 @@ use onepipe_runtime::inproc::Clock;
 use onepipe_wire::paxos::Addr;
 use onepipe_wire::protocol::PAXOS;
 use onepipe_wire::{Duration, Instant};
+use replica::{Decided, ReplicaHost};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,6 +94,9 @@ pub struct PaxosDemoConfig {
     /// after the run).
     pub data_dir: Option<PathBuf>,
     pub sync: SyncMode,
+    /// Each replica applies each partition on a worker thread of its own (thesis 6.1); else on
+    /// the replica's node.
+    pub replica_workers: bool,
     /// Calls recorded per client host, decided instances per replica.
     pub record_max: usize,
 }
@@ -114,6 +120,7 @@ impl Default for PaxosDemoConfig {
             workers: 2,
             data_dir: None,
             sync: SyncMode::Buffered,
+            replica_workers: true,
             record_max: 4_000_000,
         }
     }
@@ -271,7 +278,7 @@ fn build(
                 ..ReplicaConfig::default()
             };
             let dir = data.path.join(format!("replica-{i}"));
-            let host = ReplicaHost::open(&dir, config, d.learner_config(i), c.record_max)?;
+            let host = ReplicaHost::open(&dir, config, d.learner_config(i), c.record_max, c.replica_workers)?;
             restarts.push(host.restart.clone());
             let (node, kill) = Killable::new(host);
             replicas.push(kill);
@@ -413,7 +420,10 @@ fn report(
                 r.history_unrecorded += host.unrecorded;
                 r.history.extend(host.history);
             }
-            Either::Right(Either::Right(Either::Right(host))) => replicas.push(host.inner),
+            Either::Right(Either::Right(Either::Right(mut host))) => {
+                host.inner.stop_workers();
+                replicas.push(host.inner);
+            }
             Either::Left(switch) => {
                 let program = switch.inner.programs().next().expect("one program").1;
                 r.roles.add(program.roles());
