@@ -15,6 +15,7 @@
 pub mod demo;
 mod demo_drain;
 pub mod demo_summary;
+pub mod etcd_compare;
 pub mod fig8;
 pub mod modes;
 pub mod netchain;

@@ -20,6 +20,31 @@ pub enum PaxosCommand {
     /// durable stores) under closed-loop clients, then the same with the coordinator and
     /// acceptors as host processes; every decision and operation checked
     Demo(DemoArgs),
+    /// Writes from 1 to 64 closed-loop clients against the store with its roles in the
+    /// switches and on hosts (udp), then against etcd in the same run (started on loopback if
+    /// installed); and the in-network store with 1, 2 and 4 partitions
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Closed-loop clients of each point
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", value_parser = crate::bounds::int::<u32>(1..=crate::bounds::CLIENTS_MAX))]
+    clients: Vec<u32>,
+    /// Partitions of the partition points (at the most clients)
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = crate::bounds::int::<u16>(1..=64))]
+    partitions: Vec<u16>,
+    /// Length of each point
+    #[arg(long, default_value_t = 1.0, value_parser = crate::bounds::seconds())]
+    seconds_per_point: f64,
+    /// inproc or udp
+    #[arg(long, default_value = "udp", value_parser = ["inproc", "udp"])]
+    runtime: String,
+    /// Do not measure etcd even if it is installed
+    #[arg(long)]
+    skip_etcd: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -89,7 +114,57 @@ pub struct DemoArgs {
 pub fn run(cmd: PaxosCommand) -> Result<ExitCode, String> {
     match cmd {
         PaxosCommand::Demo(args) => demo(args),
+        PaxosCommand::Bench(args) => bench(args),
     }
+}
+
+fn bench(args: BenchArgs) -> Result<ExitCode, String> {
+    use onepipe_bench::paxos::bench::{PaxosBenchOptions, bench};
+    let options = PaxosBenchOptions {
+        clients: args.clients,
+        partitions: args.partitions,
+        seconds_per_point: args.seconds_per_point,
+        runtime: args.runtime.parse()?,
+        skip_etcd: args.skip_etcd,
+        ..PaxosBenchOptions::default()
+    };
+    let bar = match args.json.json {
+        true => ProgressBar::hidden(),
+        false => ProgressBar::new(1),
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>36} [{bar:30}] {pos}/{len}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let report = bench(&options, &bar)?;
+    bar.finish_and_clear();
+    if args.json.json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<22} {:>7} {:>12} {:>9} {:>9}",
+        "system", "clients", "writes/s", "p50 us", "p99 us"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<22} {:>7} {:>12.0} {:>9.1} {:>9.1}",
+            r.system, r.clients, r.ops_per_s, r.p50_us, r.p99_us
+        );
+    }
+    for (c, x) in &report.in_network_over_software {
+        println!("in-network / software at {c} clients: x{x:.2}");
+    }
+    match &report.etcd_skipped {
+        Some(why) => println!("etcd not measured: {why}"),
+        None => {
+            for (c, x) in &report.in_network_over_etcd {
+                println!("in-network / etcd at {c} clients: x{x:.1}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn placements(spec: &str) -> Vec<Placement> {

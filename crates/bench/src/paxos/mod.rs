@@ -7,6 +7,7 @@
 
 #![allow(clippy::disallowed_methods)] // the run drives real time: it sleeps between progress reports
 
+pub mod bench;
 pub mod checks;
 pub mod nodes;
 pub mod replica;
