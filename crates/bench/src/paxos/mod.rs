@@ -9,6 +9,8 @@
 
 pub mod checks;
 pub mod nodes;
+pub mod sim;
+pub mod sim_figures;
 
 use crate::netchain::fabric::{Killable, NetchainRuntime, Running};
 use checks::Checks;
@@ -62,7 +64,8 @@ impl std::str::FromStr for Failure {
 }
 
 impl Failure {
-    fn at(self) -> Duration {
+    /// How long after the measured window opens the role fails.
+    pub fn at(self) -> Duration {
         match self {
             Failure::Coordinator(t) | Failure::Acceptor(_, t) | Failure::Replica(_, t) => t,
         }
@@ -156,7 +159,7 @@ pub struct RoleSummary {
 }
 
 impl RoleSummary {
-    fn add(&mut self, roles: &onepipe_paxos::Roles) {
+    pub fn add(&mut self, roles: &onepipe_paxos::Roles) {
         if let Some(c) = &roles.coordinator {
             let c = c.counters();
             self.takeovers += c.takeovers;
