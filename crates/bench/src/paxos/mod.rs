@@ -10,6 +10,7 @@
 pub mod checks;
 pub mod nodes;
 pub mod sim;
+pub mod sim_campaign;
 pub mod sim_figures;
 
 use crate::netchain::fabric::{Killable, NetchainRuntime, Running};

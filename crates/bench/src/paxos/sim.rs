@@ -26,6 +26,7 @@ use super::checks::Checks;
 use super::nodes::{ClientHost, ReplicaHost, Shared, Workload};
 use super::{Failure, PaxosReport, RoleSummary};
 use hdrhistogram::Histogram;
+use onepipe_check::{HistoryRecord, Outcome};
 use onepipe_fabric::{Either, Hints, Node, Pipeline, PortId, Route, Topology, Wiring};
 use onepipe_kv::replicated::{ReplicaConfig, SyncMode};
 use onepipe_paxos::{Deployment, PaxosSwitch, Placement, Proposer, RoleHost, Tuning};
@@ -138,7 +139,22 @@ impl Default for PaxosSimConfig {
 #[derive(Debug)]
 pub struct PaxosSimReport {
     pub report: PaxosReport,
+    /// Calls answered per second in the steady part of the window: its last four fifths (the
+    /// first is the clients' ramp). Unlike `report.values_per_s()` (calls made in the window
+    /// and answered, whenever), it does not count the calls in flight when the window closes,
+    /// which inflate a short window's rate by `clients / window`.
+    pub steady_values_per_s: f64,
     pub stats: Stats,
+}
+
+/// Calls answered `Ok` in the last four fifths of `[start, end)`, per second.
+fn steady_rate(history: &[HistoryRecord], start: Instant, end: Instant) -> f64 {
+    let from = start.as_nanos() + (end.as_nanos() - start.as_nanos()) / 5;
+    let answered = history
+        .iter()
+        .filter(|h| h.outcome == Outcome::Ok && (from..end.as_nanos()).contains(&h.return_ns))
+        .count();
+    answered as f64 * 1e9 / (end.as_nanos() - from).max(1) as f64
 }
 
 impl PaxosSimReport {
@@ -153,6 +169,7 @@ impl PaxosSimReport {
             "client_hosts": c.client_hosts,
             "partitions": c.tuning.partitions,
             "values_per_s": r.values_per_s(),
+            "steady_values_per_s": self.steady_values_per_s,
             "latency_us": {"p50": r.latency_us(0.5), "p99": r.latency_us(0.99)},
             "ok": r.ok,
             "unknown": r.unknown,
@@ -419,7 +436,11 @@ pub fn run_sim(c: &PaxosSimConfig) -> Result<PaxosSimReport, String> {
     run.step(end + c.drain)?;
     let stats = run.engine.stats().clone();
     let report = collect(c, &d, run.engine.into_nodes(), failed_at);
-    Ok(PaxosSimReport { report, stats })
+    Ok(PaxosSimReport {
+        steady_values_per_s: steady_rate(&report.history, start, end),
+        report,
+        stats,
+    })
 }
 
 struct Run {
