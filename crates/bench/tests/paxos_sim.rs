@@ -5,8 +5,8 @@
 
 use onepipe_bench::paxos::Failure;
 use onepipe_bench::paxos::sim::{PaxosSimConfig, PaxosSimReport, run_sim};
-use onepipe_bench::paxos::sim_figures::{self, FigureOptions};
 use onepipe_bench::paxos::sim_campaign;
+use onepipe_bench::paxos::sim_figures::{self, FigureOptions};
 use onepipe_paxos::Placement;
 use onepipe_wire::Duration;
 
@@ -89,7 +89,11 @@ fn when_the_coordinator_fails_the_backup_takes_over_and_the_checks_pass() {
         let r = run_sim(&c).unwrap();
         eprintln!("{placement:?}: {}", summary(&r));
         assert_checks_pass(&r);
-        assert!(r.report.failovers > 0, "the proposers left the coordinator: {}", summary(&r));
+        assert!(
+            r.report.failovers > 0,
+            "the proposers left the coordinator: {}",
+            summary(&r)
+        );
         assert!(
             r.report.roles.takeovers >= 2,
             "the backup ran Phase 1 after the primary's: {}",
@@ -159,11 +163,18 @@ fn the_figures_run_small() {
         "{:?}",
         t.rows
     );
-    assert!(t.plots.iter().all(|p| p.series.iter().all(|s| s.points.len() == 2)));
+    assert!(
+        t.plots
+            .iter()
+            .all(|p| p.series.iter().all(|s| s.points.len() == 2))
+    );
     let p = sim_figures::partitions(&o, &mut |_| {}).unwrap();
     assert_eq!(p.rows.len(), 4);
     assert!(p.checks_ok());
-    let (one, two) = (at(&p, "worker per partition", 1.0), at(&p, "worker per partition", 2.0));
+    let (one, two) = (
+        at(&p, "worker per partition", 1.0),
+        at(&p, "worker per partition", 2.0),
+    );
     assert!(two > 1.5 * one, "{:?}", p.rows);
     let png = std::env::temp_dir().join(format!("onepipe-paxos-fig-{}.png", std::process::id()));
     onepipe_bench::plot::write_png(&t.plots, &png).unwrap();

@@ -108,7 +108,10 @@ pub fn run(args: &PaxosSimArgs) -> Result<ExitCode, String> {
     let c = args.config()?;
     let r = run_sim(&c)?;
     if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&r.json(&c)).expect("serializable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r.json(&c)).expect("serializable")
+        );
     } else {
         print_text(&c, &r);
     }
@@ -191,7 +194,8 @@ pub fn campaign(args: &PaxosCampaignArgs) -> Result<ExitCode, String> {
     let bar = crate::sim::progress_bar(args.output.json);
     bar.set_length(args.runs);
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed").expect("valid template"),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds, {elapsed} elapsed")
+            .expect("valid template"),
     );
     let mut runs: Vec<CampaignRun> = Vec::new();
     for seed in args.seed..args.seed.saturating_add(args.runs) {
@@ -254,7 +258,8 @@ pub struct PaxosFigureArgs {
 pub fn figure(args: &PaxosFigureArgs, name: &str) -> Result<ExitCode, String> {
     let bar = crate::sim::progress_bar(args.output.json);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} {pos} runs, {elapsed} elapsed {msg}").expect("valid template"),
+        ProgressStyle::with_template("{spinner} {pos} runs, {elapsed} elapsed {msg}")
+            .expect("valid template"),
     );
     let mut progress = |p: &Point| {
         bar.set_message(format!("{} at {}", p.series, p.x));
@@ -360,7 +365,10 @@ pub fn netpaxos(args: &NetpaxosArgs) -> Result<ExitCode, String> {
     let r = simulate(&c).map_err(|e| e.to_string())?;
     let agreement = r.check_agreement();
     if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&netpaxos_json(args, &r)).expect("serializable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&netpaxos_json(args, &r)).expect("serializable")
+        );
     } else {
         print_netpaxos(args, &r);
     }

@@ -14,8 +14,23 @@ fn onepipe(args: &[&str]) -> Output {
 #[test]
 fn a_seeded_run_with_a_coordinator_failure_passes_and_replays_exactly() {
     let args = [
-        "sim", "paxos", "--seed", "3", "--seconds", "0.02", "--clients", "8", "--fail",
-        "coordinator@2ms", "--loss", "0.005", "--duplicate", "0.005", "--reorder", "0.01", "--json",
+        "sim",
+        "paxos",
+        "--seed",
+        "3",
+        "--seconds",
+        "0.02",
+        "--clients",
+        "8",
+        "--fail",
+        "coordinator@2ms",
+        "--loss",
+        "0.005",
+        "--duplicate",
+        "0.005",
+        "--reorder",
+        "0.01",
+        "--json",
     ];
     let a = common::run_json(&args, None);
     for check in ["agreement", "validity", "linearizable"] {
@@ -30,7 +45,10 @@ fn a_seeded_run_with_a_coordinator_failure_passes_and_replays_exactly() {
 
 #[test]
 fn a_campaign_passes_and_bad_input_is_refused() {
-    let out = common::run_json(&["sim", "paxos-campaign", "--runs", "2", "--seed", "5", "--json"], None);
+    let out = common::run_json(
+        &["sim", "paxos-campaign", "--runs", "2", "--seed", "5", "--json"],
+        None,
+    );
     assert_eq!(out["runs"].as_array().unwrap().len(), 2, "{out}");
     assert_eq!(out["failing_seeds"], serde_json::json!([]), "{out}");
     let bad = onepipe(&["sim", "paxos", "--fail", "acceptor:7@1ms"]);
@@ -40,9 +58,20 @@ fn a_campaign_passes_and_bad_input_is_refused() {
 
 #[test]
 fn a_figure_writes_its_png() {
-    let png = std::env::temp_dir().join(format!("onepipe-test-paxos-partitions-{}.png", std::process::id()));
+    let png = std::env::temp_dir().join(format!(
+        "onepipe-test-paxos-partitions-{}.png",
+        std::process::id()
+    ));
     let fig = common::run_json(
-        &["sim", "paxos-partitions", "--seconds", "0.0005", "--json", "--png", png.to_str().unwrap()],
+        &[
+            "sim",
+            "paxos-partitions",
+            "--seconds",
+            "0.0005",
+            "--json",
+            "--png",
+            png.to_str().unwrap(),
+        ],
         None,
     );
     assert_eq!(fig["name"], "paxos-partitions");
@@ -58,7 +87,14 @@ fn netpaxos_loses_agreement_with_queue_numbering_only() {
     let run = |seed: u64, numbering: &str| {
         let seed = seed.to_string();
         let args = [
-            "sim", "netpaxos", "--seed", &seed, "--faulty", "minion-learner", "--numbering", numbering,
+            "sim",
+            "netpaxos",
+            "--seed",
+            &seed,
+            "--faulty",
+            "minion-learner",
+            "--numbering",
+            numbering,
             "--json",
         ];
         let out = onepipe(&args);

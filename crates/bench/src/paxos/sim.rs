@@ -333,7 +333,12 @@ fn build(
 ) -> Result<Vec<(SimNode, Role)>, String> {
     let mut nodes: Vec<(SimNode, Role)> = Vec::new();
     for s in 0..wiring.switch_count() {
-        let program = PaxosSwitch::new(s, wiring.clone(), d.roles_at(Addr::Switch(s as u16)), QUEUE_FRAMES_MAX);
+        let program = PaxosSwitch::new(
+            s,
+            wiring.clone(),
+            d.roles_at(Addr::Switch(s as u16)),
+            QUEUE_FRAMES_MAX,
+        );
         let pipeline = Pipeline::single(PAXOS, program).map_err(|e| e.to_string())?;
         nodes.push((Either::Left(pipeline), Role::Switch));
     }
@@ -457,7 +462,12 @@ impl Run {
     }
 }
 
-fn collect(c: &PaxosSimConfig, d: &Deployment, nodes: Vec<SimNode>, failed_at: Option<Instant>) -> PaxosReport {
+fn collect(
+    c: &PaxosSimConfig,
+    d: &Deployment,
+    nodes: Vec<SimNode>,
+    failed_at: Option<Instant>,
+) -> PaxosReport {
     let mut r = PaxosReport {
         placement: c.placement,
         ok: 0,
@@ -472,6 +482,7 @@ fn collect(c: &PaxosSimConfig, d: &Deployment, nodes: Vec<SimNode>, failed_at: O
         checks: Checks::default(),
         failed_at,
         roles: RoleSummary::default(),
+        restarts: 0,
     };
     let mut replicas = Vec::new();
     for node in nodes {

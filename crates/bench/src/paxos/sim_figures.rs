@@ -127,7 +127,11 @@ fn point(series: String, x: f64, c: &PaxosSimConfig) -> Result<Point, String> {
 fn series(rows: &[Point], name: &str, x: impl Fn(&Point) -> f64, y: impl Fn(&Point) -> f64) -> Series {
     Series {
         label: name.into(),
-        points: rows.iter().filter(|r| r.series == name).map(|r| (x(r), y(r))).collect(),
+        points: rows
+            .iter()
+            .filter(|r| r.series == name)
+            .map(|r| (x(r), y(r)))
+            .collect(),
     }
 }
 
@@ -252,7 +256,8 @@ pub fn partitions(o: &FigureOptions, progress: &mut dyn FnMut(&Point)) -> Result
     let mut model = model_json(o, &base(o));
     model["clients"] = o.partition_clients.into();
     model["client_hosts"] = o.partition_client_hosts.into();
-    model["replica_worker"] = "a replica's CPU time per frame is the library host's divided by its workers".into();
+    model["replica_worker"] =
+        "a replica's CPU time per frame is the library host's divided by its workers".into();
     Ok(PaxosFigure {
         name: "paxos-partitions",
         model,
