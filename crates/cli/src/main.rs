@@ -15,6 +15,7 @@ mod netchain_procs;
 mod paxos;
 mod sim;
 mod sim_netchain;
+mod sim_paxos;
 mod udp_limit;
 
 use clap::{Parser, Subcommand};

@@ -42,6 +42,18 @@ enum SimCommand {
     /// NetChain paper Fig. 10: throughput over time as a middle switch fails and is replaced,
     /// 1 and 100 virtual groups
     NetchainFig10(crate::sim_netchain::NetchainFigureArgs),
+    /// In-network (or software) Paxos on its testbed, seeded: loss, duplication, reordering, a
+    /// role's failure; agreement, validity and linearizability checked
+    Paxos(Box<crate::sim_paxos::PaxosSimArgs>),
+    /// Many seeded Paxos runs, each with random link faults and one failure; fails if any check
+    /// fails
+    PaxosCampaign(crate::sim_paxos::PaxosCampaignArgs),
+    /// Thesis 004's end-to-end figure: values/s and latency vs clients, in-network vs software
+    PaxosThroughput(crate::sim_paxos::PaxosFigureArgs),
+    /// Thesis 004 chapter 6: values/s vs partitions (1, 2, 4), in-network
+    PaxosPartitions(crate::sim_paxos::PaxosFigureArgs),
+    /// NetPaxos's fast mode (thesis 004 chapter 4); fails if the learners disagree
+    Netpaxos(crate::sim_paxos::NetpaxosArgs),
 }
 
 /// A figure: rows as JSON and a PNG plot.
@@ -299,6 +311,11 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::Netchain(a)) => crate::sim_netchain::run(&a),
         Some(SimCommand::NetchainFig9(a)) => crate::sim_netchain::figure(&a, "netchain-fig9"),
         Some(SimCommand::NetchainFig10(a)) => crate::sim_netchain::figure(&a, "netchain-fig10"),
+        Some(SimCommand::Paxos(a)) => crate::sim_paxos::run(&a),
+        Some(SimCommand::PaxosCampaign(a)) => crate::sim_paxos::campaign(&a),
+        Some(SimCommand::PaxosThroughput(a)) => crate::sim_paxos::figure(&a, "paxos-throughput"),
+        Some(SimCommand::PaxosPartitions(a)) => crate::sim_paxos::figure(&a, "paxos-partitions"),
+        Some(SimCommand::Netpaxos(a)) => crate::sim_paxos::netpaxos(&a),
     }
 }
 

@@ -168,12 +168,14 @@ impl Proposer {
         out: &mut dyn FnMut(&Message<'_>),
         done: &mut Vec<Completion>,
     ) {
-        let expired: Vec<(u64, u64)> = self
+        let mut expired: Vec<(u64, u64)> = self
             .pending
             .iter()
             .filter(|(_, p)| p.deadline <= now)
             .map(|(&k, _)| k)
             .collect();
+        // In a fixed order, not the map's: a seeded simulation replays its retries exactly.
+        expired.sort_unstable();
         for (client, request) in expired {
             let tries_max = self.config.tries_max;
             let p = self.pending.get_mut(&(client, request)).expect("listed");

@@ -11,6 +11,9 @@ pub mod bench;
 pub mod checks;
 pub mod nodes;
 pub mod replica;
+pub mod sim;
+pub mod sim_campaign;
+pub mod sim_figures;
 pub mod workers;
 
 use crate::netchain::fabric::{Killable, NetchainRuntime, Running};
@@ -66,7 +69,8 @@ impl std::str::FromStr for Failure {
 }
 
 impl Failure {
-    fn at(self) -> Duration {
+    /// How long after the measured window opens the role fails.
+    pub fn at(self) -> Duration {
         match self {
             Failure::Coordinator(t) | Failure::Acceptor(_, t) | Failure::Replica(_, t) => t,
         }
@@ -164,7 +168,7 @@ pub struct RoleSummary {
 }
 
 impl RoleSummary {
-    fn add(&mut self, roles: &onepipe_paxos::Roles) {
+    pub fn add(&mut self, roles: &onepipe_paxos::Roles) {
         if let Some(c) = &roles.coordinator {
             let c = c.counters();
             self.takeovers += c.takeovers;
