@@ -10,7 +10,9 @@
 pub mod bench;
 pub mod checks;
 pub mod nodes;
+pub mod processes;
 pub mod replica;
+pub mod serve;
 pub mod workers;
 
 use crate::netchain::fabric::{Killable, NetchainRuntime, Running};

@@ -110,10 +110,16 @@ impl ServiceHost {
     pub fn invariants(&self) {
         let busy = self.slots.iter().filter(|s| s.batch.is_some()).count();
         assert_eq!(busy + self.free.len(), self.slots.len(), "a slot is free or busy");
-        assert!(self.proposer.pending() <= busy, "every pending request holds a slot");
+        assert!(
+            self.proposer.pending() <= busy,
+            "every pending request holds a slot"
+        );
         for s in &self.slots {
             if let Some(b) = s.batch {
-                assert!(self.batches.contains_key(&b), "a busy slot's batch is in progress");
+                assert!(
+                    self.batches.contains_key(&b),
+                    "a busy slot's batch is in progress"
+                );
             }
         }
         for b in &self.ready {
@@ -221,18 +227,30 @@ impl ServiceHost {
         };
         // The proposer completes only what it has pending, and a slot has one request pending.
         assert_eq!(client >> 32, u64::from(self.config.process));
-        assert_eq!(s.next_request, request + 1, "a slot's completion is of its last request");
+        assert_eq!(
+            s.next_request,
+            request + 1,
+            "a slot's completion is of its last request"
+        );
         let id = s.batch.take().expect("a completed request's slot is busy");
         self.free.push(slot as u32);
-        let batch = self.batches.get_mut(&id).expect("a busy slot's batch is in progress");
+        let batch = self
+            .batches
+            .get_mut(&id)
+            .expect("a busy slot's batch is in progress");
         let command = &batch.commands[batch.results.len()];
-        let read = matches!(command, Command::Get { .. } | Command::MGet { .. } | Command::DbSize);
+        let read = matches!(
+            command,
+            Command::Get { .. } | Command::MGet { .. } | Command::DbSize
+        );
         match reply {
             Some(bytes) => {
                 self.counters.replied += 1;
                 let result = decode_reply(&bytes).unwrap_or_else(|e| {
                     self.counters.bad_replies += 1;
-                    Err(StoreError::Internal(format!("a replica's reply does not decode: {e}")))
+                    Err(StoreError::Internal(format!(
+                        "a replica's reply does not decode: {e}"
+                    )))
                 });
                 batch.results.push(result);
             }
@@ -257,7 +275,10 @@ impl ServiceHost {
     }
 
     fn finish(&mut self, id: u64) {
-        let batch = self.batches.remove(&id).expect("finished batches are in progress");
+        let batch = self
+            .batches
+            .remove(&id)
+            .expect("finished batches are in progress");
         assert_eq!(batch.results.len(), batch.commands.len());
         // The connection may have stopped waiting: nothing to do then.
         let _ = batch.reply.send(batch.results);

@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 
-type Results = Vec<Result<Reply, StoreError>>;
+/// One result per command of a batch, in order.
+pub type Results = Vec<Result<Reply, StoreError>>;
 
 /// Bytes an envelope adds to a SET's key and value, at most: version, two 10-byte varints,
 /// tag, condition, two 2-byte length varints (keys and values are under 16 KiB).
@@ -41,7 +42,8 @@ pub struct Mailbox {
 }
 
 impl Mailbox {
-    fn push(&self, batch: Vec<Command>, reply: Sender<Results>) {
+    /// Hands `batch` to the service host; its results go to `reply`.
+    pub fn push(&self, batch: Vec<Command>, reply: Sender<Results>) {
         self.requests
             .lock()
             .expect("mailbox lock")

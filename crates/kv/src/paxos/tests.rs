@@ -31,7 +31,6 @@ fn host(slots: u32) -> (ServiceHost, Arc<Mailbox>) {
     (h, mailbox)
 }
 
-
 fn submit(mailbox: &Mailbox, batch: Vec<Command>) -> Receiver<Results> {
     let (tx, rx) = channel();
     mailbox.push(batch, tx);
@@ -127,7 +126,10 @@ fn batches_of_different_connections_run_side_by_side_within_the_slots() {
         .iter()
         .map(|e| e.client)
         .collect();
-    assert_ne!(clients[0], clients[1], "each in-flight command has its own client id");
+    assert_ne!(
+        clients[0], clients[1],
+        "each in-flight command has its own client id"
+    );
     let frames = sent(&mut h, now);
     assert_eq!(frames.len(), 1, "the third got a slot when one freed");
     answer(&mut h, &store, &frames, now);
@@ -148,15 +150,14 @@ fn crossslot_and_oversized_commands_are_answered_without_proposing() {
     let a = keys[0].clone();
     let b = keys
         .iter()
-        .find(|k| crate::replicated::partition_of(k, PARTITIONS) != crate::replicated::partition_of(&a, PARTITIONS))
+        .find(|k| {
+            crate::replicated::partition_of(k, PARTITIONS) != crate::replicated::partition_of(&a, PARTITIONS)
+        })
         .unwrap()
         .clone();
     let rx = submit(
         &mailbox,
-        vec![
-            Command::MGet { keys: vec![a, b] },
-            set("big", &"x".repeat(300)),
-        ],
+        vec![Command::MGet { keys: vec![a, b] }, set("big", &"x".repeat(300))],
     );
     assert!(sent(&mut h, now).is_empty(), "nothing proposed");
     let results = rx.try_recv().unwrap();
@@ -180,13 +181,23 @@ fn a_request_given_up_is_unknown_and_the_rest_of_its_pipeline_is_not_proposed() 
         h.handle_timeout(now);
         sends += sent(&mut h, now).len();
     }
-    assert_eq!(sends, 2 * 3, "each first command tried tries_max times, nothing else sent");
+    assert_eq!(
+        sends,
+        2 * 3,
+        "each first command tried tries_max times, nothing else sent"
+    );
     let results = rx.try_recv().unwrap();
-    assert!(matches!(results[0], Err(StoreError::OutcomeUnknown(_))), "{results:?}");
+    assert!(
+        matches!(results[0], Err(StoreError::OutcomeUnknown(_))),
+        "{results:?}"
+    );
     assert!(matches!(results[1], Err(StoreError::Unavailable(_))));
     assert!(matches!(results[2], Err(StoreError::Unavailable(_))));
     let read = rx_read.try_recv().unwrap();
-    assert!(matches!(read[0], Err(StoreError::Unavailable(_))), "a read that got no answer changed nothing");
+    assert!(
+        matches!(read[0], Err(StoreError::Unavailable(_))),
+        "a read that got no answer changed nothing"
+    );
     assert_eq!(h.counters().gave_up, 2);
 }
 
@@ -205,7 +216,10 @@ fn a_late_reply_to_a_request_given_up_is_ignored() {
     let rx = submit(&mailbox, vec![get("a")]);
     let second = sent(&mut h, now);
     answer(&mut h, &store, &first, now);
-    assert!(rx.try_recv().is_err(), "the old request's reply does not answer the new one");
+    assert!(
+        rx.try_recv().is_err(),
+        "the old request's reply does not answer the new one"
+    );
     answer(&mut h, &store, &second, now);
     // The late SET was decided before the GET (here): the GET sees it.
     assert_eq!(rx.try_recv().unwrap(), vec![Ok(Reply::Bulk(Bytes::from("1")))]);
