@@ -358,3 +358,24 @@ fn the_server_joins_a_deployment_started_elsewhere() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An MGET whose reply is longer than one Paxos message carries gets an error reply, and the
+/// store keeps serving.
+#[test]
+fn an_mget_too_long_for_one_reply_is_refused() {
+    let s = serving(1);
+    let mut c = connect(&s);
+    let keys: Vec<String> = (0..8).map(|i| format!("big{i}")).collect();
+    for k in &keys {
+        let _: () = redis::cmd("SET")
+            .arg(k)
+            .arg("x".repeat(700))
+            .query(&mut c)
+            .unwrap();
+    }
+    let e = redis::cmd("MGET").arg(&keys).query::<Value>(&mut c).unwrap_err();
+    assert!(e.to_string().contains("limit of 4096 bytes"), "{e}");
+    let two: Vec<String> = redis::cmd("MGET").arg(&keys[..2]).query(&mut c).unwrap();
+    assert_eq!(two, vec!["x".repeat(700), "x".repeat(700)]);
+    s.stop();
+}
