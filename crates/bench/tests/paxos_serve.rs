@@ -79,7 +79,9 @@ fn every_command_goes_through_the_log() {
     let mut c = connect(&s);
     every_command(&mut c);
     let info: String = redis::cmd("INFO").query(&mut c).unwrap();
-    assert!(info.contains("store:paxos"), "{info}");
+    for line in ["store:paxos", "key_bytes_max:256", "value_bytes_max:741", "paxos_log_value_bytes_max:1024"] {
+        assert!(info.contains(line), "docs/redis.md's limits: {line} not in {info}");
+    }
     s.stop();
 }
 

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 
 /// Longest value the acceptors of a served store hold, in bytes: a command's envelope (a SET of a
-/// 256-byte key and a 743-byte value at most, `onepipe_kv::paxos::limits`).
+/// 256-byte key and a 741-byte value at most, `onepipe_kv::paxos::limits`).
 pub const LOG_VALUE_BYTES_MAX: usize = 1024;
 /// Frames a switch or role host holds for its ports.
 const QUEUE_FRAMES_MAX: usize = 1 << 16;
