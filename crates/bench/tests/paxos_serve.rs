@@ -79,8 +79,16 @@ fn every_command_goes_through_the_log() {
     let mut c = connect(&s);
     every_command(&mut c);
     let info: String = redis::cmd("INFO").query(&mut c).unwrap();
-    for line in ["store:paxos", "key_bytes_max:256", "value_bytes_max:741", "paxos_log_value_bytes_max:1024"] {
-        assert!(info.contains(line), "docs/redis.md's limits: {line} not in {info}");
+    for line in [
+        "store:paxos",
+        "key_bytes_max:256",
+        "value_bytes_max:741",
+        "paxos_log_value_bytes_max:1024",
+    ] {
+        assert!(
+            info.contains(line),
+            "docs/redis.md's limits: {line} not in {info}"
+        );
     }
     s.stop();
 }
@@ -162,17 +170,26 @@ fn the_replicas_keep_their_stores_in_the_data_dir() {
         ..PaxosServeConfig::default()
     };
     let s = start(&config, TcpListener::bind("127.0.0.1:0").unwrap()).unwrap();
-    let _: () = redis::cmd("SET")
-        .arg("kept")
-        .arg("yes")
-        .query(&mut connect(&s))
-        .unwrap();
+    let mut c = connect(&s);
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("kept{i}"))
+            .arg(i)
+            .query(&mut c)
+            .unwrap();
+    }
     s.stop();
     for i in 0..3 {
         assert!(dir.join(format!("replica-{i}")).is_dir());
     }
+    // The log of the new deployment starts again; the replicas' stores go on.
     let s = start(&config, TcpListener::bind("127.0.0.1:0").unwrap()).unwrap();
-    assert_eq!(get(&mut connect(&s), "kept").as_deref(), Some("yes"));
+    let mut c = connect(&s);
+    assert_eq!(get(&mut c, "kept199").as_deref(), Some("199"));
+    let _: () = redis::cmd("SET").arg("kept0").arg("again").query(&mut c).unwrap();
+    assert_eq!(get(&mut c, "kept0").as_deref(), Some("again"));
+    let size: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(size, 200);
     s.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

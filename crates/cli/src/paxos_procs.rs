@@ -295,7 +295,9 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     for c in &mut children {
-        let _ = std::process::Command::new("kill").arg(c.id().to_string()).status();
+        let _ = std::process::Command::new("kill")
+            .arg(c.id().to_string())
+            .status();
     }
     for c in &mut children {
         let _ = c.wait();

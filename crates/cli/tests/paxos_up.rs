@@ -111,7 +111,11 @@ fn up_then_set_and_get_from_the_command_line_through_a_coordinator_failure() {
         .args(["-9", &s1[0].0.to_string()])
         .status()
         .unwrap();
-    assert_eq!(paxos(&file, &["get", "k"]), ("v1".into(), 0), "through the backup");
+    assert_eq!(
+        paxos(&file, &["get", "k"]),
+        ("v1".into(), 0),
+        "through the backup"
+    );
     assert_eq!(paxos(&file, &["set", "k", "v2"]), ("OK".into(), 0));
     assert_eq!(paxos(&file, &["get", "k", "--process", "1"]), ("v2".into(), 0));
     drop(_up);
