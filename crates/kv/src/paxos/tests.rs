@@ -13,8 +13,12 @@ use std::sync::mpsc::{Receiver, channel};
 const PARTITIONS: u16 = 4;
 
 fn host(slots: u32) -> (ServiceHost, Arc<Mailbox>) {
+    host_of(slots, PARTITIONS)
+}
+
+fn host_of(slots: u32, partitions: u16) -> (ServiceHost, Arc<Mailbox>) {
     let tuning = Tuning {
-        partitions: PARTITIONS,
+        partitions,
         tries_max: 3,
         ..Tuning::default()
     };
@@ -22,7 +26,7 @@ fn host(slots: u32) -> (ServiceHost, Arc<Mailbox>) {
     let mailbox = Arc::new(Mailbox::default());
     let config = ServiceConfig {
         process: 0,
-        partitions: PARTITIONS,
+        partitions,
         slots,
         first_request: 1_000,
         log_value_bytes_max: 256,
@@ -50,26 +54,32 @@ fn sent(h: &mut ServiceHost, now: Instant) -> Vec<Vec<u8>> {
 
 /// Runs each request on `store` and answers it as replica 0 would.
 fn answer(h: &mut ServiceHost, store: &MemStore, frames: &[Vec<u8>], now: Instant) -> Vec<Envelope> {
-    let mut envelopes = Vec::new();
-    for f in frames {
-        let m = Message::parse(f).unwrap();
-        assert_eq!(m.msgtype, MsgType::Request);
-        let e = Envelope::decode(m.value).unwrap();
-        assert_eq!((e.client, e.request), (m.b, m.a));
-        let result = store.execute(std::slice::from_ref(&e.command)).remove(0);
-        let reply = encode_reply(&result);
-        let mut frame = Message {
-            a: m.a,
-            b: m.b,
-            value: &reply,
-            ..Message::new(MsgType::Reply, m.pid, Addr::Process(1), m.from)
-        }
-        .to_vec();
-        h.handle_frame(now, 0, &mut frame, onepipe_fabric::Route::Consume);
-        h.invariants();
-        envelopes.push(e);
+    frames.iter().map(|f| answer_one(h, store, f, now).0).collect()
+}
+
+/// Runs one request on `store`, answers it; the request and its result.
+fn answer_one(
+    h: &mut ServiceHost,
+    store: &MemStore,
+    frame: &[u8],
+    now: Instant,
+) -> (Envelope, Result<Reply, StoreError>) {
+    let m = Message::parse(frame).unwrap();
+    assert_eq!(m.msgtype, MsgType::Request);
+    let e = Envelope::decode(m.value).unwrap();
+    assert_eq!((e.client, e.request), (m.b, m.a));
+    let result = store.execute(std::slice::from_ref(&e.command)).remove(0);
+    let reply = encode_reply(&result);
+    let mut frame = Message {
+        a: m.a,
+        b: m.b,
+        value: &reply,
+        ..Message::new(MsgType::Reply, m.pid, Addr::Process(1), m.from)
     }
-    envelopes
+    .to_vec();
+    h.handle_frame(now, 0, &mut frame, onepipe_fabric::Route::Consume);
+    h.invariants();
+    (e, result)
 }
 
 fn set(k: &str, v: &str) -> Command {
@@ -252,4 +262,90 @@ fn a_store_without_its_host_answers_unknown() {
     assert!(matches!(r[0], Err(StoreError::OutcomeUnknown(_))), "{r:?}");
     assert!(store.execute(&[]).is_empty());
     assert_eq!(store.describe().name, "paxos");
+}
+
+/// A command over a few keys, made unique by its batch and index (a second key no other
+/// command names, or a value no other writes), so that the log tells whose it is.
+fn unique_command(kind: u8, key: u8, b: usize, i: usize) -> Command {
+    let key = Bytes::from(format!("k{key}"));
+    let tag = Bytes::from(format!("b{b}i{i}"));
+    match kind % 4 {
+        0 => Command::Set {
+            key,
+            value: tag,
+            condition: crate::SetCondition::Always,
+        },
+        1 => Command::MGet { keys: vec![key, tag] },
+        2 => Command::Del { keys: vec![key, tag] },
+        _ => Command::Cas {
+            key,
+            expect: None,
+            new: Some(tag),
+        },
+    }
+}
+
+fn tag_of(command: &Command) -> String {
+    let bytes = match command {
+        Command::Set { value, .. } => value,
+        Command::MGet { keys } | Command::Del { keys } => &keys[1],
+        Command::Cas { new: Some(new), .. } => new,
+        other => panic!("not a unique command: {other:?}"),
+    };
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+proptest::proptest! {
+    /// Whatever order the log decides the requests in flight, each batch's commands enter the
+    /// log in their order, each once, and each batch gets the results the log gave its
+    /// commands.
+    #[test]
+    fn each_batch_gets_its_own_results_in_its_order(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((0u8..4, 0u8..3), 1..6), 1..6),
+        slots in 1u32..4,
+        picks in proptest::collection::vec(0usize..64, 64),
+    ) {
+        let (mut h, mailbox) = host_of(slots, 1);
+        let store = MemStore::default();
+        let now = Instant::from_nanos(1_000_000);
+        let mut rxs = Vec::new();
+        for (b, batch) in batches.iter().enumerate() {
+            let commands = batch
+                .iter()
+                .enumerate()
+                .map(|(i, &(kind, key))| unique_command(kind, key, b, i))
+                .collect();
+            rxs.push(submit(&mailbox, commands));
+        }
+        let mut in_flight: Vec<Vec<u8>> = Vec::new();
+        let mut log: Vec<(String, Result<Reply, StoreError>)> = Vec::new();
+        let mut step = 0;
+        loop {
+            in_flight.extend(sent(&mut h, now));
+            proptest::prop_assert!(in_flight.len() <= slots as usize);
+            if in_flight.is_empty() {
+                break;
+            }
+            let pick = picks[step % picks.len()] % in_flight.len();
+            step += 1;
+            let frame = in_flight.remove(pick);
+            let (e, result) = answer_one(&mut h, &store, &frame, now);
+            log.push((tag_of(&e.command), result));
+        }
+        let total: usize = batches.iter().map(Vec::len).sum();
+        proptest::prop_assert_eq!(log.len(), total, "each command decided once");
+        for (b, rx) in rxs.into_iter().enumerate() {
+            let results = rx.try_recv().unwrap();
+            let mut last = None;
+            for (i, result) in results.into_iter().enumerate() {
+                let tag = format!("b{b}i{i}");
+                let at = log.iter().position(|(t, _)| *t == tag).unwrap();
+                proptest::prop_assert!(last.is_none_or(|l| l < at), "batch {} out of order", b);
+                last = Some(at);
+                proptest::prop_assert_eq!(&result, &log[at].1);
+            }
+        }
+        proptest::prop_assert_eq!(h.batches_in_progress(), 0);
+    }
 }
