@@ -81,7 +81,8 @@ pub struct ServeArgs {
     /// answered CROSSSLOT
     #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u16>(1..=64))]
     partitions: u16,
-    /// Keep the replicas' stores in DIR/replica-N (default: a temporary directory, removed)
+    /// Keep the replicas' stores in DIR/replica-N, which must not hold stores yet (default: a
+    /// temporary directory, removed)
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// fsync each replica's journal before it answers (default: written, not fsynced)
@@ -109,8 +110,8 @@ pub struct UpArgs {
     /// Partitions (independent logs); `serve`, `get` and `set` must be given the same
     #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<u16>(1..=64))]
     partitions: u16,
-    /// Keep the replicas' stores in DIR/replica-N (default: a temporary directory, removed
-    /// when `up` stops)
+    /// Keep the replicas' stores in DIR/replica-N, which must not hold stores yet (default: a
+    /// temporary directory, removed when `up` stops)
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// fsync each replica's journal before it answers
@@ -247,6 +248,7 @@ pub fn up(args: UpArgs) -> Result<ExitCode, String> {
         Some(d) => d.clone(),
         None => std::env::temp_dir().join(format!("onepipe-paxos-up-{}", std::process::id())),
     };
+    processes::check_fresh(&data_dir)?;
     std::fs::create_dir_all(&data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let stop = stop_on_signal()?;

@@ -189,6 +189,7 @@ pub fn run_process(
             let dir = data_dir.join(format!("replica-{i}"));
             let mut node = ReplicaHost::open(&dir, config, p.deployment.learner_config(i), 0, true)?;
             driver.run(&mut node, &clock, stop, &counters);
+            node.stop_workers(); // the store closed before the process ends
             match node.store_error {
                 Some(e) => Err(format!("replica {i}: {e}")),
                 None => Ok(()),
@@ -202,6 +203,25 @@ pub fn run_process(
         }
         role => Err(format!("process {process} is a {role:?} process: nothing to run")),
     }
+}
+
+/// Checks that `data_dir` holds no replica's store: a new deployment's acceptors are empty, so
+/// its log starts again at instance 0, which replicas reopened from an earlier deployment's
+/// stores have applied already (they would skip, or mix, the new log's first instances). A
+/// replica restarted into a running deployment (`paxos node --process N`) is another matter: it
+/// rejoins the log that goes on.
+pub fn check_fresh(data_dir: &Path) -> Result<(), String> {
+    for i in 0..REPLICAS {
+        let dir = data_dir.join(format!("replica-{i}"));
+        let used = std::fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some());
+        if used {
+            return Err(format!(
+                "{} holds a store of an earlier deployment, whose log a new deployment would start again at instance 0: remove it, or give another --data-dir",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The service host a client process runs: its proposer and slots.

@@ -30,8 +30,8 @@ pub const SERVICE_HOSTS: usize = 2;
 pub struct PaxosServeConfig {
     pub runtime: NetchainRuntime,
     pub partitions: u16,
-    /// Where the replicas keep their stores (`replica-N` under it); a temporary directory,
-    /// removed at the end, if `None`.
+    /// Where the replicas keep their stores (`replica-N` under it), which must hold none yet
+    /// ([`processes::check_fresh`]); a temporary directory, removed at the end, if `None`.
     pub data_dir: Option<PathBuf>,
     pub sync: SyncMode,
     pub workers: usize,
@@ -73,7 +73,13 @@ impl Serving {
         self.server.shutdown();
         match self.fabric {
             Fabric::Own(runtime, data) => {
-                runtime.stop();
+                for node in runtime.stop() {
+                    if let Either::Right(Either::Right(Either::Right(mut replica))) = node {
+                        // Joins the replica's worker threads, which own its store: closed
+                        // before the data directory is reused or removed.
+                        replica.stop_workers();
+                    }
+                }
                 drop(data);
             }
             Fabric::Joined { stop, threads } => {
@@ -95,6 +101,9 @@ pub fn start(c: &PaxosServeConfig, listener: TcpListener) -> Result<Serving, Str
     let d = Deployment::testbed(Placement::InNetwork, SERVICE_HOSTS, tuning.clone());
     let topology = Topology::paxos_testbed(Deployment::hosts(SERVICE_HOSTS));
     let wiring = Arc::new(Wiring::new(topology, 1).map_err(|e| e.to_string())?);
+    if let Some(dir) = &c.data_dir {
+        processes::check_fresh(dir)?;
+    }
     let data = DataDir::new(&PaxosDemoConfig {
         data_dir: c.data_dir.clone(),
         ..PaxosDemoConfig::default()
