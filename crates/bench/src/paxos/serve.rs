@@ -108,6 +108,30 @@ pub fn start(c: &PaxosServeConfig, listener: TcpListener) -> Result<Serving, Str
         data_dir: c.data_dir.clone(),
         ..PaxosDemoConfig::default()
     })?;
+    let (nodes, mailboxes) = build(c, &d, &wiring, &data)?;
+    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
+    let runtime = Running::start(c.runtime, &wiring, nodes, c.workers, 0.0, 1, clock)?;
+    let store: Arc<dyn Store> = Arc::new(PaxosStore::new(
+        mailboxes,
+        c.partitions,
+        tuning.value_bytes_max,
+        command_wait(&tuning),
+    ));
+    let server = onepipe_kv::serve(listener, store, ServeConfig::default()).map_err(|e| e.to_string())?;
+    Ok(Serving {
+        fabric: Fabric::Own(runtime, data),
+        server,
+    })
+}
+
+/// The deployment's nodes (switches, then processes, as `wiring` numbers them) and the service
+/// hosts' mailboxes.
+fn build(
+    c: &PaxosServeConfig,
+    d: &Deployment,
+    wiring: &Arc<Wiring>,
+    data: &DataDir,
+) -> Result<(Vec<ServeNode>, Vec<Arc<Mailbox>>), String> {
     let mut nodes: Vec<ServeNode> = Vec::new();
     for s in 0..wiring.switch_count() {
         let program = PaxosSwitch::new(s, wiring.clone(), d.roles_at(Addr::Switch(s as u16)), 1 << 16);
@@ -120,7 +144,7 @@ pub fn start(c: &PaxosServeConfig, listener: TcpListener) -> Result<Serving, Str
         let node = if d.clients.contains(&p) {
             let mailbox = Arc::new(Mailbox::default());
             mailboxes.push(mailbox.clone());
-            Either::Left(processes::service_host(&d, p, mailbox, SERVICE_SLOTS))
+            Either::Left(processes::service_host(d, p, mailbox, SERVICE_SLOTS))
         } else if let Some(i) = d.replicas.iter().position(|&x| x == p) {
             let config = ReplicaConfig {
                 partitions: c.partitions,
@@ -137,19 +161,7 @@ pub fn start(c: &PaxosServeConfig, listener: TcpListener) -> Result<Serving, Str
         };
         nodes.push(Either::Right(Either::Right(node)));
     }
-    let clock = Clock::new(Instant::from_nanos(1_000_000_000));
-    let runtime = Running::start(c.runtime, &wiring, nodes, c.workers, 0.0, 1, clock)?;
-    let store: Arc<dyn Store> = Arc::new(PaxosStore::new(
-        mailboxes,
-        c.partitions,
-        tuning.value_bytes_max,
-        command_wait(&tuning),
-    ));
-    let server = onepipe_kv::serve(listener, store, ServeConfig::default()).map_err(|e| e.to_string())?;
-    Ok(Serving {
-        fabric: Fabric::Own(runtime, data),
-        server,
-    })
+    Ok((nodes, mailboxes))
 }
 
 /// Serves the Redis protocol on `listener` for a deployment `onepipe paxos up` started: a
