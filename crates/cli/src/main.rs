@@ -13,6 +13,7 @@ mod inspect;
 mod netchain;
 mod netchain_procs;
 mod paxos;
+mod paxos_procs;
 mod sim;
 mod sim_netchain;
 mod sim_paxos;

@@ -24,6 +24,19 @@ pub enum PaxosCommand {
     /// switches and on hosts (udp), then against etcd in the same run (started on loopback if
     /// installed); and the in-network store with 1, 2 and 4 partitions
     Bench(BenchArgs),
+    /// A Redis-protocol server (RESP2) over the replicated store: GET, SET [NX|XX], DEL, MGET,
+    /// CAS, CASNX, CAD, DBSIZE, every command through the agreed log; over a deployment of its
+    /// own in this process, or one `paxos up` started (--topology)
+    Serve(crate::paxos_procs::ServeArgs),
+    /// Start every switch, the three replicas and the backup coordinator of a topology as
+    /// processes of their own over UDP; Ctrl-C stops them
+    Up(crate::paxos_procs::UpArgs),
+    /// Run one switch or process of a deployment over UDP (what `up` starts)
+    Node(crate::paxos_procs::NodeArgs),
+    /// Read a key, as a client process of a deployment `up` started
+    Get(crate::paxos_procs::CallArgs),
+    /// Write a key, as a client process of a deployment `up` started
+    Set(crate::paxos_procs::CallArgs),
 }
 
 #[derive(Args, Debug)]
@@ -115,6 +128,11 @@ pub fn run(cmd: PaxosCommand) -> Result<ExitCode, String> {
     match cmd {
         PaxosCommand::Demo(args) => demo(args),
         PaxosCommand::Bench(args) => bench(args),
+        PaxosCommand::Serve(args) => crate::paxos_procs::serve(args),
+        PaxosCommand::Up(args) => crate::paxos_procs::up(args),
+        PaxosCommand::Node(args) => crate::paxos_procs::node(args),
+        PaxosCommand::Get(args) => crate::paxos_procs::call("get", args),
+        PaxosCommand::Set(args) => crate::paxos_procs::call("set", args),
     }
 }
 

@@ -6,6 +6,7 @@
 //!   connection, bounded connections, requests and batches; [`ServerHandle`] stops it.
 //! - [`MemStore`]: the in-memory reference store, the model other stores are compared against.
 //! - [`netchain::NetchainStore`]: NetChain, through client agents running in its fabric.
+//! - [`paxos::PaxosStore`]: the in-network Paxos store, through proposers running in its fabric.
 //! - [`replicated`]: the durable state machine each replica of the in-network Paxos store runs
 //!   over its agreed log, and the encodings of the commands and replies in that log.
 //!
@@ -15,6 +16,7 @@ mod admin;
 mod command;
 mod mem;
 pub mod netchain;
+pub mod paxos;
 pub mod replicated;
 mod reply;
 mod resp;

@@ -10,7 +10,9 @@
 pub mod bench;
 pub mod checks;
 pub mod nodes;
+pub mod processes;
 pub mod replica;
+pub mod serve;
 pub mod sim;
 pub mod sim_campaign;
 pub mod sim_figures;
@@ -226,6 +228,8 @@ impl DataDir {
                 (std::env::temp_dir().join(name), true)
             }
         };
+        // Fresh acceptors start the log at instance 0, which stores of an earlier run applied.
+        processes::check_fresh(&path)?;
         std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(DataDir { path, temporary })
     }

@@ -5,10 +5,11 @@
 use super::nodes::client_process;
 use super::workers::{Appliers, Done, Job};
 use onepipe_fabric::{Hints, Node, PortId, Route};
-use onepipe_kv::replicated::{PartitionState, ReplicaConfig, ReplicaDb};
+use onepipe_kv::StoreError;
+use onepipe_kv::replicated::{PartitionState, ReplicaConfig, ReplicaDb, encode_reply};
 use onepipe_paxos::{Learner, LearnerConfig};
 use onepipe_wire::Instant;
-use onepipe_wire::paxos::{Addr, Message, MsgType};
+use onepipe_wire::paxos::{Addr, Message, MsgType, VALUE_BYTES_MAX};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +19,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const QUEUE_FRAMES_MAX: usize = 1 << 16;
 /// How soon a replica with work at its workers looks again for what they finished.
 const WORKER_POLL_NS: u64 = 20_000;
+
+/// `reply`, or an error reply in its place if it is longer than a message carries (an MGET of
+/// many long values): the client learns why instead of waiting for an answer that cannot be sent.
+fn fit_reply(reply: Vec<u8>) -> Vec<u8> {
+    if reply.len() <= VALUE_BYTES_MAX {
+        return reply;
+    }
+    encode_reply(&Err(StoreError::ValueTooLarge {
+        len_bytes: reply.len(),
+        max_bytes: VALUE_BYTES_MAX,
+    }))
+}
 
 /// One line of a replica's decided log: `inst,pid,value-hash`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,11 +194,12 @@ impl ReplicaHost {
                 Done::Applied { pid, applied, next } => {
                     for a in applied {
                         let to = Addr::Process(client_process(a.client));
+                        let reply = fit_reply(a.reply);
                         self.send(&Message {
                             inst: a.inst,
                             a: a.request,
                             b: a.client,
-                            value: &a.reply,
+                            value: &reply,
                             ..Message::new(MsgType::Reply, pid, self.me, to)
                         });
                     }

@@ -179,3 +179,10 @@ impl Appliers {
         }
     }
 }
+
+impl Drop for Appliers {
+    /// Stops the worker threads, so that no store stays open after its replica is gone.
+    fn drop(&mut self) {
+        self.states();
+    }
+}

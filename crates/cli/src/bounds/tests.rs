@@ -263,6 +263,17 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("sim campaign", "--faults-max", "8", "9"),
     ("switch", "--inject-loss", "1", "1.01"),
     ("switch", "--inject-corrupt", "1", "1.01"),
+    ("paxos serve", "--port", "65535", "65536"),
+    ("paxos serve", "--partitions", "64", "65"),
+    ("paxos serve", "--workers", "1024", "1025"),
+    ("paxos serve", "--processes", "1048576", "1048577"),
+    ("paxos up", "--partitions", "64", "65"),
+    ("paxos node", "--partitions", "64", "65"),
+    ("paxos node", "--process", "1048576", "1048577"),
+    ("paxos get", "--partitions", "64", "65"),
+    ("paxos get", "--process", "1048576", "1048577"),
+    ("paxos set", "--partitions", "64", "65"),
+    ("paxos set", "--process", "1048576", "1048577"),
 ];
 
 fn parse(words: &str, flag: &str, value: &str) -> Result<Cli, clap::Error> {

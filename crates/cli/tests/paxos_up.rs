@@ -1,0 +1,212 @@
+//! `onepipe paxos up` runs every switch, the replicas and the backup coordinator as processes of
+//! their own over loopback UDP; `onepipe paxos get|set` join as a client process for one
+//! command each, and `onepipe paxos serve --topology` as a Redis front (issue 44, item 6).
+
+#![allow(clippy::disallowed_methods)] // waits on real time
+
+mod common;
+
+use common::KillOnDrop;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// The paxos testbed (s0 the ToR, s1 the coordinator, s2-s4 the acceptors, 10 hosts) on
+/// addresses no other test uses.
+fn write_topology(dir: &Path, port: u16) -> PathBuf {
+    let net = format!("127.64.{}", 1 + std::process::id() % 250);
+    let mut file = format!("name = \"paxos-test-{port}\"\n");
+    for s in 0..5 {
+        file += &format!("[[switch]]\nname = \"s{s}\"\naddr = \"{net}.{}:{port}\"\n", 1 + s);
+    }
+    for h in 0..10 {
+        file += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"s0\"\naddr = \"{net}.{}:{port}\"\n",
+            10 + h
+        );
+    }
+    for s in 1..5 {
+        file += &format!("[[link]]\nbetween = [\"s0\", \"s{s}\"]\n");
+    }
+    let path = dir.join("paxos.toml");
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+/// `onepipe paxos up FILE`, running, with what it has printed so far.
+struct Up {
+    _child: KillOnDrop,
+    stderr: BufReader<std::process::ChildStderr>,
+    log: String,
+}
+
+impl Up {
+    fn start(file: &Path, data: &Path) -> Up {
+        let mut child = common::onepipe()
+            .args(["paxos", "up"])
+            .arg(file)
+            .arg("--data-dir")
+            .arg(data)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut up = Up {
+            _child: KillOnDrop(child),
+            stderr,
+            log: String::new(),
+        };
+        up.wait_for("Ctrl-C stops them");
+        up
+    }
+
+    fn wait_for(&mut self, text: &str) {
+        while !self.log.contains(text) {
+            let mut line = String::new();
+            assert!(
+                self.stderr.read_line(&mut line).unwrap() > 0,
+                "up exited: {}",
+                self.log
+            );
+            self.log += &line;
+        }
+    }
+}
+
+/// `onepipe paxos WORDS --topology FILE`: its output line and exit code.
+fn paxos(file: &Path, words: &[&str]) -> (String, i32) {
+    let out = common::onepipe()
+        .arg("paxos")
+        .args(&words[..1])
+        .arg("--topology")
+        .arg(file)
+        .args(&words[1..])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (stdout, out.status.code().unwrap_or(-1))
+}
+
+#[test]
+fn up_then_set_and_get_from_the_command_line_through_a_coordinator_failure() {
+    let dir = std::env::temp_dir().join(format!("onepipe-paxos-up-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write_topology(&dir, 7500);
+    let data = dir.join("data");
+    let _up = Up::start(&file, &data);
+    assert_eq!(paxos(&file, &["get", "k"]), ("(nil)".into(), 0), "never written");
+    assert_eq!(paxos(&file, &["set", "k", "v1"]), ("OK".into(), 0));
+    assert_eq!(paxos(&file, &["get", "k", "--process", "1"]), ("v1".into(), 0));
+    let (_, code) = paxos(&file, &["get", "k", "--process", "2"]);
+    assert_ne!(code, 0, "process 2 is a replica, not a client host");
+    for i in 0..3 {
+        assert!(data.join(format!("replica-{i}")).is_dir(), "replica {i}'s store");
+    }
+    // The coordinator switch dies: the backup coordinator takes over, nothing acknowledged is
+    // lost.
+    let needle = format!("--switch s1 --topology {}", file.display());
+    let s1 = common::processes_naming(&needle);
+    assert_eq!(s1.len(), 1, "one s1 process: {s1:?}");
+    std::process::Command::new("kill")
+        .args(["-9", &s1[0].0.to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(
+        paxos(&file, &["get", "k"]),
+        ("v1".into(), 0),
+        "through the backup"
+    );
+    assert_eq!(paxos(&file, &["set", "k", "v2"]), ("OK".into(), 0));
+    assert_eq!(paxos(&file, &["get", "k", "--process", "1"]), ("v2".into(), 0));
+    drop(_up);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Whether redis-cli and redis-benchmark are there; fails when they must be and are not
+/// (`ONEPIPE_REQUIRE_REDIS_TOOLS=1`, as CI sets it).
+fn tools_present(test: &str) -> bool {
+    let missing: Vec<&str> = ["redis-cli", "redis-benchmark"]
+        .into_iter()
+        .filter(|t| std::process::Command::new(t).arg("--version").output().is_err())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let required = std::env::var("ONEPIPE_REQUIRE_REDIS_TOOLS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: {missing:?} not on PATH: apt-get install -y redis-tools"
+    );
+    eprintln!("{test}: did not run: {missing:?} not on PATH");
+    false
+}
+
+/// `onepipe paxos serve WORDS --port 0`, running, and the address it serves on.
+fn serve(words: &[&str]) -> (KillOnDrop, String) {
+    let mut child = common::onepipe()
+        .args(["paxos", "serve", "--port", "0"])
+        .args(words)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .split("protocol on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (KillOnDrop(child), addr)
+}
+
+fn redis_tool(tool: &str, addr: &str, words: &[&str]) -> String {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["120", tool, "-h", host, "-p", port])
+        .args(words)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{tool} {words:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The binary's own deployment, and one `paxos up` started, both behind redis-cli and
+/// redis-benchmark unchanged.
+#[test]
+fn redis_tools_against_paxos_serve_alone_and_joined_to_up() {
+    if !tools_present("redis_tools_against_paxos_serve_alone_and_joined_to_up") {
+        return;
+    }
+    let (_alone, addr) = serve(&[]);
+    assert_eq!(redis_tool("redis-cli", &addr, &["SET", "a", "1"]), "OK\n");
+    assert_eq!(redis_tool("redis-cli", &addr, &["GET", "a"]), "1\n");
+    drop(_alone);
+
+    let dir = std::env::temp_dir().join(format!("onepipe-paxos-serve-up-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write_topology(&dir, 7510);
+    let _up = Up::start(&file, &dir.join("data"));
+    let topology = file.display().to_string();
+    let (_joined, addr) = serve(&["--topology", &topology, "--processes", "0"]);
+    assert_eq!(redis_tool("redis-cli", &addr, &["CASNX", "lock", "me"]), "1\n");
+    let bench = redis_tool("redis-benchmark", &addr, &["-t", "set,get", "-n", "2000", "-q"]);
+    for test in ["SET:", "GET:"] {
+        assert!(
+            bench.contains(test) && bench.contains("requests per second"),
+            "{bench}"
+        );
+    }
+    // What the joined server wrote, a one-shot client as the other client process reads.
+    assert_eq!(paxos(&file, &["get", "lock", "--process", "1"]), ("me".into(), 0));
+    let (value, code) = paxos(&file, &["get", "key:__rand_int__", "--process", "1"]);
+    assert_eq!(
+        (value.len(), code),
+        (3, 0),
+        "redis-benchmark's 3-byte value: {value}"
+    );
+    drop(_joined);
+    drop(_up);
+    let _ = std::fs::remove_dir_all(&dir);
+}
