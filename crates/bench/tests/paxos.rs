@@ -89,6 +89,8 @@ fn a_replica_restarts_from_its_store_and_catches_up() {
         duration: Duration::from_millis(900),
         failure: Some(Failure::Replica(0, Duration::from_millis(150))),
         restart_after: Some(Duration::from_millis(300)),
+        // The restart closes and reopens the store under the worker threads.
+        replica_workers: true,
         ..short()
     };
     let r = run_ok(&c, "replica restarted");
@@ -116,6 +118,8 @@ fn partitions_each_have_their_log() {
             partitions: 4,
             ..short().tuning
         },
+        // One worker thread per partition in each replica (thesis 6.1).
+        replica_workers: true,
         ..short()
     };
     let r = run_ok(&c, "4 partitions");

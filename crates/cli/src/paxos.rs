@@ -107,6 +107,10 @@ pub struct DemoArgs {
     /// fsync each replica's journal before it answers (default: written, not fsynced)
     #[arg(long)]
     sync: bool,
+    /// Each replica applies each partition on a worker thread of its own (thesis 6.1; default:
+    /// on the replica's node)
+    #[arg(long)]
+    replica_workers: bool,
     /// Keep the replicas' stores in DIR (default: a temporary directory, removed)
     #[arg(long)]
     data_dir: Option<PathBuf>,

@@ -38,8 +38,9 @@ impl Default for PaxosBenchOptions {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PaxosBenchReport {
-    /// Systems `paxos-in-network`, `paxos-software`, `etcd`, and `paxos-in-network-Kp` for the
-    /// partition points (at the most clients).
+    /// Systems `paxos-in-network`, `paxos-software`, `etcd`, and for the partition points (at
+    /// the most clients) `paxos-in-network-Kp` (replicas apply on their node) and
+    /// `paxos-in-network-Kp-workers` (a worker thread per partition).
     pub rows: Vec<Row>,
     pub etcd_skipped: Option<String>,
     /// Per number of clients: in-network over software, and in-network over etcd.
@@ -56,9 +57,9 @@ fn system(p: Placement) -> &'static str {
 
 pub fn bench(o: &PaxosBenchOptions, bar: &ProgressBar) -> Result<PaxosBenchReport, String> {
     let most = o.clients.iter().copied().max().unwrap_or(1);
-    bar.set_length((3 * o.clients.len() + o.partitions.len()) as u64);
+    bar.set_length((3 * o.clients.len() + 2 * o.partitions.len()) as u64);
     let mut rows = Vec::new();
-    let mut point = |placement: Placement, clients: u32, partitions: u16, name: String| {
+    let mut point = |placement: Placement, clients: u32, partitions: u16, workers: bool, name: String| {
         bar.set_message(format!("{name}, {clients} clients"));
         let c = PaxosDemoConfig {
             placement,
@@ -75,6 +76,7 @@ pub fn bench(o: &PaxosBenchOptions, bar: &ProgressBar) -> Result<PaxosBenchRepor
             },
             // No history: memory stays flat, and the points measure the store alone.
             record_max: 0,
+            replica_workers: workers,
             ..PaxosDemoConfig::default()
         };
         let r = run(&c, &ProgressBar::hidden())?;
@@ -92,11 +94,24 @@ pub fn bench(o: &PaxosBenchOptions, bar: &ProgressBar) -> Result<PaxosBenchRepor
     };
     for &clients in &o.clients {
         for placement in [Placement::InNetwork, Placement::Software] {
-            point(placement, clients, 1, system(placement).into())?;
+            point(placement, clients, 1, false, system(placement).into())?;
         }
     }
     for &k in &o.partitions {
-        point(Placement::InNetwork, most, k, format!("paxos-in-network-{k}p"))?;
+        point(
+            Placement::InNetwork,
+            most,
+            k,
+            false,
+            format!("paxos-in-network-{k}p"),
+        )?;
+        point(
+            Placement::InNetwork,
+            most,
+            k,
+            true,
+            format!("paxos-in-network-{k}p-workers"),
+        )?;
     }
     let keys: Vec<Vec<u8>> = (0..o.keys).map(|i| format!("key:{i:06}").into_bytes()).collect();
     let workload = EtcdWorkload {

@@ -102,7 +102,8 @@ pub struct PaxosDemoConfig {
     pub data_dir: Option<PathBuf>,
     pub sync: SyncMode,
     /// Each replica applies each partition on a worker thread of its own (thesis 6.1); else on
-    /// the replica's node.
+    /// the replica's node (the default: on this 2-core machine the extra threads cost more than
+    /// they give, docs/performance.md).
     pub replica_workers: bool,
     /// Calls recorded per client host, decided instances per replica.
     pub record_max: usize,
@@ -127,7 +128,7 @@ impl Default for PaxosDemoConfig {
             workers: 2,
             data_dir: None,
             sync: SyncMode::Buffered,
-            replica_workers: true,
+            replica_workers: false,
             record_max: 4_000_000,
         }
     }
