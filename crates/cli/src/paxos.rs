@@ -171,7 +171,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
     );
     for r in &report.rows {
         println!(
-            "{:<22} {:>7} {:>12.0} {:>9.1} {:>9.1}",
+            "{:<28} {:>7} {:>12.0} {:>9.1} {:>9.1}",
             r.system, r.clients, r.ops_per_s, r.p50_us, r.p99_us
         );
     }
