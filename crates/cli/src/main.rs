@@ -14,6 +14,7 @@ mod netchain;
 mod netchain_procs;
 mod paxos;
 mod paxos_procs;
+mod progress;
 mod sim;
 mod sim_netchain;
 mod sim_paxos;

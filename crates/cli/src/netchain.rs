@@ -3,7 +3,6 @@
 
 use crate::flags::{JsonFlag, SeedFlag};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::netchain::{NetchainDemoConfig, NetchainReport, history};
 use onepipe_wire::Duration;
 use std::path::PathBuf;
@@ -160,15 +159,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
         skip_etcd: args.skip_etcd,
         ..NetchainBenchOptions::default()
     };
-    let bar = match args.json.json {
-        true => ProgressBar::hidden(),
-        false => ProgressBar::new(1),
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>36} [{bar:30}] {pos}/{len}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = crate::progress::points(args.json.json);
     let report = run(&options, &bar)?;
     bar.finish_and_clear();
     if args.json.json {
@@ -259,17 +250,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         runtime: args.runtime.parse()?,
         ..NetchainDemoConfig::default()
     };
-    let bar = if args.json.json {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new(100);
-        bar.set_style(
-            ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos:>3}%")
-                .expect("valid template")
-                .progress_chars("=> "),
-        );
-        bar
-    };
+    let bar = crate::progress::percent(args.json.json);
     let report = onepipe_bench::netchain::run(&config, &bar)?;
     bar.finish_and_clear();
     if let Some(path) = &args.history {

@@ -4,7 +4,6 @@
 
 use crate::flags::{JsonFlag, SeedFlag};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use onepipe_bench::paxos::replica::Decided;
 use onepipe_bench::paxos::{Failure, PaxosDemoConfig, PaxosReport};
 use onepipe_kv::replicated::SyncMode;
@@ -150,15 +149,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
         skip_etcd: args.skip_etcd,
         ..PaxosBenchOptions::default()
     };
-    let bar = match args.json.json {
-        true => ProgressBar::hidden(),
-        false => ProgressBar::new(1),
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>36} [{bar:30}] {pos}/{len}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    let bar = crate::progress::points(args.json.json);
     let report = bench(&options, &bar)?;
     bar.finish_and_clear();
     if args.json.json {
@@ -166,7 +157,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<22} {:>7} {:>12} {:>9} {:>9}",
+        "{:<28} {:>7} {:>12} {:>9} {:>9}",
         "system", "clients", "writes/s", "p50 us", "p99 us"
     );
     for r in &report.rows {
@@ -244,7 +235,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
     };
     let mut reports = Vec::new();
     for placement in placements(&args.placement) {
-        let bar = progress(args.json.json);
+        let bar = crate::progress::percent(args.json.json);
         let config = PaxosDemoConfig {
             placement,
             data_dir: args.data_dir.as_ref().map(|d| d.join(name(placement))),
@@ -262,19 +253,6 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
     }
     let ok = reports.iter().all(|r| r.checks.ok());
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
-}
-
-fn progress(hidden: bool) -> ProgressBar {
-    if hidden {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(100);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos:>3}%")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar
 }
 
 /// FILE, or FILE with `-software` before its extension for the software run.

@@ -14,7 +14,10 @@ pub mod learner;
 pub mod proposer;
 
 pub use learner::{Delivery, Learner, LearnerConfig, LearnerCounters};
-pub use proposer::{Completion, Proposer, ProposerConfig, ProposerCounters, SubmitError};
+pub use proposer::{
+    Completion, Proposer, ProposerConfig, ProposerCounters, SubmitError, client_id, client_process,
+    client_slot,
+};
 pub mod roles;
 pub mod switch;
 #[cfg(test)]

@@ -59,6 +59,37 @@ pub enum Completion {
     GaveUp { client: u64, request: u64 },
 }
 
+impl Completion {
+    /// `(client, request, reply)`; no reply when it gave up.
+    pub fn into_parts(self) -> (u64, u64, Option<Vec<u8>>) {
+        match self {
+            Completion::Replied {
+                client,
+                request,
+                reply,
+                ..
+            } => (client, request, Some(reply)),
+            Completion::GaveUp { client, request } => (client, request, None),
+        }
+    }
+}
+
+/// A client's id: its host process in the high half, a slot of that host in the low half. The
+/// replicas key their client sessions by it and answer the process it names.
+pub fn client_id(process: u32, slot: u32) -> u64 {
+    u64::from(process) << 32 | u64::from(slot)
+}
+
+/// The process of a client id.
+pub fn client_process(client: u64) -> u32 {
+    (client >> 32) as u32
+}
+
+/// The slot of a client id within its process.
+pub fn client_slot(client: u64) -> u32 {
+    client as u32
+}
+
 struct Pending {
     pid: u16,
     value: Vec<u8>,

@@ -171,7 +171,7 @@ pub struct RoleSummary {
 }
 
 impl RoleSummary {
-    pub fn add(&mut self, roles: &onepipe_paxos::Roles) {
+    fn add(&mut self, roles: &onepipe_paxos::Roles) {
         if let Some(c) = &roles.coordinator {
             let c = c.counters();
             self.takeovers += c.takeovers;
@@ -189,6 +189,52 @@ impl RoleSummary {
 }
 
 impl PaxosReport {
+    /// An empty report of a run of `duration`: the demo and the simulator fill it node by node.
+    pub fn new(placement: Placement, duration: Duration, failed_at: Option<Instant>) -> PaxosReport {
+        PaxosReport {
+            placement,
+            ok: 0,
+            unknown: 0,
+            elapsed: duration,
+            latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
+            retries: 0,
+            failovers: 0,
+            history: Vec::new(),
+            history_unrecorded: 0,
+            decided: Vec::new(),
+            checks: Checks::default(),
+            failed_at,
+            roles: RoleSummary::default(),
+            restarts: 0,
+        }
+    }
+
+    /// Takes in what a client host measured and recorded.
+    pub fn add_client(&mut self, host: ClientHost) {
+        self.ok += host.ok;
+        self.unknown += host.unknown;
+        self.latency_ns.add(&host.latency_ns).expect("same bounds");
+        self.retries += host.proposer.counters().retries;
+        self.failovers += host.proposer.counters().failovers;
+        self.history_unrecorded += host.unrecorded;
+        self.history.extend(host.history);
+    }
+
+    /// Takes in the counters of the roles a switch or a host ran.
+    pub fn add_roles(&mut self, roles: &onepipe_paxos::Roles, queue_full: u64) {
+        roles.invariants();
+        self.roles.add(roles);
+        self.roles.queue_full += queue_full;
+    }
+
+    /// Judges the run from the history and the replicas (`alive[i]`: replica i was up at the
+    /// end), and keeps their decided logs.
+    pub fn judge(&mut self, replicas: Vec<ReplicaHost>, alive: &[bool]) {
+        self.restarts = replicas.iter().map(|h| h.restarts).sum();
+        self.checks = Checks::judge(&self.history, self.history_unrecorded, &replicas, alive);
+        self.decided = replicas.into_iter().map(|h| h.decided).collect();
+    }
+
     pub fn values_per_s(&self) -> f64 {
         self.ok as f64 / (self.elapsed.as_nanos() as f64 / 1e9).max(1e-9)
     }
@@ -402,52 +448,25 @@ fn report(
     failed_at: Option<Instant>,
     kill_replicas: &[Arc<AtomicBool>],
 ) -> PaxosReport {
-    let mut r = PaxosReport {
-        placement: c.placement,
-        ok: 0,
-        unknown: 0,
-        elapsed: c.duration,
-        latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
-        retries: 0,
-        failovers: 0,
-        history: Vec::new(),
-        history_unrecorded: 0,
-        decided: Vec::new(),
-        checks: Checks::default(),
-        failed_at,
-        roles: RoleSummary::default(),
-        restarts: 0,
-    };
+    let mut r = PaxosReport::new(c.placement, c.duration, failed_at);
     let mut replicas = Vec::new();
     for node in nodes {
         match node {
-            Either::Right(Either::Right(Either::Left(host))) => {
-                r.ok += host.ok;
-                r.unknown += host.unknown;
-                r.latency_ns.add(&host.latency_ns).expect("same bounds");
-                r.retries += host.proposer.counters().retries;
-                r.failovers += host.proposer.counters().failovers;
-                r.history_unrecorded += host.unrecorded;
-                r.history.extend(host.history);
-            }
+            Either::Right(Either::Right(Either::Left(host))) => r.add_client(host),
             Either::Right(Either::Right(Either::Right(mut host))) => {
                 host.inner.stop_workers();
                 replicas.push(host.inner);
             }
             Either::Left(switch) => {
                 let program = switch.inner.programs().next().expect("one program").1;
-                r.roles.add(program.roles());
-                r.roles.queue_full += program.counters().queue_full;
+                r.add_roles(program.roles(), program.counters().queue_full);
             }
             Either::Right(Either::Left(host)) => {
-                r.roles.add(host.inner.roles());
-                r.roles.queue_full += host.inner.counters().queue_full;
+                r.add_roles(host.inner.roles(), host.inner.counters().queue_full);
             }
         }
     }
-    r.restarts = replicas.iter().map(|h| h.restarts).sum();
     let alive: Vec<bool> = kill_replicas.iter().map(|k| !k.load(Ordering::Acquire)).collect();
-    r.checks = Checks::judge(&r.history, r.history_unrecorded, &replicas, &alive);
-    r.decided = replicas.into_iter().map(|h| h.decided).collect();
+    r.judge(replicas, &alive);
     r
 }

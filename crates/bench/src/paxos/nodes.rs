@@ -8,7 +8,7 @@ use onepipe_fabric::hash::SplitMix;
 use onepipe_fabric::{Hints, Node, PortId, Route};
 use onepipe_kv::replicated::{Envelope, decode_reply, partition_of};
 use onepipe_kv::{Bytes, Command, Reply, SetCondition};
-use onepipe_paxos::{Completion, Proposer};
+use onepipe_paxos::{Completion, Proposer, client_id, client_slot};
 use onepipe_wire::Instant;
 use onepipe_wire::paxos::Message;
 use std::collections::VecDeque;
@@ -85,16 +85,6 @@ pub struct ClientHost {
     pub bad_replies: u64,
 }
 
-/// A client's id in envelopes and histories: its host in the high half.
-pub fn client_id(process: u32, index: usize) -> u64 {
-    (process as u64) << 32 | index as u64
-}
-
-/// The process a client id belongs to.
-pub fn client_process(client: u64) -> u32 {
-    (client >> 32) as u32
-}
-
 impl ClientHost {
     pub fn new(
         proposer: Proposer,
@@ -132,7 +122,7 @@ impl ClientHost {
                 continue;
             }
             let request = self.clients[i].0;
-            let client = client_id(self.me, i);
+            let client = client_id(self.me, i as u32);
             let key = format!("key:{:06}", self.rng.next_u64() % self.workload.keys as u64);
             let write = self.rng.chance(self.workload.write_ratio);
             let value = write.then(|| {
@@ -182,16 +172,8 @@ impl ClientHost {
     }
 
     fn complete(&mut self, now: Instant, c: Completion) {
-        let (client, request, reply) = match c {
-            Completion::Replied {
-                client,
-                request,
-                reply,
-                ..
-            } => (client, request, Some(reply)),
-            Completion::GaveUp { client, request } => (client, request, None),
-        };
-        let index = (client & 0xffff_ffff) as usize;
+        let (client, request, reply) = c.into_parts();
+        let index = client_slot(client) as usize;
         let Some((_, slot)) = self.clients.get_mut(index) else {
             return;
         };

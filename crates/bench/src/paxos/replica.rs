@@ -2,12 +2,11 @@
 //! partition, [`super::workers`]); it answers the clients, TRIMs through its learner, serves
 //! its peers' catch-ups from the store's kept log, and can restart from its store.
 
-use super::nodes::client_process;
 use super::workers::{Appliers, Done, Job};
 use onepipe_fabric::{Hints, Node, PortId, Route};
 use onepipe_kv::StoreError;
 use onepipe_kv::replicated::{PartitionState, ReplicaConfig, ReplicaDb, encode_reply};
-use onepipe_paxos::{Learner, LearnerConfig};
+use onepipe_paxos::{Learner, LearnerConfig, client_process};
 use onepipe_wire::Instant;
 use onepipe_wire::paxos::{Addr, Message, MsgType, VALUE_BYTES_MAX};
 use std::collections::VecDeque;

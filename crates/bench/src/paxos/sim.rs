@@ -22,11 +22,9 @@
 //!   replica_workers` per frame, as if its frames were spread evenly over that many cores. That
 //!   is a model of the thesis's replicas, not what `ReplicaHost` does (it has no threads).
 
-use super::checks::Checks;
 use super::nodes::{ClientHost, Shared, Workload};
 use super::replica::ReplicaHost;
-use super::{Failure, PaxosReport, RoleSummary};
-use hdrhistogram::Histogram;
+use super::{Failure, PaxosReport};
 use onepipe_check::{HistoryRecord, Outcome};
 use onepipe_fabric::{Either, Hints, Node, Pipeline, PortId, Route, Topology, Wiring};
 use onepipe_kv::replicated::{ReplicaConfig, SyncMode};
@@ -470,60 +468,25 @@ fn collect(
     nodes: Vec<SimNode>,
     failed_at: Option<Instant>,
 ) -> PaxosReport {
-    let mut r = PaxosReport {
-        placement: c.placement,
-        ok: 0,
-        unknown: 0,
-        elapsed: c.duration,
-        latency_ns: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds"),
-        retries: 0,
-        failovers: 0,
-        history: Vec::new(),
-        history_unrecorded: 0,
-        decided: Vec::new(),
-        checks: Checks::default(),
-        failed_at,
-        roles: RoleSummary::default(),
-        restarts: 0,
-    };
+    let mut r = PaxosReport::new(c.placement, c.duration, failed_at);
     let mut replicas = Vec::new();
     for node in nodes {
         match node {
             Either::Left(switch) => {
                 let program = switch.programs().next().expect("one program").1;
                 program.invariants();
-                r.roles.add(program.roles());
-                r.roles.queue_full += program.counters().queue_full;
+                r.add_roles(program.roles(), program.counters().queue_full);
             }
-            Either::Right(SimHost {
-                kind: HostKind::Client(host),
-                ..
-            }) => {
-                r.ok += host.ok;
-                r.unknown += host.unknown;
-                r.latency_ns.add(&host.latency_ns).expect("same bounds");
-                r.retries += host.proposer.counters().retries;
-                r.failovers += host.proposer.counters().failovers;
-                r.history_unrecorded += host.unrecorded;
-                r.history.extend(host.history);
-            }
-            Either::Right(SimHost {
-                kind: HostKind::Replica(host),
-                ..
-            }) => replicas.push(host),
-            Either::Right(SimHost {
-                kind: HostKind::Roles(host),
-                ..
-            }) => {
-                r.roles.add(host.roles());
-                r.roles.queue_full += host.counters().queue_full;
-            }
+            Either::Right(SimHost { kind, .. }) => match kind {
+                HostKind::Client(host) => r.add_client(host),
+                HostKind::Replica(host) => replicas.push(host),
+                HostKind::Roles(host) => r.add_roles(host.roles(), host.counters().queue_full),
+            },
         }
     }
     let alive: Vec<bool> = (0..d.replicas.len())
         .map(|i| !matches!(c.failure, Some(Failure::Replica(f, _)) if f == i))
         .collect();
-    r.checks = Checks::judge(&r.history, r.history_unrecorded, &replicas, &alive);
-    r.decided = replicas.into_iter().map(|h| h.decided).collect();
+    r.judge(replicas, &alive);
     r
 }

@@ -5,7 +5,7 @@ use super::{Mailbox, Results};
 use crate::replicated::{Envelope, decode_reply, partition_of_command};
 use crate::{Command, StoreError};
 use onepipe_fabric::{Hints, Node, PortId, Route};
-use onepipe_paxos::{Completion, Proposer};
+use onepipe_paxos::{Completion, Proposer, client_id, client_process, client_slot};
 use onepipe_wire::Instant;
 use onepipe_wire::paxos::Message;
 use std::collections::{HashMap, VecDeque};
@@ -212,21 +212,13 @@ impl ServiceHost {
     }
 
     fn complete(&mut self, c: Completion) {
-        let (client, request, reply) = match c {
-            Completion::Replied {
-                client,
-                request,
-                reply,
-                ..
-            } => (client, request, Some(reply)),
-            Completion::GaveUp { client, request } => (client, request, None),
-        };
-        let slot = (client & 0xffff_ffff) as usize;
+        let (client, request, reply) = c.into_parts();
+        let slot = client_slot(client) as usize;
         let Some(s) = self.slots.get_mut(slot) else {
             return;
         };
         // The proposer completes only what it has pending, and a slot has one request pending.
-        assert_eq!(client >> 32, u64::from(self.config.process));
+        assert_eq!(client_process(client), self.config.process);
         assert_eq!(
             s.next_request,
             request + 1,
@@ -283,11 +275,6 @@ impl ServiceHost {
         // The connection may have stopped waiting: nothing to do then.
         let _ = batch.reply.send(batch.results);
     }
-}
-
-/// The client id of a slot: the replicas' session key.
-fn client_id(process: u32, slot: u32) -> u64 {
-    u64::from(process) << 32 | u64::from(slot)
 }
 
 enum Step {
