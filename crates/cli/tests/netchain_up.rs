@@ -6,10 +6,7 @@
 
 mod common;
 
-use common::KillOnDrop;
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 
 /// NetChain's testbed on addresses no other test uses.
 fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
@@ -37,42 +34,14 @@ fn write_topology_at(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     path
 }
 
-/// `onepipe netchain up --topology FILE`, running, with what it has printed so far.
-struct Up {
-    _child: KillOnDrop,
-    stderr: BufReader<std::process::ChildStderr>,
-    log: String,
-}
+/// `onepipe netchain up --topology FILE`, running.
+struct Up;
 
 impl Up {
-    fn start(file: &std::path::Path) -> Up {
-        let mut child = common::onepipe()
-            .args(["netchain", "up", "--topology"])
-            .arg(file)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut up = Up {
-            _child: KillOnDrop(child),
-            stderr,
-            log: String::new(),
-        };
-        up.wait_for("Ctrl-C stops them");
-        up
-    }
-
-    /// Reads its output until `text` appears; fails the test if it exits first.
-    fn wait_for(&mut self, text: &str) {
-        while !self.log.contains(text) {
-            let mut line = String::new();
-            assert!(
-                self.stderr.read_line(&mut line).unwrap() > 0,
-                "up exited: {}",
-                self.log
-            );
-            self.log += &line;
-        }
+    fn start(file: &std::path::Path) -> common::Watched {
+        let mut cmd = common::onepipe();
+        cmd.args(["netchain", "up", "--topology"]).arg(file);
+        common::Watched::start(cmd, "Ctrl-C stops them")
     }
 }
 

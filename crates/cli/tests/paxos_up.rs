@@ -33,43 +33,14 @@ fn write_topology(dir: &Path, port: u16) -> PathBuf {
     path
 }
 
-/// `onepipe paxos up FILE`, running, with what it has printed so far.
-struct Up {
-    _child: KillOnDrop,
-    stderr: BufReader<std::process::ChildStderr>,
-    log: String,
-}
+/// `onepipe paxos up FILE`, running.
+struct Up;
 
 impl Up {
-    fn start(file: &Path, data: &Path) -> Up {
-        let mut child = common::onepipe()
-            .args(["paxos", "up"])
-            .arg(file)
-            .arg("--data-dir")
-            .arg(data)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let mut up = Up {
-            _child: KillOnDrop(child),
-            stderr,
-            log: String::new(),
-        };
-        up.wait_for("Ctrl-C stops them");
-        up
-    }
-
-    fn wait_for(&mut self, text: &str) {
-        while !self.log.contains(text) {
-            let mut line = String::new();
-            assert!(
-                self.stderr.read_line(&mut line).unwrap() > 0,
-                "up exited: {}",
-                self.log
-            );
-            self.log += &line;
-        }
+    fn start(file: &Path, data: &Path) -> common::Watched {
+        let mut cmd = common::onepipe();
+        cmd.args(["paxos", "up"]).arg(file).arg("--data-dir").arg(data);
+        common::Watched::start(cmd, "Ctrl-C stops them")
     }
 }
 

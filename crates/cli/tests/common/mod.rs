@@ -65,3 +65,36 @@ impl Drop for KillOnDrop {
         }
     }
 }
+
+/// A command the test started (`onepipe netchain up`, `onepipe paxos up`), with what it has
+/// printed on stderr so far; stopped if the test ends first.
+pub struct Watched {
+    _child: KillOnDrop,
+    stderr: std::io::BufReader<std::process::ChildStderr>,
+    pub log: String,
+}
+
+impl Watched {
+    /// Starts `cmd` and reads its stderr until `ready` appears.
+    pub fn start(mut cmd: Command, ready: &str) -> Watched {
+        let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut w = Watched {
+            _child: KillOnDrop(child),
+            stderr,
+            log: String::new(),
+        };
+        w.wait_for(ready);
+        w
+    }
+
+    /// Reads its output until `text` appears; fails the test if it exits first.
+    pub fn wait_for(&mut self, text: &str) {
+        use std::io::BufRead;
+        while !self.log.contains(text) {
+            let mut line = String::new();
+            assert!(self.stderr.read_line(&mut line).unwrap() > 0, "it exited: {}", self.log);
+            self.log += &line;
+        }
+    }
+}
