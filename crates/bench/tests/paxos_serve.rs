@@ -6,10 +6,11 @@
 
 use onepipe_bench::netchain::fabric::NetchainRuntime;
 use onepipe_bench::paxos::serve::{PaxosServeConfig, Serving, start};
+use onepipe_kv::redis_tools;
 use onepipe_kv::replicated::{ReplicaConfig, ReplicaDb};
 use redis::Value;
 use std::net::TcpListener;
-use std::process::Command;
+use std::time::Duration;
 
 fn serving(partitions: u16) -> Serving {
     let config = PaxosServeConfig {
@@ -206,38 +207,13 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-/// Whether redis-cli and redis-benchmark are there; fails when they must be and are not.
-fn tools_present(test: &str) -> bool {
-    let missing: Vec<&str> = ["redis-cli", "redis-benchmark"]
-        .into_iter()
-        .filter(|t| Command::new(t).arg("--version").output().is_err())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let required = std::env::var("ONEPIPE_REQUIRE_REDIS_TOOLS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {missing:?} not on PATH: apt-get install -y redis-tools"
-    );
-    eprintln!("{test}: did not run: {missing:?} not on PATH");
-    false
-}
-
 fn cli(s: &Serving, words: &[&str]) -> String {
-    let port = s.server.local_addr().port().to_string();
-    let out = Command::new("timeout")
-        .args(["60", "redis-cli", "-h", "127.0.0.1", "-p", &port])
-        .args(words)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "redis-cli {words:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    redis_tools::run("redis-cli", s.server.local_addr(), words, Duration::from_secs(60))
 }
 
 #[test]
 fn redis_cli_runs_every_command() {
-    if !tools_present("redis_cli_runs_every_command") {
+    if !redis_tools::tools_present("redis_cli_runs_every_command") {
         return;
     }
     let s = serving(1);
@@ -261,39 +237,11 @@ fn redis_cli_runs_every_command() {
 /// Debian's redis-benchmark against the Paxos store, unchanged.
 #[test]
 fn redis_benchmark_sets_and_gets_through_paxos() {
-    if !tools_present("redis_benchmark_sets_and_gets_through_paxos") {
+    if !redis_tools::tools_present("redis_benchmark_sets_and_gets_through_paxos") {
         return;
     }
     let s = serving(1);
-    let port = s.server.local_addr().port().to_string();
-    let out = Command::new("timeout")
-        .args([
-            "120",
-            "redis-benchmark",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port,
-            "-t",
-            "set,get",
-            "-n",
-            "5000",
-            "-q",
-        ])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    for test in ["SET:", "GET:"] {
-        assert!(
-            stdout.contains(test) && stdout.contains("requests per second"),
-            "{stdout}"
-        );
-    }
+    redis_tools::benchmark_set_get(s.server.local_addr(), 5000);
     let value = get(&mut connect(&s), "key:__rand_int__");
     assert_eq!(
         value.map(|v| v.len()),

@@ -6,8 +6,6 @@
 
 mod common;
 
-
-
 /// NetChain's testbed on addresses no other test uses.
 fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
     write_topology_at(dir, 7200)

@@ -7,7 +7,9 @@
 mod common;
 
 use common::KillOnDrop;
+use onepipe_kv::redis_tools;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -93,27 +95,8 @@ fn up_then_set_and_get_from_the_command_line_through_a_coordinator_failure() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Whether redis-cli and redis-benchmark are there; fails when they must be and are not
-/// (`ONEPIPE_REQUIRE_REDIS_TOOLS=1`, as CI sets it).
-fn tools_present(test: &str) -> bool {
-    let missing: Vec<&str> = ["redis-cli", "redis-benchmark"]
-        .into_iter()
-        .filter(|t| std::process::Command::new(t).arg("--version").output().is_err())
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let required = std::env::var("ONEPIPE_REQUIRE_REDIS_TOOLS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {missing:?} not on PATH: apt-get install -y redis-tools"
-    );
-    eprintln!("{test}: did not run: {missing:?} not on PATH");
-    false
-}
-
 /// `onepipe paxos serve WORDS --port 0`, running, and the address it serves on.
-fn serve(words: &[&str]) -> (KillOnDrop, String) {
+fn serve(words: &[&str]) -> (KillOnDrop, SocketAddr) {
     let mut child = common::onepipe()
         .args(["paxos", "serve", "--port", "0"])
         .args(words)
@@ -127,32 +110,25 @@ fn serve(words: &[&str]) -> (KillOnDrop, String) {
         .split("protocol on ")
         .nth(1)
         .and_then(|rest| rest.split(' ').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
     (KillOnDrop(child), addr)
 }
 
-fn redis_tool(tool: &str, addr: &str, words: &[&str]) -> String {
-    let (host, port) = addr.rsplit_once(':').unwrap();
-    let out = std::process::Command::new("timeout")
-        .args(["120", tool, "-h", host, "-p", port])
-        .args(words)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{tool} {words:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+fn redis_tool(tool: &str, addr: SocketAddr, words: &[&str]) -> String {
+    redis_tools::run(tool, addr, words, std::time::Duration::from_secs(120))
 }
 
 /// The binary's own deployment, and one `paxos up` started, both behind redis-cli and
 /// redis-benchmark unchanged.
 #[test]
 fn redis_tools_against_paxos_serve_alone_and_joined_to_up() {
-    if !tools_present("redis_tools_against_paxos_serve_alone_and_joined_to_up") {
+    if !redis_tools::tools_present("redis_tools_against_paxos_serve_alone_and_joined_to_up") {
         return;
     }
     let (_alone, addr) = serve(&[]);
-    assert_eq!(redis_tool("redis-cli", &addr, &["SET", "a", "1"]), "OK\n");
-    assert_eq!(redis_tool("redis-cli", &addr, &["GET", "a"]), "1\n");
+    assert_eq!(redis_tool("redis-cli", addr, &["SET", "a", "1"]), "OK\n");
+    assert_eq!(redis_tool("redis-cli", addr, &["GET", "a"]), "1\n");
     drop(_alone);
 
     let dir = std::env::temp_dir().join(format!("onepipe-paxos-serve-up-{}", std::process::id()));
@@ -161,14 +137,8 @@ fn redis_tools_against_paxos_serve_alone_and_joined_to_up() {
     let _up = Up::start(&file, &dir.join("data"));
     let topology = file.display().to_string();
     let (_joined, addr) = serve(&["--topology", &topology, "--processes", "0"]);
-    assert_eq!(redis_tool("redis-cli", &addr, &["CASNX", "lock", "me"]), "1\n");
-    let bench = redis_tool("redis-benchmark", &addr, &["-t", "set,get", "-n", "2000", "-q"]);
-    for test in ["SET:", "GET:"] {
-        assert!(
-            bench.contains(test) && bench.contains("requests per second"),
-            "{bench}"
-        );
-    }
+    assert_eq!(redis_tool("redis-cli", addr, &["CASNX", "lock", "me"]), "1\n");
+    redis_tools::benchmark_set_get(addr, 2000);
     // What the joined server wrote, a one-shot client as the other client process reads.
     assert_eq!(paxos(&file, &["get", "lock", "--process", "1"]), ("me".into(), 0));
     let (value, code) = paxos(&file, &["get", "key:__rand_int__", "--process", "1"]);

@@ -17,6 +17,7 @@ mod command;
 mod mem;
 pub mod netchain;
 pub mod paxos;
+pub mod redis_tools;
 pub mod replicated;
 mod reply;
 mod resp;

@@ -93,7 +93,11 @@ impl Watched {
         use std::io::BufRead;
         while !self.log.contains(text) {
             let mut line = String::new();
-            assert!(self.stderr.read_line(&mut line).unwrap() > 0, "it exited: {}", self.log);
+            assert!(
+                self.stderr.read_line(&mut line).unwrap() > 0,
+                "it exited: {}",
+                self.log
+            );
             self.log += &line;
         }
     }
