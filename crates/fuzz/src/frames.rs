@@ -99,6 +99,21 @@ pub fn frame(d: &mut Draw, now: Instant, peers: Peers) -> Vec<u8> {
     }
 }
 
+/// A frame as a hostile network delivers it: mostly a well-formed `message` (fields drawn so
+/// that they often name real keys, switches, processes), sometimes one damaged, sometimes raw
+/// bytes.
+pub fn hostile(d: &mut Draw, message: fn(&mut Draw) -> Vec<u8>) -> Vec<u8> {
+    match d.u8() % 8 {
+        0 => d.bytes(80),
+        1 => {
+            let mut f = message(d);
+            damage(d, &mut f);
+            f
+        }
+        _ => message(d),
+    }
+}
+
 /// Overwrites a byte or two at a header field (or anywhere), or cuts the frame short.
 pub fn damage(d: &mut Draw, f: &mut Vec<u8>) {
     if f.is_empty() {

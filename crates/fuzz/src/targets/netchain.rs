@@ -5,7 +5,7 @@
 
 use super::{STEPS_MAX, advance};
 use crate::fixture::START;
-use crate::frames::{Draw, damage};
+use crate::frames::{Draw, hostile};
 use onepipe_fabric::node::FRAME_MAX;
 use onepipe_fabric::{Node, PortId, Topology, Wiring};
 use onepipe_netchain::{
@@ -92,18 +92,6 @@ fn message(d: &mut Draw) -> Vec<u8> {
     repr_bytes(Repr::Query(q))
 }
 
-fn frame(d: &mut Draw) -> Vec<u8> {
-    match d.u8() % 8 {
-        0 => d.bytes(80),
-        1 => {
-            let mut f = message(d);
-            damage(d, &mut f);
-            f
-        }
-        _ => message(d),
-    }
-}
-
 /// Everything a node sends is a NetChain message that fits a runtime's buffer.
 fn check_sent(frame: &[u8]) {
     assert!(frame.len() <= FRAME_MAX);
@@ -127,12 +115,12 @@ pub fn run(data: &[u8]) {
         match d.u8() % 6 {
             0 | 1 => {
                 let port = d.below(ports as usize) as PortId;
-                let mut f = frame(&mut d);
+                let mut f = hostile(&mut d, message);
                 let route = n.switch.classify(now, port, &f);
                 n.switch.handle_frame(now, port, &mut f, route);
             }
             2 => {
-                let f = frame(&mut d);
+                let f = hostile(&mut d, message);
                 n.agent.handle_frame(now, &f);
                 n.controller.handle_frame(now, &f);
             }

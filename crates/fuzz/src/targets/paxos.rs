@@ -6,7 +6,7 @@
 
 use super::{STEPS_MAX, advance};
 use crate::fixture::START;
-use crate::frames::{Draw, damage};
+use crate::frames::{Draw, hostile};
 use onepipe_fabric::node::FRAME_MAX;
 use onepipe_fabric::{Node, PortId, Topology, Wiring};
 use onepipe_paxos::{Deployment, Learner, PaxosSwitch, Placement, Proposer, RoleHost, Tuning};
@@ -56,18 +56,6 @@ fn message(d: &mut Draw) -> Vec<u8> {
     m.to_vec()
 }
 
-fn frame(d: &mut Draw) -> Vec<u8> {
-    match d.u8() % 8 {
-        0 => d.bytes(80),
-        1 => {
-            let mut f = message(d);
-            damage(d, &mut f);
-            f
-        }
-        _ => message(d),
-    }
-}
-
 fn check_sent(frame: &[u8]) {
     assert!(frame.len() <= FRAME_MAX);
     assert!(
@@ -97,12 +85,12 @@ pub fn run(data: &[u8]) {
         match d.u8() % 6 {
             0 | 1 => {
                 let port = d.below(ports) as PortId;
-                let mut f = frame(&mut d);
+                let mut f = hostile(&mut d, message);
                 let route = switch.classify(now, port, &f);
                 switch.handle_frame(now, port, &mut f, route);
             }
             2 => {
-                let mut f = frame(&mut d);
+                let mut f = hostile(&mut d, message);
                 backup.handle_frame(now, 0, &mut f, onepipe_fabric::Route::Consume);
                 if let Ok(m) = Message::parse(&f) {
                     learner.handle(now, &m, &mut |m| check_sent(&m.to_vec()));
