@@ -15,12 +15,14 @@
 
 pub mod client;
 pub mod codec;
+pub mod engine;
 pub mod layout;
 pub mod server;
 pub mod state;
 pub mod txn;
 
 pub use client::{Client, ClientConfig, ClientCounters, Outgoing, SubmitError};
+pub use engine::{ClientEngine, ServerEngine};
 pub use layout::{Layout, LayoutError};
 pub use server::{Ordering, Server, ServerConfig, ServerCounters, Service};
 pub use state::ShardState;
