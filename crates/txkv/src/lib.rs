@@ -17,6 +17,7 @@ pub mod client;
 pub mod codec;
 pub mod engine;
 pub mod layout;
+pub mod run;
 pub mod server;
 pub mod state;
 pub mod txn;

@@ -1,0 +1,207 @@
+//! The store on the inproc runtime (`onepipe::embed`): transfers between accounts, which keep
+//! the sum of all balances at zero, run concurrently with read-only transactions that read
+//! every account. Any read that is not serializable (a transfer seen half done) shows a sum
+//! other than zero.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use onepipe::Topology;
+use onepipe::embed::{EmbedOptions, Embedded};
+use onepipe::host::Application;
+use onepipe_txkv::run::{ClientApp, ServerApp, TxnSource};
+use onepipe_txkv::{
+    Client, ClientConfig, Completion, Layout, Op, OpResult, Ordering, Outcome, Server, ServerConfig,
+    ServerEngine, Txn,
+};
+
+const ACCOUNTS: u64 = 8;
+
+#[derive(Default)]
+struct Tally {
+    transfers: u64,
+    audits: u64,
+    bad_sums: Vec<i64>,
+    not_committed: u64,
+}
+
+struct Transfers {
+    client: u64,
+    n: u64,
+    left: u64,
+    tally: Arc<Mutex<Tally>>,
+}
+
+fn account(i: u64) -> Bytes {
+    Bytes::from(format!("acct:{i}"))
+}
+
+impl TxnSource for Transfers {
+    fn next(&mut self, _now_ns: u64) -> Option<Txn> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.n += 1;
+        let x = self.n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.client;
+        if self.n % 2 == 0 {
+            let (a, b) = (x % ACCOUNTS, (x / ACCOUNTS) % ACCOUNTS);
+            let d = (x % 100) as i64 + 1;
+            return Some(Txn::new(vec![
+                Op::IncrBy {
+                    key: account(a),
+                    delta: d,
+                },
+                Op::IncrBy {
+                    key: account(b),
+                    delta: -d,
+                },
+            ]));
+        }
+        Some(Txn::new(
+            (0..ACCOUNTS).map(|i| Op::Get { key: account(i) }).collect(),
+        ))
+    }
+
+    fn submitted(&mut self, _id: u64, _txn: Txn) {}
+
+    fn completed(&mut self, c: Completion) {
+        let mut t = self.tally.lock().unwrap();
+        let Outcome::Committed { results, .. } = c.outcome else {
+            t.not_committed += 1;
+            return;
+        };
+        if !matches!(results[0], OpResult::Value(_)) {
+            t.transfers += 1;
+            return;
+        }
+        t.audits += 1;
+        let sum: i64 = results
+            .iter()
+            .map(|r| match r {
+                OpResult::Value(Some(v)) => std::str::from_utf8(v).unwrap().parse::<i64>().unwrap(),
+                _ => 0,
+            })
+            .sum();
+        if sum != 0 {
+            t.bad_sums.push(sum);
+        }
+    }
+}
+
+enum App {
+    Server(ServerApp<Server>),
+    Client(ClientApp<Client, Transfers>),
+}
+
+impl Application for App {
+    fn drain(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
+        match self {
+            App::Server(a) => a.drain(now, ep),
+            App::Client(a) => a.drain(now, ep),
+        }
+    }
+    fn refill(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
+        match self {
+            App::Server(a) => a.refill(now, ep),
+            App::Client(a) => a.refill(now, ep),
+        }
+    }
+    fn on_process_failure(&mut self, p: u32, ts: onepipe::Instant) {
+        match self {
+            App::Server(a) => a.on_process_failure(p, ts),
+            App::Client(a) => a.on_process_failure(p, ts),
+        }
+    }
+    fn on_send_failure(&mut self, f: onepipe::SendFailure) {
+        match self {
+            App::Server(a) => a.on_send_failure(f),
+            App::Client(a) => a.on_send_failure(f),
+        }
+    }
+    fn poll_timeout(&self) -> Option<onepipe::Instant> {
+        match self {
+            App::Server(a) => a.poll_timeout(),
+            App::Client(a) => a.poll_timeout(),
+        }
+    }
+    fn on_timeout(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
+        match self {
+            App::Server(a) => a.on_timeout(now, ep),
+            App::Client(a) => a.on_timeout(now, ep),
+        }
+    }
+}
+
+#[test]
+fn transfers_keep_the_sum_and_replicas_agree() {
+    let layout = Layout::new(2, 3).unwrap();
+    let hosts = 8;
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let per_client = 300;
+    let apps: Vec<App> = (0..hosts as u32)
+        .map(|p| match layout.role_of(p) {
+            Some((s, r)) => App::Server(ServerApp::new(Server::new(ServerConfig::new(
+                s as u16,
+                r as u16,
+                Ordering::OnePipe,
+            )))),
+            None => {
+                let mut c = ClientConfig::new(p, layout);
+                c.window = 4;
+                App::Client(ClientApp::new(
+                    Client::new(c),
+                    Transfers {
+                        client: u64::from(p),
+                        n: 0,
+                        left: per_client,
+                        tally: tally.clone(),
+                    },
+                ))
+            }
+        })
+        .collect();
+    let options = EmbedOptions {
+        topology: Topology::single_switch(hosts).unwrap(),
+        ..EmbedOptions::default()
+    };
+    let system = Embedded::start(&options, apps).unwrap();
+    let clients = u64::from(hosts as u32 - layout.servers());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let t = tally.lock().unwrap();
+        if t.transfers + t.audits + t.not_committed >= clients * per_client {
+            break;
+        }
+        drop(t);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not finish in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let apps = system.stop();
+    let t = tally.lock().unwrap();
+    assert_eq!(t.not_committed, 0);
+    assert!(
+        t.audits > 100 && t.transfers > 100,
+        "{} audits {} transfers",
+        t.audits,
+        t.transfers
+    );
+    assert!(t.bad_sums.is_empty(), "audits saw sums {:?}", t.bad_sums);
+    let digests: Vec<(u32, u64)> = apps
+        .iter()
+        .filter_map(|a| match a {
+            App::Server(s) => Some((u32::from(s.engine.config().shard), s.engine.digest())),
+            App::Client(_) => None,
+        })
+        .collect();
+    for shard in 0..layout.shards {
+        let of: Vec<u64> = digests.iter().filter(|d| d.0 == shard).map(|d| d.1).collect();
+        assert!(
+            of.windows(2).all(|w| w[0] == w[1]),
+            "replicas of shard {shard} differ: {of:?}"
+        );
+    }
+}
