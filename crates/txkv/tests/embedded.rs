@@ -3,6 +3,8 @@
 //! every account. Any read that is not serializable (a transfer seen half done) shows a sum
 //! other than zero.
 
+#![allow(clippy::disallowed_methods)] // the test waits on real time for the runtime
+
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
