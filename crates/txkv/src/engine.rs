@@ -112,3 +112,70 @@ impl ServerEngine for crate::Server {
         crate::Server::invariants(self)
     }
 }
+
+/// Boxed engines, so that one process type runs any store (the demo compares three).
+impl ClientEngine for Box<dyn ClientEngine> {
+    fn has_room(&self) -> bool {
+        (**self).has_room()
+    }
+    fn submit(&mut self, now_ns: u64, txn: Txn) -> Result<u64, SubmitError> {
+        (**self).submit(now_ns, txn)
+    }
+    fn poll_send(&mut self) -> Option<Outgoing> {
+        (**self).poll_send()
+    }
+    fn unsend(&mut self, out: Outgoing) {
+        (**self).unsend(out)
+    }
+    fn on_sent(&mut self, out: &Outgoing, msg_id: u64) {
+        (**self).on_sent(out, msg_id)
+    }
+    fn on_send_failure(&mut self, now_ns: u64, msg_id: u64) {
+        (**self).on_send_failure(now_ns, msg_id)
+    }
+    fn on_process_failure(&mut self, now_ns: u64, process: u32) {
+        (**self).on_process_failure(now_ns, process)
+    }
+    fn on_message(&mut self, now_ns: u64, src: u32, payload: &[u8]) {
+        (**self).on_message(now_ns, src, payload)
+    }
+    fn poll_timeout(&self) -> Option<u64> {
+        (**self).poll_timeout()
+    }
+    fn handle_timeout(&mut self, now_ns: u64) {
+        (**self).handle_timeout(now_ns)
+    }
+    fn poll_completion(&mut self) -> Option<Completion> {
+        (**self).poll_completion()
+    }
+    fn counters(&self) -> ClientCounters {
+        (**self).counters()
+    }
+    fn invariants(&self) {
+        (**self).invariants()
+    }
+}
+
+impl ServerEngine for Box<dyn ServerEngine> {
+    fn on_delivery(&mut self, service: Service, ts: u64, src: u32, payload: &[u8]) {
+        (**self).on_delivery(service, ts, src, payload)
+    }
+    fn on_commit_barrier(&mut self, barrier: u64) {
+        (**self).on_commit_barrier(barrier)
+    }
+    fn peek_send(&self) -> Option<&(u32, Vec<u8>)> {
+        (**self).peek_send()
+    }
+    fn pop_send(&mut self) -> Option<(u32, Vec<u8>)> {
+        (**self).pop_send()
+    }
+    fn digest(&self) -> u64 {
+        (**self).digest()
+    }
+    fn keys(&self) -> usize {
+        (**self).keys()
+    }
+    fn invariants(&self) {
+        (**self).invariants()
+    }
+}

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use onepipe::Topology;
 use onepipe::embed::{EmbedOptions, Embedded};
-use onepipe::host::Application;
-use onepipe_txkv::run::{ClientApp, ServerApp, TxnSource};
+use onepipe_txkv::run::{ClientApp, ServerApp, StoreProcess, TxnSource};
 use onepipe_txkv::{
     Client, ClientConfig, Completion, Layout, Op, OpResult, Ordering, Outcome, Server, ServerConfig,
     ServerEngine, Txn,
@@ -91,49 +90,7 @@ impl TxnSource for Transfers {
     }
 }
 
-enum App {
-    Server(ServerApp<Server>),
-    Client(ClientApp<Client, Transfers>),
-}
-
-impl Application for App {
-    fn drain(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
-        match self {
-            App::Server(a) => a.drain(now, ep),
-            App::Client(a) => a.drain(now, ep),
-        }
-    }
-    fn refill(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
-        match self {
-            App::Server(a) => a.refill(now, ep),
-            App::Client(a) => a.refill(now, ep),
-        }
-    }
-    fn on_process_failure(&mut self, p: u32, ts: onepipe::Instant) {
-        match self {
-            App::Server(a) => a.on_process_failure(p, ts),
-            App::Client(a) => a.on_process_failure(p, ts),
-        }
-    }
-    fn on_send_failure(&mut self, f: onepipe::SendFailure) {
-        match self {
-            App::Server(a) => a.on_send_failure(f),
-            App::Client(a) => a.on_send_failure(f),
-        }
-    }
-    fn poll_timeout(&self) -> Option<onepipe::Instant> {
-        match self {
-            App::Server(a) => a.poll_timeout(),
-            App::Client(a) => a.poll_timeout(),
-        }
-    }
-    fn on_timeout(&mut self, now: onepipe::Instant, ep: &mut onepipe::Endpoint) {
-        match self {
-            App::Server(a) => a.on_timeout(now, ep),
-            App::Client(a) => a.on_timeout(now, ep),
-        }
-    }
-}
+type App = StoreProcess<Server, Client, Transfers>;
 
 #[test]
 fn transfers_keep_the_sum_and_replicas_agree() {
@@ -143,7 +100,7 @@ fn transfers_keep_the_sum_and_replicas_agree() {
     let per_client = 300;
     let apps: Vec<App> = (0..hosts as u32)
         .map(|p| match layout.role_of(p) {
-            Some((s, r)) => App::Server(ServerApp::new(Server::new(ServerConfig::new(
+            Some((s, r)) => StoreProcess::Server(ServerApp::new(Server::new(ServerConfig::new(
                 s as u16,
                 r as u16,
                 Ordering::OnePipe,
@@ -151,7 +108,7 @@ fn transfers_keep_the_sum_and_replicas_agree() {
             None => {
                 let mut c = ClientConfig::new(p, layout);
                 c.window = 4;
-                App::Client(ClientApp::new(
+                StoreProcess::Client(ClientApp::new(
                     Client::new(c),
                     Transfers {
                         client: u64::from(p),
@@ -195,8 +152,8 @@ fn transfers_keep_the_sum_and_replicas_agree() {
     let digests: Vec<(u32, u64)> = apps
         .iter()
         .filter_map(|a| match a {
-            App::Server(s) => Some((u32::from(s.engine.config().shard), s.engine.digest())),
-            App::Client(_) => None,
+            StoreProcess::Server(s) => Some((u32::from(s.engine.config().shard), s.engine.digest())),
+            StoreProcess::Client(_) => None,
         })
         .collect();
     for shard in 0..layout.shards {
