@@ -24,6 +24,8 @@
 //!     outcome: Outcome::Ok,
 //!     call_ns,
 //!     return_ns,
+//!     txn: None,
+//!     ts: None,
 //! };
 //! // A write returns, then a read that starts later still finds the key absent.
 //! let history = [op(1, OpKind::Write, Some("v1"), 0, 10), op(2, OpKind::Read, None, 20, 30)];

@@ -29,6 +29,8 @@ fn writes_the_documented_line() {
         outcome: Outcome::Ok,
         call_ns: 120,
         return_ns: 450,
+        txn: None,
+        ts: None,
     };
     let mut text = Vec::new();
     write_record(&mut text, &record).unwrap();
@@ -201,6 +203,8 @@ fn record() -> impl Strategy<Value = HistoryRecord> {
             outcome,
             call_ns: a.min(b),
             return_ns: a.max(b),
+            txn: None,
+            ts: None,
         })
 }
 

@@ -134,6 +134,8 @@ fn arbitrary_history(records_max: usize, keys: u8) -> impl Strategy<Value = Vec<
                     outcome,
                     call_ns,
                     return_ns: call_ns + length_ns,
+                    txn: None,
+                    ts: None,
                 },
             )
             .collect()

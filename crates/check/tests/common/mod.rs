@@ -79,6 +79,8 @@ pub fn build(specs: &[Spec]) -> Vec<HistoryRecord> {
             outcome,
             call_ns,
             return_ns,
+            txn: None,
+            ts: None,
         });
         if applied {
             effects.push((effect_ns, i));
@@ -179,5 +181,7 @@ pub fn record(
         outcome,
         call_ns,
         return_ns,
+        txn: None,
+        ts: None,
     }
 }
