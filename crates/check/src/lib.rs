@@ -1,5 +1,6 @@
 //! Checkers that verify the 1Pipe delivery guarantees from per-process event logs, and the
-//! linearizability of key-value histories ([`history`], [`linearizable`]).
+//! linearizability and serializability of key-value histories ([`history`], [`linearizable`],
+//! [`serializable`]).
 //!
 //! Each process records its [`Event`]s in program order (see [`log`] for the text format). The
 //! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
@@ -22,6 +23,7 @@ mod matching;
 pub mod online;
 mod order;
 mod report;
+pub mod serializable;
 mod violation;
 
 pub use atomicity::check_atomicity;
@@ -40,4 +42,9 @@ pub use matching::{check_fifo, check_no_creation, check_no_loss};
 pub use online::{OnlineChecker, OnlineStats};
 pub use order::check_total_order;
 pub use report::{CheckResult, Checks, MAX_EXAMPLES, Report, check_all};
+pub use serializable::{
+    CYCLE_STEPS_MAX, CycleStep, Dependency, SerializabilityConfig, SerializabilityError,
+    SerializabilityMethod, SerializabilityReport, SerializabilityVerdict, TxnField, TxnRef, TxnViolation,
+    VIOLATIONS_MAX, check_serializable, check_serializable_with,
+};
 pub use violation::{Rule, Violation, ViolationKind};
