@@ -4,8 +4,8 @@ mod common;
 
 use common::{Workload, build};
 use onepipe_check::{
-    HistoryReader, HistoryRecord, OpKind, Outcome, ReadError, RecordError, read_history, read_history_file,
-    write_record,
+    HistoryError, HistoryReader, HistoryRecord, OpKind, Outcome, ReadError, RecordError, check_history,
+    read_history, read_history_file, write_record,
 };
 use proptest::prelude::*;
 
@@ -37,6 +37,40 @@ fn writes_the_documented_line() {
     assert_eq!(String::from_utf8(text).unwrap(), format!("{WRITE}\n"));
     assert_eq!(record.to_string(), WRITE);
     assert_eq!(serde_json::from_str::<HistoryRecord>(WRITE).unwrap(), record);
+}
+
+#[test]
+fn writes_txn_and_ts_last_and_only_when_set() {
+    let mut record: HistoryRecord = serde_json::from_str(WRITE).unwrap();
+    assert_eq!((record.txn, record.ts), (None, None));
+    record.txn = Some(7);
+    record.ts = Some(99);
+    let line = record.to_string();
+    assert_eq!(
+        line,
+        format!("{},\"txn\":7,\"ts\":99}}", &WRITE[..WRITE.len() - 1])
+    );
+    assert_eq!(read_history(line.as_bytes()).unwrap(), [record]);
+}
+
+#[test]
+fn operations_of_one_transaction_share_their_interval() {
+    let op = |txn, key: &str| HistoryRecord {
+        key: key.to_owned(),
+        txn,
+        ..serde_json::from_str(WRITE).unwrap()
+    };
+    check_history(&[op(Some(1), "a"), op(Some(1), "b"), op(Some(2), "c")])
+        .expect_err("transaction 2 overlaps transaction 1");
+    check_history(&[op(Some(1), "a"), op(Some(1), "b")]).unwrap();
+    assert!(matches!(
+        check_history(&[op(None, "a"), op(None, "b")]),
+        Err(HistoryError::ClientOverlap {
+            client: 3,
+            first: 0,
+            second: 1
+        })
+    ));
 }
 
 #[test]
@@ -193,19 +227,23 @@ fn record() -> impl Strategy<Value = HistoryRecord> {
         outcome,
         any::<u64>(),
         any::<u64>(),
+        prop::option::of(any::<u64>()),
+        prop::option::of(any::<u64>()),
     )
-        .prop_map(|(client, op, key, value, expect, outcome, a, b)| HistoryRecord {
-            client,
-            op,
-            key,
-            value: (op != OpKind::Delete).then_some(value),
-            expect: if op == OpKind::Cas { expect } else { None },
-            outcome,
-            call_ns: a.min(b),
-            return_ns: a.max(b),
-            txn: None,
-            ts: None,
-        })
+        .prop_map(
+            |(client, op, key, value, expect, outcome, a, b, txn, ts)| HistoryRecord {
+                client,
+                op,
+                key,
+                value: (op != OpKind::Delete).then_some(value),
+                expect: if op == OpKind::Cas { expect } else { None },
+                outcome,
+                call_ns: a.min(b),
+                return_ns: a.max(b),
+                txn,
+                ts,
+            },
+        )
 }
 
 proptest! {

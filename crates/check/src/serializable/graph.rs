@@ -121,7 +121,7 @@ fn read_edges(
             reads_checked += 1;
             let overwrites = writes_key.get(op.key).is_some();
             match classify(txns, writes, t, op, own.get(op.key)) {
-                Err(violation) => violations.push(violation),
+                Err(bad) => violations.push(|| bad.violation(txns, t, op)),
                 Ok(Source::Own) => {}
                 Ok(Source::Absent) if deleted[op.key as usize] => {}
                 Ok(Source::Absent) => version_reads.push((op.key, ABSENT, t, overwrites)),
@@ -349,12 +349,10 @@ fn report_cycles(txns: &Txns, graph: &Csr, violations: &mut Violations) {
             continue;
         }
         reported[c] = true;
-        if violations.list.len() >= violations.max {
-            violations.total += 1;
-            continue;
-        }
-        let cycle = shortest_cycle(graph, &component, node, &mut parent_edge);
-        violations.push(cycle_violation(txns, graph, &cycle));
+        violations.push(|| {
+            let cycle = shortest_cycle(graph, &component, node, &mut parent_edge);
+            cycle_violation(txns, graph, &cycle)
+        });
     }
 }
 

@@ -61,13 +61,16 @@ pub(super) fn replay(
                 stats.reads_ambiguous += 1;
                 continue;
             }
-            let violation = classify(txns, writes, t, op, own.get(op.key)).err();
-            violations.push(violation.unwrap_or_else(|| TxnViolation::ReplayMismatch {
-                reader: txns.txn_ref(t),
-                key: txns.key_text(op.key),
-                value: txns.value_text(op.value),
-                replayed: txns.value_text(model[key]),
-            }));
+            let bad = classify(txns, writes, t, op, own.get(op.key)).err();
+            violations.push(|| match bad {
+                Some(bad) => bad.violation(txns, t, op),
+                None => TxnViolation::ReplayMismatch {
+                    reader: txns.txn_ref(t),
+                    key: txns.key_text(op.key),
+                    value: txns.value_text(op.value),
+                    replayed: txns.value_text(model[key]),
+                },
+            });
         }
     }
     if strict {
@@ -87,7 +90,7 @@ fn check_real_time(txns: &Txns, order: &[u32], violations: &mut Violations) {
         if let Some((return_ns, a)) = earliest_after
             && return_ns < txn.call_ns
         {
-            violations.push(TxnViolation::RealTime {
+            violations.push(|| TxnViolation::RealTime {
                 earlier: txns.txn_ref(a),
                 later: txns.txn_ref(t),
             });

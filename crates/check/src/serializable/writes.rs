@@ -157,6 +157,60 @@ pub(super) enum Source {
     Writer(u32),
 }
 
+/// What is wrong with a committed read on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BadRead {
+    /// No transaction wrote the value.
+    Garbage,
+    /// Its own transaction writes the value only later.
+    Future,
+    /// Only this failed transaction wrote the value.
+    Aborted(u32),
+    /// This transaction overwrote the value itself.
+    Intermediate(u32),
+    /// Its own transaction last wrote this other value to the key.
+    Internal { own: u32 },
+}
+
+impl BadRead {
+    /// The violation, for read `op` of transaction `t`.
+    pub fn violation(self, txns: &Txns, t: u32, op: MicroOp) -> TxnViolation {
+        let reader = txns.txn_ref(t);
+        let key = txns.key_text(op.key);
+        let value = || txns.value_text(op.value).unwrap_or_default();
+        match self {
+            BadRead::Garbage => TxnViolation::GarbageRead {
+                reader,
+                key,
+                value: value(),
+            },
+            BadRead::Future => TxnViolation::FutureRead {
+                reader,
+                key,
+                value: value(),
+            },
+            BadRead::Aborted(w) => TxnViolation::AbortedRead {
+                reader,
+                writer: txns.txn_ref(w),
+                key,
+                value: value(),
+            },
+            BadRead::Intermediate(w) => TxnViolation::IntermediateRead {
+                reader,
+                writer: txns.txn_ref(w),
+                key,
+                value: value(),
+            },
+            BadRead::Internal { own } => TxnViolation::InternalRead {
+                reader,
+                key,
+                value: txns.value_text(op.value),
+                own_write: txns.value_text(own),
+            },
+        }
+    }
+}
+
 /// Judges read `op` of committed transaction `t` given its own earlier write of the key, if any.
 pub(super) fn classify(
     txns: &Txns,
@@ -164,67 +218,36 @@ pub(super) fn classify(
     t: u32,
     op: MicroOp,
     own: Option<u32>,
-) -> Result<Source, TxnViolation> {
+) -> Result<Source, BadRead> {
     debug_assert!(!op.write);
     if let Some(own) = own {
         return if own == op.value {
             Ok(Source::Own)
         } else {
-            Err(TxnViolation::InternalRead {
-                reader: txns.txn_ref(t),
-                key: txns.key_text(op.key),
-                value: txns.value_text(op.value),
-                own_write: txns.value_text(own),
-            })
+            Err(BadRead::Internal { own })
         };
     }
     if op.value == ABSENT {
         return Ok(Source::Absent);
     }
-    let (reader, key, value) = (
-        || txns.txn_ref(t),
-        || txns.key_text(op.key),
-        || txns.values[op.value as usize].to_owned(),
-    );
-    let Some(w) = writes.writer(op.key, op.value) else {
-        return Err(TxnViolation::GarbageRead {
-            reader: reader(),
-            key: key(),
-            value: value(),
-        });
-    };
-    let writer = || txns.txn_ref(w.txn);
+    let w = writes.writer(op.key, op.value).ok_or(BadRead::Garbage)?;
     if w.txn == t {
-        Err(TxnViolation::FutureRead {
-            reader: reader(),
-            key: key(),
-            value: value(),
-        })
+        Err(BadRead::Future)
     } else if txns.txns[w.txn as usize].outcome == Outcome::Fail {
-        Err(TxnViolation::AbortedRead {
-            reader: reader(),
-            writer: writer(),
-            key: key(),
-            value: value(),
-        })
+        Err(BadRead::Aborted(w.txn))
     } else if !w.installed {
-        Err(TxnViolation::IntermediateRead {
-            reader: reader(),
-            writer: writer(),
-            key: key(),
-            value: value(),
-        })
+        Err(BadRead::Intermediate(w.txn))
     } else {
         Ok(Source::Writer(w.txn))
     }
 }
 
 impl Violations {
-    /// Counts a violation, and keeps it while fewer than the maximum are kept.
-    pub fn push(&mut self, violation: TxnViolation) {
+    /// Counts a violation, and makes and keeps it while fewer than the maximum are kept.
+    pub fn push(&mut self, violation: impl FnOnce() -> TxnViolation) {
         self.total += 1;
         if self.list.len() < self.max {
-            self.list.push(violation);
+            self.list.push(violation());
         }
     }
 }
