@@ -49,7 +49,8 @@ struct Builder {
 impl Builder {
     fn helper(&mut self) -> u32 {
         self.nodes += 1;
-        u32::try_from(self.nodes - 1).expect("helper nodes are bounded by operations")
+        // RECORDS_MAX keeps transactions plus helpers below u32::MAX.
+        u32::try_from(self.nodes - 1).expect("helper nodes are bounded by the records")
     }
 
     fn edge(&mut self, from: u32, to: u32, dependency: Dependency, key: u32) {

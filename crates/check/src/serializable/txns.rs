@@ -10,8 +10,10 @@ use super::{SerializabilityError, TxnField, TxnRef};
 /// The value id of "absent" (a delete, an initial state, a read that found nothing).
 pub(super) const ABSENT: u32 = u32::MAX;
 
-/// Most records the check takes: fewer than `u32::MAX / 2`, so that every id fits a `u32`.
-pub(super) const RECORDS_MAX: usize = (u32::MAX / 2) as usize;
+/// Most records the check takes: a quarter of `u32::MAX`, so that value ids (at most two per
+/// record) and graph nodes (transactions, plus helpers: at most one per key and one per
+/// transaction) all fit a `u32` with `u32::MAX` left as a sentinel.
+pub(super) const RECORDS_MAX: usize = (u32::MAX / 4) as usize;
 
 /// One read or one write of a register; a cas is a read of `expect` then a write of `value`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +53,7 @@ impl<'a> Txns<'a> {
     /// Groups `records` into transactions, after checking each record, that operations of one
     /// transaction agree, and that no client has two transactions outstanding at once.
     pub fn build(records: &'a [HistoryRecord]) -> Result<Self, SerializabilityError> {
-        // A record holds at most two values, so value ids stay below ABSENT.
+        // Every id (value, graph node) must fit a u32: see RECORDS_MAX.
         if records.len() > RECORDS_MAX {
             return Err(HistoryError::TooManyRecords(records.len()).into());
         }
