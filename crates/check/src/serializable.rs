@@ -373,15 +373,7 @@ pub fn check_serializable_with(
         reason: None,
     };
     if let Some(d) = writes.duplicate {
-        report.reason = Some(format!(
-            "{} writes of a value already written to the same key, the first: {:?} = {:?} by {} and by {}; \
-             values must be unique per key to tell which write a read saw",
-            writes.duplicates,
-            txns.keys[d.key as usize],
-            txns.values[d.value as usize],
-            txns.txn_ref(d.first),
-            txns.txn_ref(d.second),
-        ));
+        report.reason = Some(duplicate_reason(&txns, &writes, d));
         return Ok(report);
     }
     let applied = writes::applied(&txns, &writes);
@@ -402,13 +394,13 @@ pub fn check_serializable_with(
         report.method = SerializabilityMethod::TimestampReplay;
         let stats = replay::replay(&txns, &writes, &applied, config.strict, &mut violations);
         report.reads_checked = stats.reads_checked;
-        if stats.reads_ambiguous > 0 {
-            report.reason = Some(format!(
+        report.reason = (stats.reads_ambiguous > 0).then(|| {
+            format!(
                 "{} reads of absent disagree with the replay on keys that a transaction of unknown \
                  outcome deletes: that delete may have taken effect unseen",
                 stats.reads_ambiguous
-            ));
-        }
+            )
+        });
     } else {
         report.method = SerializabilityMethod::DependencyGraph;
         report.reads_checked = graph::check_graph(&txns, &writes, &applied, config.strict, &mut violations);
@@ -427,5 +419,22 @@ pub fn check_serializable_with(
     } else {
         SerializabilityVerdict::Serializable
     };
+    debug_assert!(report.violations.len() as u64 <= report.violations_total);
+    debug_assert_eq!(
+        report.verdict == SerializabilityVerdict::Unknown,
+        report.reason.is_some()
+    );
     Ok(report)
+}
+
+fn duplicate_reason(txns: &Txns, writes: &Writes, d: writes::Duplicate) -> String {
+    format!(
+        "{} writes of a value already written to the same key, the first: {:?} = {:?} by {} and by {}; \
+         values must be unique per key to tell which write a read saw",
+        writes.duplicates,
+        txns.keys[d.key as usize],
+        txns.values[d.value as usize],
+        txns.txn_ref(d.first),
+        txns.txn_ref(d.second),
+    )
 }
