@@ -40,6 +40,8 @@ pub fn record(op: &Op, keys: &[Key]) -> HistoryRecord {
         outcome,
         call_ns: op.call_ns,
         return_ns: op.return_ns,
+        txn: None,
+        ts: None,
     }
 }
 

@@ -212,6 +212,8 @@ impl ClientHost {
             outcome,
             call_ns: call.call_ns,
             return_ns: now.as_nanos(),
+            txn: None,
+            ts: None,
         });
     }
 }

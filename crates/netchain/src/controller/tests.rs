@@ -332,6 +332,8 @@ mod property {
             outcome,
             call_ns: a.sent_at.as_nanos(),
             return_ns: a.returned_at.as_nanos(),
+            txn: None,
+            ts: None,
         }
     }
 

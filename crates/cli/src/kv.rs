@@ -1,0 +1,218 @@
+//! `onepipe kv ...`: the sharded, replicated, transactional key-value store on 1Pipe (paper
+//! 7.3.1), next to an OCC + two-phase-commit store and a non-transactional one on the same
+//! fabric.
+
+use crate::flags::{JsonFlag, SeedFlag};
+use clap::{Args, Subcommand};
+use onepipe::Topology;
+use onepipe_bench::txkv::workload::{Distribution, WorkloadConfig};
+use onepipe_bench::txkv::{KvDemoConfig, KvReport, ReplicaFailure, System};
+use onepipe_wire::Duration;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum KvCommand {
+    /// The testbed fabric, 4 shards x 3 replicas, closed-loop clients running YCSB-like
+    /// transactions under uniform and Zipf keys: 1Pipe, OCC and non-transactional side by side,
+    /// every transaction checked for serializability and every replica compared
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// A topology file or preset (docs/topology.md); every process after the servers is a client
+    #[arg(long, default_value = "testbed")]
+    topology: String,
+    #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<u32>(1..=4096))]
+    shards: u32,
+    #[arg(long, default_value_t = 3, value_parser = crate::bounds::int::<u32>(1..=16))]
+    replicas: u32,
+    /// Transactions outstanding per client process
+    #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<usize>(1..=1024))]
+    window: usize,
+    /// Measured seconds per system and distribution
+    #[arg(long, default_value_t = 3.0, value_parser = crate::bounds::seconds())]
+    seconds: f64,
+    /// Systems to run, among 1pipe, occ, non-transactional
+    #[arg(long, value_delimiter = ',', default_value = "1pipe,occ,non-transactional", value_parser = ["1pipe", "occ", "non-transactional"])]
+    systems: Vec<String>,
+    /// Key distributions, among uniform and zipf
+    #[arg(long, value_delimiter = ',', default_value = "uniform,zipf", value_parser = ["uniform", "zipf"])]
+    distributions: Vec<String>,
+    /// Zipf constant of the zipf distribution
+    #[arg(long, default_value_t = 0.99, value_parser = crate::bounds::probability())]
+    zipf: f64,
+    /// Keys the clients draw from
+    #[arg(long, default_value_t = 100_000, value_parser = crate::bounds::int::<u64>(1..=100_000_000))]
+    keys: u64,
+    /// Keys per transaction
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=64))]
+    keys_per_txn: usize,
+    /// Share of transactions that only read
+    #[arg(long, default_value_t = 0.5, value_parser = crate::bounds::probability())]
+    read_only: f64,
+    /// Largest value, in bytes (sizes follow Facebook's ETC pool up to it)
+    #[arg(long, default_value_t = 1024, value_parser = crate::bounds::int::<usize>(16..=65_536))]
+    value_bytes_max: usize,
+    /// Crash server N (shard N / replicas, replica N % replicas) T into the 1Pipe runs (like
+    /// replica:1@1s)
+    #[arg(long)]
+    fail: Option<String>,
+    /// Write every operation to FILE as JSON Lines (client, op, key, value, expect, outcome,
+    /// call_ns, return_ns, txn, ts), every run one after the other, each line with its `system`
+    /// and `distribution`
+    #[arg(long)]
+    history: Option<PathBuf>,
+    /// Skip recording and checking the histories (the serializability check is then not run)
+    #[arg(long)]
+    no_check: bool,
+    #[command(flatten)]
+    seed: SeedFlag,
+    #[command(flatten)]
+    json: JsonFlag,
+}
+
+pub fn run(cmd: KvCommand) -> Result<ExitCode, String> {
+    match cmd {
+        KvCommand::Demo(args) => demo(args),
+    }
+}
+
+fn topology(name: &str) -> Result<Topology, String> {
+    let path = Path::new(name);
+    match path.exists() {
+        true => Topology::from_file(path).map_err(|e| e.to_string()),
+        false => Topology::preset(name).map_err(|e| e.to_string()),
+    }
+}
+
+fn system(name: &str) -> System {
+    match name {
+        "occ" => System::Occ,
+        "non-transactional" => System::NonTransactional,
+        _ => System::OnePipe,
+    }
+}
+
+fn demo(args: DemoArgs) -> Result<ExitCode, String> {
+    let failure: Option<ReplicaFailure> = args
+        .fail
+        .as_deref()
+        .map(|f| f.parse().map_err(|e| format!("--fail: {e}")))
+        .transpose()?;
+    let distributions = args
+        .distributions
+        .iter()
+        .map(|d| match d.as_str() {
+            "zipf" => Distribution::Zipf(args.zipf),
+            _ => Distribution::Uniform,
+        })
+        .collect();
+    let config = KvDemoConfig {
+        topology: topology(&args.topology)?,
+        shards: args.shards,
+        replicas: args.replicas,
+        window: args.window,
+        duration: Duration::from_nanos((args.seconds * 1e9) as u64),
+        systems: args.systems.iter().map(|s| system(s)).collect(),
+        distributions,
+        workload: WorkloadConfig {
+            keys: args.keys,
+            keys_per_txn: args.keys_per_txn,
+            read_only_fraction: args.read_only,
+            value_bytes_max: args.value_bytes_max,
+            ..WorkloadConfig::default()
+        },
+        failure,
+        record_history: !args.no_check || args.history.is_some(),
+        seed: args.seed.seed,
+        ..KvDemoConfig::default()
+    };
+    let bar = crate::progress::percent(args.json.json);
+    let report = onepipe_bench::txkv::run(&config, &mut |label, fraction| {
+        bar.set_message(label.to_string());
+        bar.set_position((fraction * 100.0) as u64);
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    if let Some(path) = &args.history {
+        write_history(path, &report)?;
+    }
+    if args.json.json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+    } else {
+        print_text(&report);
+    }
+    let ok = report.checks.serializable != Some(false) && report.checks.replicas_agree;
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn write_history(path: &Path, report: &KvReport) -> Result<(), String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for row in &report.rows {
+        for record in &row.history {
+            let mut line = serde_json::to_value(record).map_err(|e| e.to_string())?;
+            line["system"] = row.system.name().into();
+            line["distribution"] = row.distribution.into();
+            writeln!(out, "{line}").map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    out.flush().map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn print_text(report: &KvReport) {
+    println!(
+        "{}, {} client processes x {} transactions outstanding, {:.1} s per run",
+        report.layout, report.clients, report.window, report.seconds_per_run
+    );
+    println!(
+        "{:<18} {:<8} {:>10} {:>9} {:>9} {:>7} {:>8} {:>13}",
+        "system", "keys", "txn/s", "p50 us", "p99 us", "aborts", "retries", "serializable"
+    );
+    for r in &report.rows {
+        let serializable = match r.serializable {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        println!(
+            "{:<18} {:<8} {:>10.0} {:>9.1} {:>9.1} {:>6.1}% {:>8} {:>13}",
+            r.system.name(),
+            r.distribution,
+            r.txn_per_s,
+            r.latency_us.p50,
+            r.latency_us.p99,
+            r.abort_rate * 100.0,
+            r.retries,
+            serializable
+        );
+    }
+    for dist in ["uniform", "zipf"] {
+        let rate = |s: System| {
+            report
+                .rows
+                .iter()
+                .find(|r| r.system == s && r.distribution == dist)
+                .map(|r| r.txn_per_s)
+        };
+        if let (Some(p), Some(n)) = (rate(System::OnePipe), rate(System::NonTransactional)) {
+            println!("{dist}: 1pipe / non-transactional x{:.2}", p / n.max(1.0));
+        }
+        if let (Some(p), Some(o)) = (rate(System::OnePipe), rate(System::Occ)) {
+            println!("{dist}: 1pipe / occ x{:.2}", p / o.max(1.0));
+        }
+    }
+    let not_committed: i64 = report.rows.iter().map(|r| r.failed + r.unknown).sum();
+    println!(
+        "checks: serializable {}, replicas agree {}; transactions failed or unknown: {not_committed}",
+        match report.checks.serializable {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "not checked",
+        },
+        if report.checks.replicas_agree { "yes" } else { "NO" },
+    );
+}
