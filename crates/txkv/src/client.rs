@@ -73,6 +73,11 @@ pub struct ClientCounters {
     pub failed: u64,
     pub unknown: u64,
     pub retries: u64,
+    /// Why: an answer that did not come in time, a read that reached its replica late, a
+    /// scattering the fabric reported undelivered.
+    pub timeouts: u64,
+    pub late_reads: u64,
+    pub send_failures: u64,
     /// Answers of two replicas of one shard whose checksums differ (replica divergence).
     pub checksum_mismatches: u64,
     pub stale_answers: u64,
@@ -273,6 +278,7 @@ impl Client {
             return;
         };
         if self.pending.get(&id).is_some_and(|p| p.attempt == attempt) {
+            self.counters.send_failures += 1;
             self.retry(now_ns, id);
         }
     }
@@ -328,7 +334,10 @@ impl Client {
             return;
         }
         match reply.status {
-            Status::Late => return self.retry(now_ns, id),
+            Status::Late => {
+                self.counters.late_reads += 1;
+                return self.retry(now_ns, id);
+            }
             Status::Forgotten => {
                 let why = "a replica no longer remembers the write it was asked about".to_string();
                 return self.finish(now_ns, id, Outcome::Unknown(why));
@@ -435,6 +444,7 @@ impl Client {
             .map(|(&id, _)| id)
             .collect();
         for id in due {
+            self.counters.timeouts += 1;
             self.retry(now_ns, id);
         }
     }
