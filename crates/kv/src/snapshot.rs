@@ -124,6 +124,11 @@ mod tests {
         let mut fnv = Fnv1a::new();
         fnv.write(&[1, 0, 0, 0, 0, 0, 0, 0, b'k', 1, 0, 0, 0, 0, 0, 0, 0, b'v']);
         assert_eq!(snapshot(0, &[("k", "v")]).digest(), fnv.finish());
+        // The example of docs/redis.md.
+        assert_eq!(
+            snapshot(2, &[("b", "2"), ("a", "1")]).digest(),
+            0x4fa0_8d85_903c_5b2b
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::thread;
 
-use common::{TestServer, exchange, wait_for_connections};
+use common::{TestServer, exchange, send_and_read_to_close, wait_for_connections};
 use onepipe_kv::{Bytes, Command, MemStore, Reply, ServeConfig, Snapshot, Store, StoreError, StoreInfo};
 use redis::{Connection, Value};
 
@@ -268,6 +268,13 @@ fn a_client_that_leaves_inside_multi_applies_nothing() {
         // The server has seen the close once it no longer counts the connection.
         wait_for_connections(&server, 0);
     }
+    // QUIT inside MULTI closes at once, as in Redis, and the queue goes with the connection.
+    let answer = send_and_read_to_close(
+        &mut server.raw(),
+        &resp(&[&["MULTI"], &["SET", "k", "v"], &["QUIT"], &["EXEC"]]),
+    );
+    assert_eq!(answer, b"+OK\r\n+QUEUED\r\n+OK\r\n");
+    wait_for_connections(&server, 0);
     let mut c = server.client();
     assert_eq!(
         ok(&mut c, &["MGET", "k", "n"]),
