@@ -5,16 +5,28 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 
-use crate::command::{Command, SetCondition};
+use crate::command::{Command, SetCondition, parse_integer};
 use crate::reply::Reply;
+use crate::snapshot::Snapshot;
 use crate::store::{Store, StoreError, StoreInfo};
 
 /// A `HashMap` behind one lock. A batch runs under the lock as a whole, so each batch is atomic
-/// here (more than the [`Store`] contract asks).
+/// here (more than the [`Store`] contract asks), and so is a transaction, which is a batch.
+///
+/// `SNAPSHOT`'s `ts` is the number of changes applied so far (each key set, each present key
+/// deleted): equal `ts`, equal contents.
 #[derive(Debug)]
 pub struct MemStore {
-    map: Mutex<HashMap<Bytes, Bytes>>,
+    state: Mutex<MemState>,
     info: StoreInfo,
+}
+
+/// What the lock guards.
+#[derive(Debug, Default)]
+struct MemState {
+    map: HashMap<Bytes, Bytes>,
+    /// Changes applied: the `ts` of a snapshot.
+    changes: u64,
 }
 
 impl MemStore {
@@ -37,15 +49,40 @@ impl MemStore {
             fields: Vec::new(),
         };
         MemStore {
-            map: Mutex::new(HashMap::new()),
+            state: Mutex::new(MemState::default()),
             info,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<Bytes, Bytes>> {
+    fn lock(&self) -> MutexGuard<'_, MemState> {
         // A panic while holding the lock leaves a map that each command keeps consistent on its
         // own (every command is one insert or remove at most per key), so the data is still good.
-        self.map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `commands` in order under one lock.
+    fn run(&self, commands: &[Command]) -> Vec<Result<Reply, StoreError>> {
+        let mut state = self.lock();
+        commands
+            .iter()
+            .map(|command| {
+                command.check_limits(&self.info)?;
+                if let Command::Snapshot { dump } = command {
+                    return Ok(state.snapshot().to_reply(*dump));
+                }
+                let Ok(result) = apply(&mut *state, command);
+                result
+            })
+            .collect()
+    }
+}
+
+impl MemState {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            ts: self.changes,
+            pairs: self.map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        }
     }
 }
 
@@ -57,20 +94,18 @@ impl Default for MemStore {
 
 impl Store for MemStore {
     fn execute(&self, batch: &[Command]) -> Vec<Result<Reply, StoreError>> {
-        let mut map = self.lock();
-        batch
-            .iter()
-            .map(|command| {
-                command.check_limits(&self.info)?;
-                let Ok(result) = apply(&mut *map, command);
-                result
-            })
-            .collect()
+        self.run(batch)
+    }
+
+    /// A batch already runs under one lock: the transaction is that batch.
+    fn transaction(&self, commands: &[Command]) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        Ok(self.run(commands))
     }
 
     fn describe(&self) -> StoreInfo {
         let mut info = self.info.clone();
-        info.fields.push(("keys".into(), self.lock().len().to_string()));
+        info.fields
+            .push(("keys".into(), self.lock().map.len().to_string()));
         info
     }
 }
@@ -90,28 +125,33 @@ pub(crate) trait KeyValues {
     fn count(&mut self) -> Result<usize, Self::Error>;
 }
 
-impl KeyValues for HashMap<Bytes, Bytes> {
+impl KeyValues for MemState {
     type Error = std::convert::Infallible;
 
     fn value(&mut self, key: &Bytes) -> Result<Option<Bytes>, Self::Error> {
-        Ok(self.get(key).cloned())
+        Ok(self.map.get(key).cloned())
     }
 
     fn put(&mut self, key: &Bytes, value: &Bytes) -> Result<(), Self::Error> {
-        self.insert(key.clone(), value.clone());
+        self.map.insert(key.clone(), value.clone());
+        self.changes += 1;
         Ok(())
     }
 
     fn delete(&mut self, key: &Bytes) -> Result<bool, Self::Error> {
-        Ok(self.remove(key).is_some())
+        let present = self.map.remove(key).is_some();
+        self.changes += u64::from(present);
+        Ok(present)
     }
 
     fn count(&mut self) -> Result<usize, Self::Error> {
-        Ok(self.len())
+        Ok(self.map.len())
     }
 }
 
 /// Runs one command on `map`. The outer error is the map's own (I/O), the inner one the reply.
+/// `SNAPSHOT` gets [`StoreError::Unsupported`]: a key-value view cannot list its keys, so a store
+/// that has it answers it before calling this.
 pub(crate) fn apply<M: KeyValues>(
     map: &mut M,
     command: &Command,
@@ -163,6 +203,28 @@ pub(crate) fn apply<M: KeyValues>(
             Reply::cas_swapped()
         }
         Command::DbSize => Reply::Integer(i64::try_from(map.count()?).unwrap_or(i64::MAX)),
+        Command::MSet { pairs } => {
+            for (key, value) in pairs {
+                map.put(key, value)?;
+            }
+            Reply::Ok
+        }
+        Command::IncrBy { key, delta } => {
+            let current = match map.value(key)? {
+                None => 0,
+                Some(value) => match parse_integer(&value) {
+                    Some(current) => current,
+                    None => return Ok(Err(StoreError::NotAnInteger)),
+                },
+            };
+            let Some(next) = current.checked_add(*delta) else {
+                return Ok(Err(StoreError::Overflow));
+            };
+            map.put(key, &Bytes::from(next.to_string()))?;
+            Reply::Integer(next)
+        }
+        // A whole-store read needs more than a key-value view: the store answers it itself.
+        Command::Snapshot { .. } => return Ok(Err(StoreError::Unsupported(command.name().into()))),
     };
     Ok(Ok(reply))
 }
@@ -244,6 +306,123 @@ mod tests {
                 Ok(Reply::Array(vec![Reply::Bulk(b("1")), Reply::Nil])),
                 Ok(Reply::Integer(1)),
                 Ok(Reply::Integer(0)),
+            ]
+        );
+    }
+
+    fn incr(key: &str, delta: i64) -> Command {
+        Command::IncrBy { key: b(key), delta }
+    }
+
+    #[test]
+    fn incr_by_counts_from_zero_and_keeps_decimal_values() {
+        let store = MemStore::new();
+        assert_eq!(run(&store, incr("n", 5)), Ok(Reply::Integer(5)));
+        assert_eq!(run(&store, incr("n", -7)), Ok(Reply::Integer(-2)));
+        assert_eq!(
+            run(&store, Command::Get { key: b("n") }),
+            Ok(Reply::Bulk(b("-2")))
+        );
+        run(&store, set("s", "41", SetCondition::Always)).unwrap();
+        assert_eq!(run(&store, incr("s", 1)), Ok(Reply::Integer(42)));
+    }
+
+    #[test]
+    fn incr_by_refuses_non_integers_and_overflow_and_changes_nothing() {
+        let store = MemStore::new();
+        for value in ["x", "1.0", " 1", "+1", "01", "", "9223372036854775808"] {
+            run(&store, set("k", value, SetCondition::Always)).unwrap();
+            assert_eq!(
+                run(&store, incr("k", 1)),
+                Err(StoreError::NotAnInteger),
+                "{value:?}"
+            );
+            assert_eq!(
+                run(&store, Command::Get { key: b("k") }),
+                Ok(Reply::Bulk(b(value)))
+            );
+        }
+        run(&store, set("max", &i64::MAX.to_string(), SetCondition::Always)).unwrap();
+        assert_eq!(run(&store, incr("max", 1)), Err(StoreError::Overflow));
+        assert_eq!(run(&store, incr("max", -1)), Ok(Reply::Integer(i64::MAX - 1)));
+        run(&store, set("min", &i64::MIN.to_string(), SetCondition::Always)).unwrap();
+        assert_eq!(run(&store, incr("min", -1)), Err(StoreError::Overflow));
+        assert_eq!(
+            run(&store, Command::Get { key: b("min") }),
+            Ok(Reply::Bulk(b("-9223372036854775808")))
+        );
+    }
+
+    #[test]
+    fn mset_sets_every_pair_in_order() {
+        let store = MemStore::new();
+        let pairs = vec![(b("a"), b("1")), (b("b"), b("2")), (b("a"), b("3"))];
+        assert_eq!(run(&store, Command::MSet { pairs }), Ok(Reply::Ok));
+        assert_eq!(
+            run(
+                &store,
+                Command::MGet {
+                    keys: vec![b("a"), b("b")]
+                }
+            ),
+            Ok(Reply::Array(vec![Reply::Bulk(b("3")), Reply::Bulk(b("2"))]))
+        );
+    }
+
+    #[test]
+    fn snapshot_ts_counts_changes_and_the_dump_is_sorted() {
+        let store = MemStore::new();
+        let snapshot = |store: &MemStore| run(store, Command::Snapshot { dump: true });
+        assert_eq!(
+            snapshot(&store),
+            Ok(Reply::Array(vec![Reply::Integer(0), Reply::Array(vec![])]))
+        );
+        run(&store, set("b", "2", SetCondition::Always)).unwrap();
+        run(&store, set("a", "1", SetCondition::Always)).unwrap();
+        // Neither changes anything: the ts stays.
+        run(&store, set("a", "9", SetCondition::IfAbsent)).unwrap();
+        run(
+            &store,
+            Command::Del {
+                keys: vec![b("missing")],
+            },
+        )
+        .unwrap();
+        let expected = Snapshot {
+            ts: 2,
+            pairs: [(b("a"), b("1")), (b("b"), b("2"))].into_iter().collect(),
+        };
+        assert_eq!(snapshot(&store), Ok(expected.to_reply(true)));
+        assert_eq!(
+            run(&store, Command::Snapshot { dump: false }),
+            Ok(expected.to_reply(false))
+        );
+        run(&store, Command::Del { keys: vec![b("a")] }).unwrap();
+        let Ok(Reply::Array(items)) = snapshot(&store) else {
+            panic!("an array")
+        };
+        assert_eq!(items[0], Reply::Integer(3));
+    }
+
+    #[test]
+    fn a_transaction_runs_in_order_and_keeps_going_past_a_failed_command() {
+        let store = MemStore::new();
+        run(&store, set("s", "text", SetCondition::Always)).unwrap();
+        let results = store
+            .transaction(&[
+                incr("n", 1),
+                incr("s", 1),
+                incr("n", 1),
+                Command::Get { key: b("n") },
+            ])
+            .expect("the memory store runs transactions");
+        assert_eq!(
+            results,
+            vec![
+                Ok(Reply::Integer(1)),
+                Err(StoreError::NotAnInteger),
+                Ok(Reply::Integer(2)),
+                Ok(Reply::Bulk(b("2"))),
             ]
         );
     }

@@ -341,6 +341,7 @@ fn first_calls(command: &Command) -> Result<Vec<Call>, StoreError> {
             new: new.as_ref().map(v),
         }],
         Command::DbSize => return Err(StoreError::Unsupported("DBSIZE".into())),
+        other => return Err(StoreError::Unsupported(other.name().into())),
     })
 }
 
@@ -401,6 +402,8 @@ fn settle(c: &mut InCommand, part: usize, outcome: &Outcome, attempts: u32) {
             }));
         }
         Command::DbSize => c.result = Some(Err(StoreError::Unsupported("DBSIZE".into()))),
+        // `first_calls` refuses every other command before it is sent.
+        other => c.result = Some(Err(StoreError::Unsupported(other.name().into()))),
     }
 }
 

@@ -63,6 +63,18 @@ pub(crate) fn encode_error(line: &str, out: &mut BytesMut) {
     encode_frame(&BytesFrame::Error(Str::from(one_line(line))), out);
 }
 
+/// Appends an array whose elements are replies or Redis error lines (`EXEC`'s answer).
+pub(crate) fn encode_results(items: &[Result<Reply, String>], out: &mut BytesMut) {
+    let frames = items
+        .iter()
+        .map(|item| match item {
+            Ok(reply) => reply.to_frame(),
+            Err(line) => BytesFrame::Error(Str::from(one_line(line))),
+        })
+        .collect();
+    encode_frame(&BytesFrame::Array(frames), out);
+}
+
 fn encode_frame(frame: &BytesFrame, out: &mut BytesMut) {
     // The crate fails only on a buffer too small, and `extend_encode` grows the buffer first.
     extend_encode(out, frame, false).expect("encoding into a growing buffer");
@@ -108,5 +120,18 @@ mod tests {
         encode_error("ERR a\r\nb", &mut out);
         assert_eq!(&out[..], b"-ERR a  b\r\n");
         assert_eq!(encoded(&Reply::Status("x\ny".into())), b"+x y\r\n");
+    }
+
+    #[test]
+    fn an_array_of_results_golden_bytes() {
+        let mut out = BytesMut::new();
+        encode_results(
+            &[Ok(Reply::Integer(1)), Err("ERR x\ny".into()), Ok(Reply::Nil)],
+            &mut out,
+        );
+        assert_eq!(&out[..], b"*3\r\n:1\r\n-ERR x y\r\n$-1\r\n");
+        out.clear();
+        encode_results(&[], &mut out);
+        assert_eq!(&out[..], b"*0\r\n");
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! Each connection reads what has arrived, cuts every complete request out of it, runs the store
 //! commands among them with one [`Store::execute`] per batch, and writes all the replies with one
-//! write: a pipelining client gets its batch served in one round.
+//! write: a pipelining client gets its batch served in one round. Requests between `MULTI` and
+//! `EXEC` are queued ([`crate::multi`]) and `EXEC` ends its batch: the batch's plain commands run,
+//! then the transaction ([`Store::transaction`]), then the next batch, so replies keep the
+//! requests' order.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -16,7 +19,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::admin::{self, AdminAnswer, AdminContext};
 use crate::command::Command;
-use crate::reply::{Reply, encode_error};
+use crate::multi::{Control, Multi, QueueLimits, Queued};
+use crate::reply::{Reply, encode_error, encode_results};
 use crate::resp::{FrameLimits, ProtocolError, decode_request};
 use crate::store::{Store, StoreInfo};
 
@@ -29,6 +33,8 @@ pub struct ServeConfig {
     /// closes). Also the most a connection buffers, plus one read.
     pub request_bytes_max: usize,
     /// Most requests answered per round (one `execute`); a longer pipeline is served in several.
+    /// Also the most requests one `MULTI` queues (a transaction also holds `request_bytes_max`
+    /// bytes of requests at most); one more is an error that aborts the transaction.
     pub batch_commands_max: usize,
 }
 
@@ -185,6 +191,13 @@ impl Shared {
         lock(&self.registry)
     }
 
+    fn queue_limits(&self) -> QueueLimits {
+        QueueLimits {
+            commands_max: self.config.batch_commands_max,
+            bytes_max: self.config.request_bytes_max,
+        }
+    }
+
     fn frame_limits(&self) -> FrameLimits {
         FrameLimits {
             args_max: ARGS_MAX,
@@ -298,6 +311,8 @@ struct Connection {
     input: Vec<u8>,
     output: BytesMut,
     client_name: Option<Bytes>,
+    /// `MULTI` state: a transaction being queued. Dropped with the connection, unexecuted.
+    multi: Multi,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,6 +328,7 @@ fn serve_connection(stream: TcpStream, shared: &Shared) {
         input: Vec::new(),
         output: BytesMut::new(),
         client_name: None,
+        multi: Multi::default(),
     };
     loop {
         match read_more(&mut connection) {
@@ -378,6 +394,8 @@ enum Answer {
     Error(String),
     /// The next result of the store.
     Store,
+    /// `EXEC`: run the transaction after the batch's commands, and answer its array.
+    Exec(Vec<Queued>),
 }
 
 impl Batch {
@@ -401,9 +419,57 @@ impl Batch {
                     Ok(reply) => reply.encode(output),
                     Err(error) => encode_error(&error.to_redis_error(), output),
                 },
+                Answer::Exec(entries) => exec(shared, entries, output),
             }
         }
     }
+
+    /// `EXEC` ends a batch: whatever follows must run after the transaction.
+    fn ends_with_exec(&self) -> bool {
+        matches!(self.answers.last(), Some(Answer::Exec(_)))
+    }
+}
+
+/// Runs a transaction's store commands in one [`Store::transaction`] and answers `EXEC`: the array
+/// of every queued request's reply, or the store's error when it refused the whole. A transaction
+/// without store commands does not reach the store (there is nothing to make atomic).
+fn exec(shared: &Shared, entries: Vec<Queued>, output: &mut BytesMut) {
+    let mut commands = Vec::new();
+    let mut replies = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry {
+            Queued::Store(command) => {
+                commands.push(command);
+                replies.push(None);
+            }
+            Queued::Reply(reply) => replies.push(Some(reply)),
+        }
+    }
+    let results = if commands.is_empty() {
+        Vec::new()
+    } else {
+        match shared.store.transaction(&commands) {
+            Ok(results) => results,
+            Err(error) => return encode_error(&error.to_redis_error(), output),
+        }
+    };
+    assert_eq!(
+        results.len(),
+        commands.len(),
+        "Store::transaction returns one result per command"
+    );
+    let mut results = results.into_iter();
+    let items: Vec<Result<Reply, String>> = replies
+        .into_iter()
+        .map(|reply| match reply {
+            Some(reply) => Ok(reply),
+            None => results
+                .next()
+                .expect("counted above")
+                .map_err(|error| error.to_redis_error()),
+        })
+        .collect();
+    encode_results(&items, output);
 }
 
 /// Cuts requests from the input into `batch` until it is full, the input has no complete request
@@ -434,29 +500,71 @@ fn cut_batch(
         if request.args.is_empty() {
             continue;
         }
-        if classify(&request.args, connection, shared, batch) == Flow::Close {
+        if classify(&request.args, request.len_bytes, connection, shared, batch) == Flow::Close {
             return (Flow::Close, false);
+        }
+        if batch.ends_with_exec() {
+            return (Flow::Continue, true);
         }
     }
     (Flow::Continue, true)
 }
 
-/// Adds one request's answer to the batch: a store command, a server command, or an error.
-fn classify(args: &[Bytes], connection: &mut Connection, shared: &Shared, batch: &mut Batch) -> Flow {
-    if let Some(parsed) = Command::parse(args) {
-        let answer = match parsed.map_err(|error| error.to_string()) {
-            Ok(command) => match command.check_limits(&shared.info) {
-                Ok(()) => {
-                    batch.commands.push(command);
-                    Answer::Store
-                }
-                Err(error) => Answer::Error(error.to_redis_error()),
-            },
-            Err(line) => Answer::Error(line),
-        };
-        batch.answers.push(answer);
+/// Adds one request's answer to the batch: a transaction control command, a request queued
+/// inside `MULTI`, a store command, a server command, or an error.
+fn classify(
+    args: &[Bytes],
+    len_bytes: usize,
+    connection: &mut Connection,
+    shared: &Shared,
+    batch: &mut Batch,
+) -> Flow {
+    if let Some(control) = connection.multi.control(args) {
+        batch.answers.push(match control {
+            Control::Reply(reply) => Answer::Reply(reply),
+            Control::Error(line) => Answer::Error(line),
+            Control::Exec(entries) => Answer::Exec(entries),
+        });
         return Flow::Continue;
     }
+    let (answer, flow) = match Command::parse(args) {
+        Some(parsed) => {
+            let checked = parsed.map_err(|error| error.to_string()).and_then(|command| {
+                match command.check_limits(&shared.info) {
+                    Ok(()) => Ok(command),
+                    Err(error) => Err(error.to_redis_error()),
+                }
+            });
+            (checked.map(Queued::Store), Flow::Continue)
+        }
+        None => answer_admin(args, connection, shared),
+    };
+    let answer = match answer {
+        Err(line) => Answer::Error(connection.multi.fail(line)),
+        // QUIT inside MULTI closes at once, as in Redis: the queue goes with the connection.
+        Ok(entry) if connection.multi.is_queueing() && flow == Flow::Continue => {
+            match connection.multi.push(entry, len_bytes, shared.queue_limits()) {
+                Ok(reply) => Answer::Reply(reply),
+                Err(line) => Answer::Error(line),
+            }
+        }
+        Ok(Queued::Store(command)) => {
+            batch.commands.push(command);
+            Answer::Store
+        }
+        Ok(Queued::Reply(reply)) => Answer::Reply(reply),
+    };
+    batch.answers.push(answer);
+    flow
+}
+
+/// A server command's reply, or its error line (unknown commands included), and whether the
+/// connection closes after it (`QUIT`).
+fn answer_admin(
+    args: &[Bytes],
+    connection: &mut Connection,
+    shared: &Shared,
+) -> (Result<Queued, String>, Flow) {
     let describe = || shared.store.describe();
     let connections = || shared.registry().open.len();
     let context = AdminContext {
@@ -466,13 +574,9 @@ fn classify(args: &[Bytes], connection: &mut Connection, shared: &Shared, batch:
         client_name: &mut connection.client_name,
     };
     match admin::answer(args, context) {
-        Some(AdminAnswer::Reply(reply)) => batch.answers.push(Answer::Reply(reply)),
-        Some(AdminAnswer::Error(line)) => batch.answers.push(Answer::Error(line)),
-        Some(AdminAnswer::Quit) => {
-            batch.answers.push(Answer::Reply(Reply::Ok));
-            return Flow::Close;
-        }
-        None => batch.answers.push(Answer::Error(admin::unknown_command(args))),
+        Some(AdminAnswer::Reply(reply)) => (Ok(Queued::Reply(reply)), Flow::Continue),
+        Some(AdminAnswer::Error(line)) => (Err(line), Flow::Continue),
+        Some(AdminAnswer::Quit) => (Ok(Queued::Reply(Reply::Ok)), Flow::Close),
+        None => (Err(admin::unknown_command(args)), Flow::Continue),
     }
-    Flow::Continue
 }

@@ -17,6 +17,24 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError::Unsupported`]; [`Command`] grows new variants, so match it with a `_` arm.
     fn execute(&self, batch: &[Command]) -> Vec<Result<Reply, StoreError>>;
 
+    /// Runs `commands` as one transaction (a client's `MULTI` ... `EXEC`): all of them take effect
+    /// atomically and in order, as if no other command ran between the first and the last, and
+    /// each sees the effects of those before it (a `GET` after a `SET` of the same key sees it).
+    ///
+    /// - `Ok(results)`: one result per command, in order (`len()` equal), as `EXEC` answers. As in
+    ///   Redis, a command that fails when it runs (`INCR` of a non-integer: an `Err` in its slot)
+    ///   changes nothing itself and does not undo or stop the others.
+    /// - `Err(error)`: the transaction as a whole was refused and none of it took effect (for
+    ///   [`StoreError::OutcomeUnknown`]: all of it or none, the caller cannot tell which).
+    ///
+    /// The server calls it only with commands that passed [`Command::check_limits`], and never
+    /// with an empty slice. The default refuses every transaction with
+    /// `StoreError::Unsupported("EXEC")`, for stores that cannot make several commands atomic.
+    fn transaction(&self, commands: &[Command]) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+        let _ = commands;
+        Err(StoreError::Unsupported("EXEC".into()))
+    }
+
     /// The store's name, limits and the lines `INFO` prints for it.
     fn describe(&self) -> StoreInfo;
 }
@@ -59,6 +77,14 @@ pub enum StoreError {
     /// A bug or a broken invariant inside the store.
     #[error("internal error: {0}")]
     Internal(String),
+    /// `INCR`/`INCRBY`... of a key whose value is not the decimal form of an `i64` (Redis's
+    /// text and rule). Nothing happened.
+    #[error("value is not an integer or out of range")]
+    NotAnInteger,
+    /// `INCR`/`INCRBY`... whose result would leave the `i64` range (Redis's text). Nothing
+    /// happened.
+    #[error("increment or decrement would overflow")]
+    Overflow,
     /// The keys of one command live in different partitions of a partitioned store
     /// ([`replicated::partition_of_command`](crate::replicated::partition_of_command)). Nothing
     /// happened. Printed as Redis Cluster prints it, so that clients recognise it.
@@ -99,7 +125,9 @@ impl StoreError {
             StoreError::Unsupported(_)
             | StoreError::KeyTooLarge { .. }
             | StoreError::ValueTooLarge { .. }
-            | StoreError::Internal(_) => "ERR",
+            | StoreError::Internal(_)
+            | StoreError::NotAnInteger
+            | StoreError::Overflow => "ERR",
         };
         // An error line ends at the first line break: keep a store's reason on one line.
         let text = self.to_string().replace(['\r', '\n'], " ");
@@ -142,6 +170,11 @@ mod tests {
             ),
             (StoreError::Internal("bug".into()), "ERR internal error: bug"),
             (
+                StoreError::NotAnInteger,
+                "ERR value is not an integer or out of range",
+            ),
+            (StoreError::Overflow, "ERR increment or decrement would overflow"),
+            (
                 StoreError::CrossSlot,
                 "CROSSSLOT Keys in request don't hash to the same slot",
             ),
@@ -161,8 +194,32 @@ mod tests {
                 "STALE stale request 2 of client 7: request 5 was already applied",
             ),
         ];
-        for (error, line) in cases {
-            assert_eq!(error.to_redis_error(), line);
+        for (error, line) in &cases {
+            assert_eq!(&error.to_redis_error(), line);
+        }
+        let mut covered: Vec<usize> = cases.iter().map(|(error, _)| variant_index(error)).collect();
+        covered.sort_unstable();
+        covered.dedup();
+        assert_eq!(covered, (0..VARIANTS).collect::<Vec<_>>(), "one case per variant");
+    }
+
+    const VARIANTS: usize = 11;
+
+    /// No `_` arm: a new variant does not compile until it is given an index, and then
+    /// [`each_error_has_its_redis_code`] fails until it has a case.
+    fn variant_index(error: &StoreError) -> usize {
+        match error {
+            StoreError::Unsupported(_) => 0,
+            StoreError::KeyTooLarge { .. } => 1,
+            StoreError::ValueTooLarge { .. } => 2,
+            StoreError::Unavailable(_) => 3,
+            StoreError::OutcomeUnknown(_) => 4,
+            StoreError::Internal(_) => 5,
+            StoreError::NotAnInteger => 6,
+            StoreError::Overflow => 7,
+            StoreError::CrossSlot => 8,
+            StoreError::WrongPartition { .. } => 9,
+            StoreError::StaleRequest { .. } => 10,
         }
     }
 

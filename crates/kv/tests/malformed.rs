@@ -7,7 +7,7 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::sync::Arc;
 
-use common::{TestServer, exchange, read_to_close, send_and_read_to_close};
+use common::{TestServer, exchange, read_to_close, send_and_read_to_close, wait_for_connections};
 use onepipe_kv::{MemStore, ServeConfig};
 
 fn text(bytes: &[u8]) -> String {
@@ -187,20 +187,4 @@ fn shutdown_closes_every_connection_and_the_listener() {
         Err(_) => {}
         Ok(mut late) => assert_eq!(read_to_close(&mut late), b"", "nobody serves after shutdown"),
     }
-}
-
-/// Waits, at most 30 s, until the server counts `count` connections (their threads notice a
-/// close when they next read).
-fn wait_for_connections(server: &TestServer, count: usize) {
-    for _ in 0..30_000 {
-        if server.handle.connections() == count {
-            return;
-        }
-        #[allow(clippy::disallowed_methods)]
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    panic!(
-        "{} connections open, waited for {count}",
-        server.handle.connections()
-    );
 }

@@ -41,6 +41,39 @@ fn redis_cli_runs_commands() {
         "{error}"
     );
     assert!(cli(&server, &["INFO"]).contains("store:memory"));
+    assert_eq!(cli(&server, &["MSET", "b", "2", "a", "1"]), "OK\n");
+    assert_eq!(cli(&server, &["INCRBY", "a", "41"]), "42\n");
+    assert_eq!(cli(&server, &["DECR", "b"]), "1\n");
+    // ts: the memory store's changes, SET, CAS, CAD above and these four.
+    assert_eq!(cli(&server, &["SNAPSHOT", "DUMP"]), "7\na\n42\nb\n1\n");
+    let snapshot = cli(&server, &["SNAPSHOT"]);
+    let lines: Vec<&str> = snapshot.lines().collect();
+    assert_eq!(lines[..2], ["7", "2"], "{snapshot}");
+    assert_eq!(lines[2].len(), 16, "{snapshot}");
+}
+
+#[test]
+fn redis_benchmark_incr_and_mset() {
+    if !redis_tools::tools_present("redis_benchmark_incr_and_mset") {
+        return;
+    }
+    let server = TestServer::memory();
+    let words = ["-t", "incr,mset", "-n", "2000", "-q"];
+    let output = redis_tools::output(
+        "redis-benchmark",
+        server.handle.local_addr(),
+        &words,
+        Duration::from_secs(300),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for test in ["INCR:", "MSET (10 keys):"] {
+        let rate = stdout
+            .lines()
+            .any(|l| l.contains(test) && l.contains("requests per second"));
+        assert!(rate, "no {test} rate in: {stdout}");
+    }
+    // Without -r every INCR adds one to the one key `counter:__rand_int__`.
+    assert_eq!(cli(&server, &["GET", "counter:__rand_int__"]), "2000\n");
 }
 
 #[test]

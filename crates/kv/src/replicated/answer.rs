@@ -10,6 +10,7 @@
 //! error: 1 UNSUPPORTED text | 2 KEY_TOO_LARGE len max | 3 VALUE_TOO_LARGE len max
 //!      | 4 UNAVAILABLE text | 5 OUTCOME_UNKNOWN text | 6 INTERNAL text | 7 CROSSSLOT
 //!      | 8 WRONG_PARTITION key_partition partition | 9 STALE_REQUEST client request last_request
+//!      | 10 NOT_AN_INTEGER | 11 OVERFLOW
 //! ```
 
 use super::codec::{EnvelopeError, REPLY_DEPTH_MAX, Reader, put_bytes, put_varint};
@@ -130,6 +131,8 @@ fn put_error(out: &mut Vec<u8>, error: &StoreError) {
             request,
             last_request,
         } => put_numbers(out, 9, &[*client, *request, *last_request]),
+        StoreError::NotAnInteger => out.push(10),
+        StoreError::Overflow => out.push(11),
     }
 }
 
@@ -169,6 +172,8 @@ fn read_error(reader: &mut Reader<'_>) -> Result<StoreError, EnvelopeError> {
             request: reader.varint()?,
             last_request: reader.varint()?,
         },
+        10 => StoreError::NotAnInteger,
+        11 => StoreError::Overflow,
         other => return Err(EnvelopeError::UnknownTag(other)),
     };
     Ok(error)
@@ -244,6 +249,8 @@ mod tests {
             text.prop_map(StoreError::OutcomeUnknown),
             text.prop_map(StoreError::Internal),
             Just(StoreError::CrossSlot),
+            Just(StoreError::NotAnInteger),
+            Just(StoreError::Overflow),
             (any::<u16>(), any::<u16>()).prop_map(|(key_partition, partition)| {
                 StoreError::WrongPartition {
                     key_partition,

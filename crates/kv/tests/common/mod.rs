@@ -88,3 +88,19 @@ pub fn exchange(stream: &mut TcpStream, bytes: &[u8], expected: &[u8]) {
         String::from_utf8_lossy(expected)
     );
 }
+
+/// Waits, at most 30 s, until the server counts `count` connections (their threads notice a
+/// close when they next read).
+pub fn wait_for_connections(server: &TestServer, count: usize) {
+    for _ in 0..30_000 {
+        if server.handle.connections() == count {
+            return;
+        }
+        #[allow(clippy::disallowed_methods)]
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!(
+        "{} connections open, waited for {count}",
+        server.handle.connections()
+    );
+}
