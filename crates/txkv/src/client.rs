@@ -13,7 +13,11 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::codec::{FLAG_READ_ONLY, Message, Reply, Request, Status};
+mod snapshots;
+
+pub use snapshots::SnapshotResult;
+
+use crate::codec::{FLAG_READ_ONLY, Message, Reply, Request, SnapshotRequest, Status};
 use crate::layout::Layout;
 use crate::txn::{Completion, Op, OpResult, Outcome, Txn};
 
@@ -54,6 +58,10 @@ pub enum SubmitError {
     Empty,
     #[error("{0} operations are more than one transaction takes ({max})", max = crate::codec::OPS_MAX)]
     TooLarge(usize),
+    #[error("{0} snapshots are being taken already, the most this client takes at once")]
+    SnapshotsFull(usize),
+    #[error("this store does not take snapshots")]
+    SnapshotsUnsupported,
 }
 
 /// One scattering for the runtime to send; report its message id back with
@@ -114,8 +122,15 @@ pub struct Client {
     sent: HashMap<u64, (u64, u32)>,
     failed: Vec<bool>,
     completions: VecDeque<Completion>,
+    snapshots: BTreeMap<u64, snapshots::Gather>,
+    snapshots_done: VecDeque<SnapshotResult>,
     counters: ClientCounters,
 }
+
+/// Snapshots one client takes at once at most (each holds a copy of the store while it comes in).
+pub const SNAPSHOTS_MAX: usize = 4;
+/// Pairs per chunk of a snapshot's answer: far below a message's limit for ETC-sized values.
+pub const SNAPSHOT_CHUNK_PAIRS: u32 = 256;
 
 impl Client {
     pub fn new(config: ClientConfig) -> Client {
@@ -128,6 +143,8 @@ impl Client {
             sent: HashMap::new(),
             failed: vec![false; servers],
             completions: VecDeque::new(),
+            snapshots: BTreeMap::new(),
+            snapshots_done: VecDeque::new(),
             counters: ClientCounters::default(),
         }
     }
@@ -281,6 +298,10 @@ impl Client {
             self.counters.send_failures += 1;
             self.retry(now_ns, id);
         }
+        if self.snapshots.get(&id).is_some_and(|g| g.attempt == attempt) {
+            self.counters.send_failures += 1;
+            self.snapshot_attempt(now_ns, id, attempt + 1);
+        }
     }
 
     /// The controller declared `process` failed: it is left out from now on.
@@ -289,6 +310,15 @@ impl Client {
             return;
         };
         *slot = true;
+        let waiting: Vec<(u64, u32)> = self
+            .snapshots
+            .iter()
+            .filter(|(_, g)| g.waits_for(process))
+            .map(|(&id, g)| (id, g.attempt))
+            .collect();
+        for (id, attempt) in waiting {
+            self.snapshot_attempt(now_ns, id, attempt + 1);
+        }
         let ids: Vec<u64> = self.pending.keys().copied().collect();
         for id in ids {
             let Some(p) = self.pending.get_mut(&id) else {
@@ -313,6 +343,7 @@ impl Client {
     pub fn on_message(&mut self, now_ns: u64, src: u32, payload: &[u8]) {
         match Message::decode(payload) {
             Ok(Message::Reply(reply)) => self.on_reply(now_ns, src, reply),
+            Ok(Message::SnapshotChunk(chunk)) => self.on_chunk(src, chunk),
             _ => self.counters.malformed += 1,
         }
     }
@@ -433,7 +464,86 @@ impl Client {
 
     /// When the earliest outstanding scattering times out.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.pending.values().map(|p| p.deadline_ns).min()
+        let txns = self.pending.values().map(|p| p.deadline_ns);
+        txns.chain(self.snapshots.values().map(|g| g.deadline_ns)).min()
+    }
+
+    /// Starts a snapshot of the whole store (paper 2.2.4); its result comes from
+    /// [`Client::poll_snapshot`].
+    pub fn snapshot(&mut self, now_ns: u64) -> Result<u64, SubmitError> {
+        if self.snapshots.len() >= SNAPSHOTS_MAX {
+            return Err(SubmitError::SnapshotsFull(self.snapshots.len()));
+        }
+        let id = self.next_txn;
+        self.next_txn += 1;
+        self.snapshot_attempt(now_ns, id, 0);
+        Ok(id)
+    }
+
+    /// Asks one live replica of every shard, as one reliable scattering.
+    fn snapshot_attempt(&mut self, now_ns: u64, id: u64, attempt: u32) {
+        if attempt >= self.config.attempts_max {
+            self.snapshots.remove(&id);
+            let why = format!("no complete snapshot after {attempt} tries");
+            return self.snapshots_done.push_back(SnapshotResult {
+                id,
+                outcome: Err(why),
+            });
+        }
+        let layout = self.config.layout;
+        let mut targets = Vec::new();
+        for shard in 0..layout.shards {
+            let live: Vec<u32> = layout
+                .replicas_of(shard)
+                .filter(|&r| !self.failed[r as usize])
+                .collect();
+            let Some(&replica) = live.get((id as usize + attempt as usize) % live.len().max(1)) else {
+                self.snapshots.remove(&id);
+                let why = format!("every replica of shard {shard} has failed");
+                return self.snapshots_done.push_back(SnapshotResult {
+                    id,
+                    outcome: Err(why),
+                });
+            };
+            targets.push((shard as u16, replica));
+        }
+        let deadline = now_ns.saturating_add(self.config.timeout_ns);
+        self.snapshots
+            .insert(id, snapshots::Gather::new(attempt, deadline, &targets));
+        let bytes = Message::SnapshotRequest(SnapshotRequest {
+            id,
+            chunk_pairs: SNAPSHOT_CHUNK_PAIRS,
+        })
+        .encode();
+        self.outbox.push_back(Outgoing {
+            txn: id,
+            attempt,
+            reliable: true,
+            scatter: targets.iter().map(|&(_, r)| (r, bytes.clone())).collect(),
+        });
+    }
+
+    fn on_chunk(&mut self, src: u32, chunk: crate::codec::SnapshotChunk) {
+        let id = chunk.id;
+        let Some(g) = self.snapshots.get_mut(&id) else {
+            self.counters.stale_answers += 1;
+            return;
+        };
+        if !g.take(src, chunk) {
+            self.counters.stale_answers += 1;
+            return;
+        }
+        if g.is_complete() {
+            let g = self.snapshots.remove(&id).expect("just seen");
+            self.snapshots_done.push_back(SnapshotResult {
+                id,
+                outcome: Ok(g.into_pairs()),
+            });
+        }
+    }
+
+    pub fn poll_snapshot(&mut self) -> Option<SnapshotResult> {
+        self.snapshots_done.pop_front()
     }
 
     pub fn handle_timeout(&mut self, now_ns: u64) {
@@ -446,6 +556,16 @@ impl Client {
         for id in due {
             self.counters.timeouts += 1;
             self.retry(now_ns, id);
+        }
+        let due: Vec<(u64, u32)> = self
+            .snapshots
+            .iter()
+            .filter(|(_, g)| g.deadline_ns <= now_ns)
+            .map(|(&id, g)| (id, g.attempt))
+            .collect();
+        for (id, attempt) in due {
+            self.counters.timeouts += 1;
+            self.snapshot_attempt(now_ns, id, attempt + 1);
         }
     }
 

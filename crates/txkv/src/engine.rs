@@ -2,7 +2,7 @@
 //! 1Pipe's ([`Client`](crate::Client), [`Server`](crate::Server)), the non-transactional
 //! baseline (the same, unordered) and the OCC baseline ([`crate::occ`]).
 
-use crate::client::{ClientCounters, Outgoing, SubmitError};
+use crate::client::{ClientCounters, Outgoing, SnapshotResult, SubmitError};
 use crate::server::Service;
 use crate::txn::{Completion, Txn};
 
@@ -28,6 +28,13 @@ pub trait ClientEngine: Send + 'static {
     fn handle_timeout(&mut self, now_ns: u64);
     fn poll_completion(&mut self) -> Option<Completion>;
     fn counters(&self) -> ClientCounters;
+    /// Starts a consistent snapshot of the whole store (paper 2.2.4), if the store takes them.
+    fn snapshot(&mut self, _now_ns: u64) -> Result<u64, SubmitError> {
+        Err(SubmitError::SnapshotsUnsupported)
+    }
+    fn poll_snapshot(&mut self) -> Option<SnapshotResult> {
+        None
+    }
     /// Checked after every step, in release builds too.
     fn invariants(&self);
 }
@@ -83,6 +90,12 @@ impl ClientEngine for crate::Client {
     }
     fn counters(&self) -> ClientCounters {
         crate::Client::counters(self).clone()
+    }
+    fn snapshot(&mut self, now_ns: u64) -> Result<u64, SubmitError> {
+        crate::Client::snapshot(self, now_ns)
+    }
+    fn poll_snapshot(&mut self) -> Option<SnapshotResult> {
+        crate::Client::poll_snapshot(self)
     }
     fn invariants(&self) {
         crate::Client::invariants(self)
@@ -150,6 +163,12 @@ impl ClientEngine for Box<dyn ClientEngine> {
     }
     fn counters(&self) -> ClientCounters {
         (**self).counters()
+    }
+    fn snapshot(&mut self, now_ns: u64) -> Result<u64, SubmitError> {
+        (**self).snapshot(now_ns)
+    }
+    fn poll_snapshot(&mut self) -> Option<SnapshotResult> {
+        (**self).poll_snapshot()
     }
     fn invariants(&self) {
         (**self).invariants()

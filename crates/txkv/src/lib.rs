@@ -22,7 +22,7 @@ pub mod server;
 pub mod state;
 pub mod txn;
 
-pub use client::{Client, ClientConfig, ClientCounters, Outgoing, SubmitError};
+pub use client::{Client, ClientConfig, ClientCounters, Outgoing, SnapshotResult, SubmitError};
 pub use engine::{ClientEngine, ServerEngine};
 pub use layout::{Layout, LayoutError};
 pub use server::{Ordering, Server, ServerConfig, ServerCounters, Service};

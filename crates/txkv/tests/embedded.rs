@@ -24,12 +24,17 @@ struct Tally {
     audits: u64,
     bad_sums: Vec<i64>,
     not_committed: u64,
+    /// Sums of the balances in each snapshot taken, and the snapshot errors.
+    snapshot_sums: Vec<i64>,
+    snapshot_errors: Vec<String>,
 }
 
 struct Transfers {
     client: u64,
     n: u64,
     left: u64,
+    snapshots_left: u32,
+    snapshot_out: bool,
     tally: Arc<Mutex<Tally>>,
 }
 
@@ -66,6 +71,30 @@ impl TxnSource for Transfers {
 
     fn submitted(&mut self, _id: u64, _txn: Txn) {}
 
+    fn wants_snapshot(&mut self) -> bool {
+        // One at a time, spread over the run: every tenth transaction.
+        let due = !self.snapshot_out && self.snapshots_left > 0 && self.n % 10 == 0;
+        if due {
+            self.snapshot_out = true;
+            self.snapshots_left -= 1;
+        }
+        due
+    }
+
+    fn snapshot_done(&mut self, result: onepipe_txkv::SnapshotResult) {
+        self.snapshot_out = false;
+        let mut t = self.tally.lock().unwrap();
+        match result.outcome {
+            Ok((_, pairs)) => t.snapshot_sums.push(
+                pairs
+                    .iter()
+                    .map(|(_, v)| std::str::from_utf8(v).unwrap().parse::<i64>().unwrap())
+                    .sum(),
+            ),
+            Err(e) => t.snapshot_errors.push(e),
+        }
+    }
+
     fn completed(&mut self, c: Completion) {
         let mut t = self.tally.lock().unwrap();
         let Outcome::Committed { results, .. } = c.outcome else {
@@ -93,7 +122,7 @@ impl TxnSource for Transfers {
 type App = StoreProcess<Server, Client, Transfers>;
 
 #[test]
-fn transfers_keep_the_sum_and_replicas_agree() {
+fn transfers_keep_the_sum_in_audits_and_snapshots_and_replicas_agree() {
     let layout = Layout::new(2, 3).unwrap();
     let hosts = 8;
     let tally = Arc::new(Mutex::new(Tally::default()));
@@ -114,6 +143,8 @@ fn transfers_keep_the_sum_and_replicas_agree() {
                         client: u64::from(p),
                         n: 0,
                         left: per_client,
+                        snapshots_left: 10,
+                        snapshot_out: false,
                         tally: tally.clone(),
                     },
                 ))
@@ -129,7 +160,8 @@ fn transfers_keep_the_sum_and_replicas_agree() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let t = tally.lock().unwrap();
-        if t.transfers + t.audits + t.not_committed >= clients * per_client {
+        let snapshots = (t.snapshot_sums.len() + t.snapshot_errors.len()) as u64;
+        if t.transfers + t.audits + t.not_committed >= clients * per_client && snapshots >= clients * 10 {
             break;
         }
         drop(t);
@@ -149,6 +181,12 @@ fn transfers_keep_the_sum_and_replicas_agree() {
         t.transfers
     );
     assert!(t.bad_sums.is_empty(), "audits saw sums {:?}", t.bad_sums);
+    assert!(t.snapshot_errors.is_empty(), "{:?}", t.snapshot_errors);
+    assert!(
+        t.snapshot_sums.iter().all(|&s| s == 0),
+        "snapshots are not consistent cuts: sums {:?}",
+        t.snapshot_sums
+    );
     let digests: Vec<(u32, u64)> = apps
         .iter()
         .filter_map(|a| match a {

@@ -17,6 +17,12 @@ pub trait TxnSource: Send + 'static {
     fn poll_timeout(&self) -> Option<u64> {
         None
     }
+    /// Whether to start a snapshot of the whole store now (asked once per visit).
+    fn wants_snapshot(&mut self) -> bool {
+        false
+    }
+    /// A snapshot finished (or could not be taken: `result.outcome` says why).
+    fn snapshot_done(&mut self, _result: crate::client::SnapshotResult) {}
 }
 
 /// A client process as a 1Pipe application.
@@ -44,9 +50,19 @@ impl<C: ClientEngine, W: TxnSource> ClientApp<C, W> {
         while let Some(c) = self.engine.poll_completion() {
             self.source.completed(c);
         }
+        while let Some(s) = self.engine.poll_snapshot() {
+            self.source.snapshot_done(s);
+        }
     }
 
     fn submit_what_fits(&mut self, now_ns: u64) {
+        if self.source.wants_snapshot()
+            && let Err(e) = self.engine.snapshot(now_ns)
+        {
+            let outcome = Err(e.to_string());
+            self.source
+                .snapshot_done(crate::client::SnapshotResult { id: 0, outcome });
+        }
         while self.engine.has_room() {
             let Some(txn) = self.source.next(now_ns) else {
                 break;
