@@ -7,6 +7,11 @@
 //! - [`OccClient`]: reads, locks, validates and commits in phases, aborts and retries on a
 //!   conflict (the protocol and its serialization point are described there).
 //! - [`codec`]: the messages (tags 16 and up), every one best-effort and retried when lost.
+//!
+//! Out of scope, as in the paper's FaRM (which is not replicated): electing a new primary (a
+//! failed primary fails the transactions on its shard, and locks it granted stay with it), and
+//! bringing a backup up to date (a backup that never receives a commit its primary applied,
+//! because every send of it was lost, keeps later commits of those keys parked).
 
 pub mod client;
 pub mod codec;
