@@ -54,6 +54,7 @@ struct Net {
     queues: Vec<Vec<Txn>>,
     submitted: HashMap<(usize, u64), Txn>,
     in_flight: Vec<(u32, u32, Vec<u8>)>,
+    seed: u64,
     rng: SplitMix,
     drop_per_mille: u64,
     /// Messages (source, destination, bytes) always lost.
@@ -99,6 +100,7 @@ impl Net {
             queues: Vec::new(),
             submitted: HashMap::new(),
             in_flight: Vec::new(),
+            seed,
             rng: SplitMix(seed),
             drop_per_mille: 0,
             drop_where: None,
@@ -213,7 +215,10 @@ impl Net {
                 return;
             }
         }
-        panic!("the network did not go quiet in {STEPS_MAX} steps");
+        panic!(
+            "seed={}: the network did not go quiet in {STEPS_MAX} steps",
+            self.seed
+        );
     }
 
     fn invariants(&mut self) {
@@ -265,9 +270,10 @@ impl Net {
         })
     }
 
-    /// Replays every committed transaction in `ts` order on one map and checks each result,
-    /// except a one-shard read-only transaction's, whose `ts` is only an upper bound on its
-    /// instant (see the client's documentation); returns the replayed map.
+    /// Replays every committed transaction in `ts` order on one map and checks each result;
+    /// returns the replayed map. A one-shard read-only transaction's `ts` is only an upper
+    /// bound on its instant (see the client's documentation): its results must be the map's at
+    /// some instant between its call and its `ts`.
     fn replay(&self) -> ShardState {
         let mut order: Vec<(u64, &Done, &Vec<OpResult>)> = self
             .committed()
@@ -279,20 +285,67 @@ impl Net {
             "two transactions share a ts"
         );
         let mut model = ShardState::default();
+        // Per key, the values it took and the ts each was written at.
+        let mut history: HashMap<Bytes, Vec<(u64, Option<Bytes>)>> = HashMap::new();
+        let mut one_shard_reads = Vec::new();
         for (ts, d, results) in order {
-            let shards: std::collections::BTreeSet<u32> = d
-                .txn
-                .ops
-                .iter()
-                .map(|op| self.layout.shard_of(op.key()))
-                .collect();
-            let got: Vec<OpResult> = d.txn.ops.iter().map(|op| model.apply(op)).collect();
-            if d.txn.is_read_only() && shards.len() == 1 {
+            if d.txn.is_read_only() && self.shards_of(&d.txn) == 1 {
+                one_shard_reads.push((ts, d, results));
                 continue;
             }
+            let got: Vec<OpResult> = d.txn.ops.iter().map(|op| model.apply(op)).collect();
             assert_eq!(&got, results, "client {} at ts {ts}: {:?}", d.client, d.txn);
+            for op in d.txn.ops.iter().filter(|op| op.is_write()) {
+                let now = model.apply(&Op::Get {
+                    key: op.key().clone(),
+                });
+                let OpResult::Value(value) = now else {
+                    unreachable!()
+                };
+                history.entry(op.key().clone()).or_default().push((ts, value));
+            }
+        }
+        let value_at = |key: &Bytes, t: u64| -> Option<Bytes> {
+            let writes = history.get(key).map(Vec::as_slice).unwrap_or_default();
+            writes
+                .iter()
+                .rev()
+                .find(|(w, _)| *w <= t)
+                .and_then(|(_, v)| v.clone())
+        };
+        for (ts, d, results) in one_shard_reads {
+            let call_ns = d.completion.call_ns;
+            let mut instants = vec![call_ns];
+            for op in &d.txn.ops {
+                let writes = history.get(op.key()).map(Vec::as_slice).unwrap_or_default();
+                instants.extend(
+                    writes
+                        .iter()
+                        .map(|(w, _)| *w)
+                        .filter(|w| (call_ns..ts).contains(w)),
+                );
+            }
+            let seen_at = |t: u64| {
+                d.txn
+                    .ops
+                    .iter()
+                    .zip(results)
+                    .all(|(op, r)| *r == OpResult::Value(value_at(op.key(), t)))
+            };
+            assert!(
+                instants.into_iter().any(seen_at),
+                "client {} between {call_ns} and {ts}: {:?} gave {results:?}",
+                d.client,
+                d.txn
+            );
         }
         model
+    }
+
+    fn shards_of(&self, txn: &Txn) -> usize {
+        let shards: std::collections::BTreeSet<u32> =
+            txn.ops.iter().map(|op| self.layout.shard_of(op.key())).collect();
+        shards.len()
     }
 }
 
