@@ -57,6 +57,8 @@ struct Net {
     seed: u64,
     rng: SplitMix,
     drop_per_mille: u64,
+    /// Messages delivered twice (the copy stays in flight, to come later).
+    duplicate_per_mille: u64,
     /// Messages (source, destination, bytes) always lost.
     drop_where: Option<Box<DropRule>>,
     /// Server processes declared failed: left out of the replica comparison.
@@ -103,6 +105,7 @@ impl Net {
             seed,
             rng: SplitMix(seed),
             drop_per_mille: 0,
+            duplicate_per_mille: 0,
             drop_where: None,
             failed: Vec::new(),
             now_ns: 0,
@@ -181,6 +184,9 @@ impl Net {
         if !self.in_flight.is_empty() {
             let i = self.rng.below(self.in_flight.len() as u64) as usize;
             let (src, dst, bytes) = self.in_flight.swap_remove(i);
+            if self.rng.below(1000) < self.duplicate_per_mille {
+                self.in_flight.push((src, dst, bytes.clone()));
+            }
             let lost = self.drop_where.as_ref().is_some_and(|f| f(src, dst, &bytes));
             if self.rng.below(1000) >= self.drop_per_mille && !lost {
                 self.deliver(src, dst, &bytes);

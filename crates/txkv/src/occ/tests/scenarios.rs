@@ -203,3 +203,33 @@ fn windows_of_transactions_stay_serializable() {
         assert_eq!(net.digest(), model.digest(), "seed={seed}");
     }
 }
+
+/// A swarm: every seed draws a layout, clients, window, keys, loss and duplication; every
+/// transaction commits, replays at its `ts`, and the store ends as the replay.
+#[test]
+fn a_swarm_of_layouts_losses_and_duplicates_stays_serializable() {
+    for seed in 100..160u64 {
+        let layout = Layout::new(1 + (seed % 3) as u32, 1 + (seed % 4) as u32).unwrap();
+        let clients = 1 + (seed % 4) as usize;
+        let mut net = Net::new(layout, clients, seed).with_config(|c| c.window = 1 + (seed % 3) as usize);
+        net.drop_per_mille = (seed % 5) * 50;
+        net.duplicate_per_mille = (seed % 7) * 30;
+        let keys: Vec<Bytes> = (0..3 + seed % 4).map(|k| b(&format!("k{k}"))).collect();
+        net.watched = keys.clone();
+        let mut rng = SplitMix(seed ^ 0x5555);
+        net.queues = (0..clients)
+            .map(|_| (0..40).map(|_| random_txn(&mut rng, &keys)).collect())
+            .collect();
+        net.run();
+        assert_eq!(net.done.len(), 40 * clients, "seed={seed}");
+        let not_committed: Vec<&Outcome> = net
+            .done
+            .iter()
+            .map(|d| &d.completion.outcome)
+            .filter(|o| !matches!(o, Outcome::Committed { .. }))
+            .collect();
+        assert!(not_committed.is_empty(), "seed={seed}: {not_committed:?}");
+        let model = net.replay();
+        assert_eq!(net.digest(), model.digest(), "seed={seed}");
+    }
+}
