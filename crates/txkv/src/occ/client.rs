@@ -243,6 +243,7 @@ impl OccClient {
             .get(&id)
             .is_some_and(|p| p.round == round && p.phase != Phase::Backoff);
         if current {
+            self.counters.send_failures += 1;
             self.retry(now_ns, id);
         }
     }
@@ -317,6 +318,7 @@ impl OccClient {
                 p.attempt += 1;
                 self.start(now_ns, id);
             } else {
+                self.counters.timeouts += 1;
                 self.retry(now_ns, id);
             }
         }

@@ -130,3 +130,20 @@ fn failed_backups_are_left_out_and_failed_primaries_fail_transactions() {
     net.run();
     assert!(matches!(net.done[1].completion.outcome, Outcome::Failed(_)));
 }
+
+/// A scattering the fabric reports undelivered is sent again at once, once.
+#[test]
+fn a_send_failure_sends_the_phase_again_at_once() {
+    let layout = Layout::new(1, 1).unwrap();
+    let mut c = OccClient::new(client_config(1, layout));
+    c.submit(0, put("k", "a")).unwrap();
+    let out = c.poll_send().unwrap();
+    c.on_sent(&out, 42);
+    c.on_send_failure(5, 42);
+    let again = c.poll_send().expect("sent again");
+    assert_eq!(again.scatter, out.scatter);
+    assert_eq!((c.counters().send_failures, c.counters().retries), (1, 1));
+    c.on_send_failure(6, 42);
+    assert!(c.poll_send().is_none(), "one failure report, one resend");
+    c.invariants();
+}
