@@ -42,6 +42,9 @@ pub trait ClientEngine: Send + 'static {
 /// A server side: deliveries in, unicast answers out.
 pub trait ServerEngine: Send + 'static {
     fn on_delivery(&mut self, service: Service, ts: u64, src: u32, payload: &[u8]);
+    /// The runtime's clock at this visit, before its deliveries (the OCC primary stamps its
+    /// reads with it; 1Pipe's servers need none).
+    fn set_now(&mut self, _now_ns: u64) {}
     /// The endpoint's commit barrier (1Pipe's reads wait for it; others ignore it).
     fn on_commit_barrier(&mut self, _barrier: u64) {}
     /// The next answer to send, unicast on the best-effort service: (destination, bytes).
@@ -178,6 +181,9 @@ impl ClientEngine for Box<dyn ClientEngine> {
 impl ServerEngine for Box<dyn ServerEngine> {
     fn on_delivery(&mut self, service: Service, ts: u64, src: u32, payload: &[u8]) {
         (**self).on_delivery(service, ts, src, payload)
+    }
+    fn set_now(&mut self, now_ns: u64) {
+        (**self).set_now(now_ns)
     }
     fn on_commit_barrier(&mut self, barrier: u64) {
         (**self).on_commit_barrier(barrier)

@@ -124,6 +124,8 @@ struct Pending {
     locked_shards: Vec<u32>,
     results: Vec<Option<OpResult>>,
     ts: u64,
+    /// The latest primary clock among this attempt's read answers.
+    read_ns: u64,
     /// Ends the transaction failed once the abort is answered, instead of starting again.
     give_up: Option<String>,
 }
@@ -207,6 +209,7 @@ impl OccClient {
             bases: HashMap::new(),
             locked_shards: Vec::new(),
             ts: 0,
+            read_ns: 0,
             give_up: None,
         };
         self.pending.insert(id, pending);

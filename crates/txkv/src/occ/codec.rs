@@ -44,6 +44,9 @@ pub struct ReadReply {
     pub txn: u64,
     pub attempt: u32,
     pub shard: u16,
+    /// The primary's clock when it read the items (all at once): a one-shard read-only
+    /// transaction's serialization point.
+    pub read_ns: u64,
     pub items: Vec<ReadItem>,
 }
 
@@ -174,6 +177,7 @@ impl OccMessage {
             OccMessage::ReadReply(m) => {
                 let mut w = head(TAG_READ_REPLY, m.txn, m.attempt);
                 w.u16(m.shard);
+                w.u64(m.read_ns);
                 w.count(m.items.len());
                 for item in &m.items {
                     option_bytes(&mut w, item.value.as_deref());
@@ -267,6 +271,7 @@ impl OccMessage {
                 txn,
                 attempt,
                 shard: r.u16("shard")?,
+                read_ns: r.u64("read time")?,
                 items: read_items(&mut r)?,
             }),
             TAG_LOCK => OccMessage::Lock(Lock {

@@ -72,6 +72,9 @@ impl ServerEngine for OccServer {
     fn on_delivery(&mut self, service: Service, ts: u64, src: u32, payload: &[u8]) {
         OccServer::on_delivery(self, service, ts, src, payload)
     }
+    fn set_now(&mut self, now_ns: u64) {
+        OccServer::set_now(self, now_ns)
+    }
     fn peek_send(&self) -> Option<&(u32, Vec<u8>)> {
         OccServer::peek_send(self)
     }

@@ -103,6 +103,8 @@ pub struct OccServer {
     parked: VecDeque<(u32, Commit)>,
     outbox: VecDeque<(u32, Vec<u8>)>,
     counters: OccServerCounters,
+    /// The runtime's clock at this visit ([`OccServer::set_now`]).
+    now_ns: u64,
 }
 
 impl OccServer {
@@ -116,6 +118,7 @@ impl OccServer {
             parked: VecDeque::new(),
             outbox: VecDeque::new(),
             counters: OccServerCounters::default(),
+            now_ns: 0,
         }
     }
 
@@ -153,6 +156,11 @@ impl OccServer {
     }
 
     /// A message from process `src`; ordering is off, so the service and timestamp do not matter.
+    /// The runtime's clock now: the primary stamps the reads it serves with it.
+    pub fn set_now(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+    }
+
     pub fn on_delivery(&mut self, _service: Service, _ts: u64, src: u32, payload: &[u8]) {
         let message = match OccMessage::decode(payload) {
             Ok(m) => m,
@@ -192,6 +200,7 @@ impl OccServer {
             txn: m.txn,
             attempt: m.attempt,
             shard: self.config.shard,
+            read_ns: self.now_ns,
             items,
         };
         self.send(src, OccMessage::ReadReply(reply));

@@ -169,7 +169,11 @@ impl Net {
     fn deliver(&mut self, src: u32, dst: u32, bytes: &[u8]) {
         self.now_ns += 1_000;
         match self.layout.role_of(dst) {
-            Some(_) => self.servers[dst as usize].on_delivery(Service::BestEffort, self.now_ns, src, bytes),
+            Some(_) => {
+                let server = &mut self.servers[dst as usize];
+                server.set_now(self.now_ns);
+                server.on_delivery(Service::BestEffort, self.now_ns, src, bytes);
+            }
             None => {
                 let i = (dst - self.layout.servers()) as usize;
                 self.clients[i].on_message(self.now_ns, src, bytes);

@@ -28,8 +28,9 @@ impl<S: ServerEngine> ServerApp<S> {
 }
 
 impl<S: ServerEngine> Application for ServerApp<S> {
-    fn drain(&mut self, _now: Instant, endpoint: &mut Endpoint) {
+    fn drain(&mut self, now: Instant, endpoint: &mut Endpoint) {
         let engine = &mut self.engine;
+        engine.set_now(now.as_nanos());
         // Reliable first: they are below the commit barrier, and the reads waiting for it
         // must see them.
         while endpoint

@@ -55,6 +55,7 @@ impl OccClient {
         for (key, item) in keys.iter().zip(m.items) {
             p.read.insert(key.clone(), (item.value, item.version));
         }
+        p.read_ns = p.read_ns.max(m.read_ns);
         Answer::Counted
     }
 

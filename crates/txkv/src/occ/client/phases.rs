@@ -24,6 +24,7 @@ impl OccClient {
             .get_mut(&id)
             .expect("started transactions are pending");
         p.read.clear();
+        p.read_ns = 0;
         p.bases.clear();
         p.locked_shards.clear();
         p.results.iter_mut().for_each(|r| *r = None);
@@ -224,10 +225,13 @@ impl OccClient {
                 if !p.plan.is_read_only() {
                     return self.start_lock(now_ns, id);
                 }
-                p.ts = now_ns;
                 if p.plan.reads.len() == 1 {
+                    // One primary read every key at one instant: that is the point, on the
+                    // clock all processes share (the runtime's), not when the answer came.
+                    p.ts = p.read_ns;
                     return self.commit(now_ns, id);
                 }
+                p.ts = now_ns;
                 self.start_validate(now_ns, id)
             }
             Phase::Lock => {

@@ -50,6 +50,7 @@ fn message() -> impl Strategy<Value = OccMessage> {
                 txn,
                 attempt,
                 shard,
+                read_ns: txn ^ 7,
                 items
             })
         ),
