@@ -90,6 +90,8 @@ pub struct ClientCounters {
     pub checksum_mismatches: u64,
     pub stale_answers: u64,
     pub malformed: u64,
+    /// Processes the controller declared failed.
+    pub processes_failed: u64,
 }
 
 /// What one shard owes a pending transaction.
@@ -309,6 +311,9 @@ impl Client {
         let Some(slot) = self.failed.get_mut(process as usize) else {
             return;
         };
+        if !*slot {
+            self.counters.processes_failed += 1;
+        }
         *slot = true;
         let waiting: Vec<(u64, u32)> = self
             .snapshots

@@ -636,6 +636,15 @@ impl Endpoint {
         self.commit
     }
 
+    /// Whether reliable deliveries are held back whatever the commit barrier: the endpoint
+    /// waits for its registration with the controller, or for a recovery's decision. While
+    /// held, an application that polled every reliable message has not seen all those below
+    /// the commit barrier (a server ordering best-effort reads after reliable writes must not
+    /// go by it then).
+    pub fn reliable_held(&self) -> bool {
+        self.recovery.is_failed() || self.unregistered
+    }
+
     /// Nothing of this process's traffic is on its way any more: no scattering waits to be
     /// sent or acknowledged, and no received message waits for a barrier. A run that stops
     /// while some process is not quiescent cuts off messages still in flight.
