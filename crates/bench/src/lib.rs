@@ -26,5 +26,6 @@ pub mod recovery;
 pub mod runtimes;
 pub mod soak;
 pub mod soak_stream;
+pub mod txkv;
 pub mod udp_limit;
 pub mod workload;

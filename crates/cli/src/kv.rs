@@ -205,6 +205,11 @@ fn print_text(report: &KvReport) {
             println!("{dist}: 1pipe / occ x{:.2}", p / o.max(1.0));
         }
     }
+    for r in &report.rows {
+        if let Some(note) = &r.serializability_note {
+            println!("{} {}: {note}", r.system.name(), r.distribution);
+        }
+    }
     let not_committed: i64 = report.rows.iter().map(|r| r.failed + r.unknown).sum();
     println!(
         "checks: serializable {}, replicas agree {}; transactions failed or unknown: {not_committed}",

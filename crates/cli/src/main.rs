@@ -10,6 +10,7 @@ mod demo;
 mod fabric;
 mod flags;
 mod inspect;
+mod kv;
 mod netchain;
 mod netchain_procs;
 mod paxos;
@@ -68,6 +69,10 @@ enum Command {
     /// replicated key-value store on the learners, next to the same Paxos on hosts
     #[command(subcommand)]
     Paxos(paxos::PaxosCommand),
+    /// A sharded, replicated, transactional key-value store on 1Pipe (paper 7.3.1), next to
+    /// OCC and non-transactional stores on the same fabric
+    #[command(subcommand)]
+    Kv(kv::KvCommand),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
         Command::CutLink(args) => cut::run(args),
         Command::Netchain(cmd) => netchain::run(cmd),
         Command::Paxos(cmd) => paxos::run(cmd),
+        Command::Kv(cmd) => kv::run(cmd),
     };
     match result {
         Ok(code) => code,

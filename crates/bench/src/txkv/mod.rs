@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use onepipe::Topology;
 use onepipe::embed::{EmbedError, EmbedOptions, Embedded};
 use onepipe_check::HistoryRecord;
+use onepipe_txkv::occ::{OccClient, OccClientConfig, OccServer, OccServerConfig};
 use onepipe_txkv::run::{ClientApp, ServerApp, StoreProcess};
 use onepipe_txkv::{
     Client, ClientConfig, ClientEngine, Layout, LayoutError, Ordering, Server, ServerConfig, ServerEngine,
@@ -117,8 +118,14 @@ pub enum KvDemoError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Embed(#[from] EmbedError),
-    #[error("the topology has {processes} processes: {servers} servers ({layout}) and at least one client need more")]
-    TooFewProcesses { processes: usize, servers: u32, layout: Layout },
+    #[error(
+        "the topology has {processes} processes: {servers} servers ({layout}) and at least one client need more"
+    )]
+    TooFewProcesses {
+        processes: usize,
+        servers: u32,
+        layout: Layout,
+    },
     #[error("--fail names server {server}, but there are {servers} (0..{servers})")]
     NoSuchServer { server: u32, servers: u32 },
     #[error("{0} must be positive")]
@@ -151,6 +158,8 @@ pub struct Row {
     pub retries: u64,
     /// The serializability check of this run's history (transactional systems, with a history).
     pub serializable: Option<bool>,
+    /// What the check found or why it could not decide, when it did not pass.
+    pub serializability_note: Option<String>,
     #[serde(skip)]
     pub history: Vec<HistoryRecord>,
 }
@@ -211,9 +220,15 @@ pub fn run(config: &KvDemoConfig, progress: &mut dyn FnMut(&str, f64)) -> Result
         };
         for &system in &config.systems {
             let label = format!("{} {}", system.name(), distribution.name());
-            rows.push(run_one(config, layout, processes, system, distribution, zipf.clone(), &mut |f| {
-                progress(&label, f)
-            })?);
+            rows.push(run_one(
+                config,
+                layout,
+                processes,
+                system,
+                distribution,
+                zipf.clone(),
+                &mut |f| progress(&label, f),
+            )?);
         }
     }
     let transactional: Vec<&Row> = rows.iter().filter(|r| r.system.transactional()).collect();
@@ -229,7 +244,7 @@ pub fn run(config: &KvDemoConfig, progress: &mut dyn FnMut(&str, f64)) -> Result
         layout: layout.to_string(),
         clients: processes as u32 - layout.servers(),
         window: config.window,
-        seconds_per_run: config.duration.as_secs_f64(),
+        seconds_per_run: (config.duration.as_nanos() as f64 / 1e9),
         rows,
         checks: Checks {
             serializable,
@@ -255,8 +270,12 @@ fn build(
         .map(|p| match layout.role_of(p) {
             Some((shard, replica)) => {
                 let engine: Box<dyn ServerEngine> = match system {
-                    System::Occ => occ_server(layout, shard, replica),
-                    _ => Box::new(Server::new(ServerConfig::new(shard as u16, replica as u16, ordering))),
+                    System::Occ => occ_server(shard, replica),
+                    _ => Box::new(Server::new(ServerConfig::new(
+                        shard as u16,
+                        replica as u16,
+                        ordering,
+                    ))),
                 };
                 StoreProcess::Server(ServerApp::new(engine))
             }
@@ -341,7 +360,10 @@ fn summarize(
     recorder: &Recorder,
     apps: &[Process],
 ) -> Row {
-    let crashed = config.failure.filter(|_| system == System::OnePipe).map(|f| f.server);
+    let crashed = config
+        .failure
+        .filter(|_| system == System::OnePipe)
+        .map(|f| f.server);
     let mut shards_diverged = 0;
     for shard in 0..layout.shards {
         let digests: Vec<u64> = layout
@@ -359,6 +381,20 @@ fn summarize(
         checksum_mismatches += counters.checksum_mismatches;
         retries += counters.retries;
     }
+    if std::env::var_os("TXKV_DEBUG").is_some() {
+        for (i, a) in apps.iter().enumerate() {
+            match a {
+                StoreProcess::Server(s) => eprintln!(
+                    "server {i}: keys {} refused {}",
+                    s.engine.keys(),
+                    s.counters.refused
+                ),
+                StoreProcess::Client(c) => {
+                    eprintln!("client {i}: {:?} refused {}", c.engine.counters(), c.refused)
+                }
+            }
+        }
+    }
     let latency = recorder.latency_ns.lock().expect("latency lock");
     let us = |q: f64| latency.value_at_quantile(q) as f64 / 1000.0;
     let committed = recorder.committed.load(AtomicOrdering::Relaxed);
@@ -368,12 +404,19 @@ fn summarize(
         .as_ref()
         .map(|h| std::mem::take(&mut *h.lock().expect("history lock")))
         .unwrap_or_default();
-    let serializable = (config.record_history && system.transactional())
-        .then(|| onepipe_check::check_serializable(&history).is_ok_and(|r| r.ok()));
+    let check = (config.record_history && system.transactional())
+        .then(|| onepipe_check::check_serializable(&history));
+    let serializable = check.as_ref().map(|c| c.as_ref().is_ok_and(|r| r.ok()));
+    let serializability_note = match &check {
+        Some(Ok(r)) if !r.ok() => Some(r.to_string()),
+        Some(Err(e)) => Some(format!("the history is malformed: {e}")),
+        _ => None,
+    };
     Row {
         system,
         distribution: distribution.name(),
-        txn_per_s: recorder.in_window.load(AtomicOrdering::Relaxed) as f64 / config.duration.as_secs_f64(),
+        txn_per_s: recorder.in_window.load(AtomicOrdering::Relaxed) as f64
+            / (config.duration.as_nanos() as f64 / 1e9),
         latency_us: LatencyUs {
             p50: us(0.5),
             p99: us(0.99),
@@ -390,16 +433,19 @@ fn summarize(
         shards_diverged,
         retries,
         serializable,
+        serializability_note,
         history,
     }
 }
 
-fn occ_server(layout: Layout, shard: u32, replica: u32) -> Box<dyn ServerEngine> {
-    let _ = (layout, shard, replica);
-    todo!("the OCC baseline lands with crates/txkv/src/occ")
+fn occ_server(shard: u32, replica: u32) -> Box<dyn ServerEngine> {
+    Box::new(OccServer::new(OccServerConfig::new(shard as u16, replica as u16)))
 }
 
+/// The OCC client with the 1Pipe client's window and time-outs.
 fn occ_client(config: ClientConfig) -> Box<dyn ClientEngine> {
-    let _ = config;
-    todo!("the OCC baseline lands with crates/txkv/src/occ")
+    let mut occ = OccClientConfig::new(config.process, config.layout);
+    occ.window = config.window;
+    occ.timeout_ns = config.timeout_ns;
+    Box::new(OccClient::new(occ))
 }

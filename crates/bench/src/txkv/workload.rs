@@ -153,12 +153,24 @@ pub struct Workload {
     rng: SplitMix,
     zipf: Option<Arc<Zipf>>,
     seq: u64,
-    submitted: HashMap<u64, Txn>,
+    /// Transactions outstanding, with the window slot each holds.
+    submitted: HashMap<u64, (Txn, u32)>,
+    /// Window slots free: the history names slot `s` of process `p` as client `p * 1024 + s`,
+    /// so that each history client has one transaction outstanding at a time.
+    free_slots: Vec<u32>,
     recorder: Arc<Recorder>,
 }
 
+/// History client ids of one process: `process * SLOTS_PER_PROCESS + slot`.
+pub const SLOTS_PER_PROCESS: u64 = 1024;
+
 impl Workload {
-    pub fn new(client: u32, config: WorkloadConfig, zipf: Option<Arc<Zipf>>, recorder: Arc<Recorder>) -> Workload {
+    pub fn new(
+        client: u32,
+        config: WorkloadConfig,
+        zipf: Option<Arc<Zipf>>,
+        recorder: Arc<Recorder>,
+    ) -> Workload {
         let rng = SplitMix::new(config.seed ^ (u64::from(client) << 32) ^ 0x7478_6b76);
         Workload {
             client,
@@ -167,6 +179,7 @@ impl Workload {
             zipf,
             seq: 0,
             submitted: HashMap::new(),
+            free_slots: (0..SLOTS_PER_PROCESS as u32).rev().collect(),
             recorder,
         }
     }
@@ -216,7 +229,10 @@ impl Workload {
             .zip(writes)
             .map(|(key, write)| {
                 if write {
-                    Op::Put { key, value: self.value() }
+                    Op::Put {
+                        key,
+                        value: self.value(),
+                    }
                 } else {
                     Op::Get { key }
                 }
@@ -225,7 +241,7 @@ impl Workload {
         Txn::new(ops)
     }
 
-    fn record(&self, txn: &Txn, c: &Completion) {
+    fn record(&self, txn: &Txn, slot: u32, c: &Completion) {
         let Some(history) = &self.recorder.history else {
             return;
         };
@@ -249,7 +265,7 @@ impl Workload {
                 Op::Del { .. } | Op::IncrBy { .. } => continue,
             };
             out.push(HistoryRecord {
-                client: u64::from(self.client),
+                client: u64::from(self.client) * SLOTS_PER_PROCESS + u64::from(slot),
                 op: kind,
                 key: String::from_utf8_lossy(op.key()).into_owned(),
                 value,
@@ -280,11 +296,14 @@ impl TxnSource for Workload {
 
     fn submitted(&mut self, id: u64, txn: Txn) {
         self.recorder.outstanding.fetch_add(1, Ordering::Relaxed);
-        self.submitted.insert(id, txn);
+        // A window is at most 1024 (the CLI's bound); past it the slot is shared and the
+        // history check would report the overlap.
+        let slot = self.free_slots.pop().unwrap_or(0);
+        self.submitted.insert(id, (txn, slot));
     }
 
     fn completed(&mut self, c: Completion) {
-        let Some(txn) = self.submitted.remove(&c.id) else {
+        let Some((txn, slot)) = self.submitted.remove(&c.id) else {
             // Refused at submit (never counted as outstanding).
             self.recorder.failed.fetch_add(1, Ordering::Relaxed);
             return;
@@ -309,7 +328,8 @@ impl TxnSource for Workload {
                 r.unknown.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.record(&txn, &c);
+        self.free_slots.push(slot);
+        self.record(&txn, slot, &c);
     }
 }
 
@@ -325,13 +345,20 @@ mod tests {
         for _ in 0..100_000 {
             hits[z.rank(uniform01(&mut rng)) as usize] += 1;
         }
-        assert!(hits[0] > 10 * hits[500].max(1), "rank 0: {}, rank 500: {}", hits[0], hits[500]);
+        assert!(
+            hits[0] > 10 * hits[500].max(1),
+            "rank 0: {}, rank 500: {}",
+            hits[0],
+            hits[500]
+        );
     }
 
     #[test]
     fn etc_sizes_are_mostly_small_and_capped() {
         let mut rng = SplitMix::new(5);
-        let sizes: Vec<usize> = (0..10_000).map(|_| etc_value_bytes(uniform01(&mut rng), 1024)).collect();
+        let sizes: Vec<usize> = (0..10_000)
+            .map(|_| etc_value_bytes(uniform01(&mut rng), 1024))
+            .collect();
         let small = sizes.iter().filter(|&&s| s < 500).count();
         assert!(small > 7_000, "{small}");
         assert!(sizes.iter().all(|&s| (1..=1024).contains(&s)));
