@@ -18,6 +18,31 @@ pub enum KvCommand {
     /// transactions under uniform and Zipf keys: 1Pipe, OCC and non-transactional side by side,
     /// every transaction checked for serializability and every replica compared
     Demo(DemoArgs),
+    /// A Redis-protocol server (RESP2) over the store: GET, SET, DEL, MGET, MSET, INCRBY (and
+    /// INCR, DECR, DECRBY), MULTI/EXEC as one transaction, DBSIZE, SNAPSHOT [DUMP]; over a
+    /// deployment of its own in this process (inproc runtime)
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// TCP port to listen on (0: any free port, printed)
+    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
+    port: u16,
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// A topology file or preset (docs/topology.md); every process after the servers is a
+    /// front client that connections share
+    #[arg(long, default_value = "testbed")]
+    topology: String,
+    #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<u32>(1..=4096))]
+    shards: u32,
+    #[arg(long, default_value_t = 3, value_parser = crate::bounds::int::<u32>(1..=16))]
+    replicas: u32,
+    /// Open connections at most
+    #[arg(long, default_value_t = 1024, value_parser = crate::bounds::int::<usize>(1..=65_536))]
+    connections_max: usize,
 }
 
 #[derive(Args, Debug)]
@@ -77,7 +102,46 @@ pub struct DemoArgs {
 pub fn run(cmd: KvCommand) -> Result<ExitCode, String> {
     match cmd {
         KvCommand::Demo(args) => demo(args),
+        KvCommand::Serve(args) => serve(args),
     }
+}
+
+fn serve(args: ServeArgs) -> Result<ExitCode, String> {
+    use onepipe_txkv::front::{Cluster, ClusterOptions, TxStore};
+    let listener = std::net::TcpListener::bind((args.bind, args.port))
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    let options = ClusterOptions {
+        topology: topology(&args.topology)?,
+        shards: args.shards,
+        replicas: args.replicas,
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(&options).map_err(|e| e.to_string())?;
+    let fronts = cluster.mailboxes().len();
+    let store = TxStore::new(
+        cluster.mailboxes(),
+        std::time::Duration::from_secs(5),
+        vec![
+            ("txkv_layout".into(), cluster.layout().to_string()),
+            ("txkv_front_clients".into(), fronts.to_string()),
+        ],
+    );
+    let config = onepipe_kv::ServeConfig {
+        connections_max: args.connections_max,
+        ..onepipe_kv::ServeConfig::default()
+    };
+    let server =
+        onepipe_kv::serve(listener, std::sync::Arc::new(store), config).map_err(|e| e.to_string())?;
+    let stop = crate::paxos_procs::stop_on_signal()?;
+    println!(
+        "kv: serving the Redis protocol on {} ({}, {fronts} front clients, inproc runtime); Ctrl-C stops",
+        server.local_addr(),
+        cluster.layout()
+    );
+    crate::paxos_procs::wait_for(&stop);
+    server.shutdown();
+    drop(cluster);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn topology(name: &str) -> Result<Topology, String> {

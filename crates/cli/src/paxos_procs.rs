@@ -155,7 +155,7 @@ pub struct CallArgs {
     words: Vec<String>,
 }
 
-fn stop_on_signal() -> Result<Arc<AtomicBool>, String> {
+pub(crate) fn stop_on_signal() -> Result<Arc<AtomicBool>, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)).map_err(|e| e.to_string())?;
@@ -170,7 +170,7 @@ fn sync_mode(sync: bool) -> SyncMode {
     }
 }
 
-fn wait_for(stop: &AtomicBool) {
+pub(crate) fn wait_for(stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         #[allow(clippy::disallowed_methods)] // the CLI waits for Ctrl-C
         std::thread::sleep(std::time::Duration::from_millis(100));

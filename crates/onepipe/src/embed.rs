@@ -72,6 +72,11 @@ pub enum EmbedError {
     Controller(std::io::Error),
 }
 
+/// How many processes a system of `options` has (the applications `Embedded::start` wants).
+pub fn process_count(options: &EmbedOptions) -> Result<u32, EmbedError> {
+    Ok(Wiring::new(options.topology.clone(), options.processes_per_host)?.process_count() as u32)
+}
+
 /// A running embedded system. Dropping it stops everything.
 pub struct Embedded<A: Application> {
     runtime: Option<Runtime<Member<A>>>,

@@ -16,6 +16,7 @@
 pub mod client;
 pub mod codec;
 pub mod engine;
+pub mod front;
 pub mod layout;
 pub mod occ;
 pub mod run;
