@@ -66,7 +66,7 @@ pub struct DemoArgs {
     /// Key distributions, among uniform and zipf
     #[arg(long, value_delimiter = ',', default_value = "uniform,zipf", value_parser = ["uniform", "zipf"])]
     distributions: Vec<String>,
-    /// Zipf constant of the zipf distribution
+    /// Zipf constant of the zipf distribution, below 1
     #[arg(long, default_value_t = 0.99, value_parser = crate::bounds::probability())]
     zipf: f64,
     /// Keys the clients draw from

@@ -130,6 +130,8 @@ pub enum KvDemoError {
     NoSuchServer { server: u32, servers: u32 },
     #[error("{0} must be positive")]
     NotPositive(&'static str),
+    #[error("the Zipf constant must be in [0, 1) (YCSB's is 0.99), not {0}")]
+    ZipfConstant(f64),
 }
 
 /// Latency percentiles, microseconds.
@@ -211,6 +213,13 @@ pub fn run(config: &KvDemoConfig, progress: &mut dyn FnMut(&str, f64)) -> Result
     }
     if config.window == 0 {
         return Err(KvDemoError::NotPositive("window"));
+    }
+    for d in &config.distributions {
+        if let Distribution::Zipf(theta) = *d
+            && !(0.0..1.0).contains(&theta)
+        {
+            return Err(KvDemoError::ZipfConstant(theta));
+        }
     }
     let mut rows = Vec::new();
     for &distribution in &config.distributions {

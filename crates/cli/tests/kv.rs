@@ -1,0 +1,121 @@
+//! `onepipe kv demo` and `onepipe kv serve` (issue 45): the demo's report and history, checked
+//! again from outside; the Redis front behind redis-cli and redis-benchmark unchanged.
+
+#![allow(clippy::disallowed_methods)] // waits on real time
+
+mod common;
+
+use common::KillOnDrop;
+use onepipe_check::{HistoryRecord, check_serializable};
+use onepipe_kv::redis_tools;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::Stdio;
+
+#[test]
+fn demo_reports_every_system_and_its_history_checks_from_outside() {
+    let dir = std::env::temp_dir().join(format!("onepipe-kv-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let history = dir.join("history.jsonl");
+    let history_arg = history.display().to_string();
+    let v = common::run_json(
+        &[
+            "kv",
+            "demo",
+            "--seconds",
+            "0.3",
+            "--keys",
+            "2000",
+            "--fail",
+            "replica:1@0.1s",
+            "--history",
+            &history_arg,
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(v["checks"]["serializable"], true, "{v}");
+    assert_eq!(v["checks"]["replicas_agree"], true, "{v}");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        assert!(row["txn_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["latency_us"]["p50"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["abort_rate"].as_f64().unwrap() >= 0.0, "{row}");
+    }
+    // The history file, split by system and distribution, passes the checker on its own.
+    let text = std::fs::read_to_string(&history).unwrap();
+    for system in ["1pipe", "occ"] {
+        for distribution in ["uniform", "zipf"] {
+            let records: Vec<HistoryRecord> = text
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|l| l["system"] == system && l["distribution"] == distribution)
+                .map(|l| serde_json::from_value(l).unwrap())
+                .collect();
+            assert!(
+                records.len() > 100,
+                "{system} {distribution}: {} records",
+                records.len()
+            );
+            assert!(records.iter().all(|r| r.txn.is_some()));
+            let report = check_serializable(&records).unwrap();
+            assert!(report.ok(), "{system} {distribution}: {report}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn demo_refuses_bad_flags_with_a_reason() {
+    for (words, reason) in [
+        (
+            &["kv", "demo", "--fail", "replica:99@1s"][..],
+            "--fail names server 99",
+        ),
+        (&["kv", "demo", "--fail", "shard:1"][..], "expected replica:N@T"),
+        (&["kv", "demo", "--zipf", "1"][..], "Zipf constant"),
+        (
+            &["kv", "demo", "--shards", "40"][..],
+            "at least one client need more",
+        ),
+    ] {
+        let out = common::onepipe().args(words).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{words:?} succeeded");
+        assert!(stderr.contains(reason), "{words:?}: {stderr}");
+    }
+}
+
+/// `onepipe kv serve --port 0`, running, and the address it serves on.
+fn serve() -> (KillOnDrop, SocketAddr) {
+    let mut child = common::onepipe()
+        .args(["kv", "serve", "--port", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .split("protocol on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (KillOnDrop(child), addr)
+}
+
+#[test]
+fn redis_tools_against_kv_serve() {
+    if !redis_tools::tools_present("redis_tools_against_kv_serve") {
+        return;
+    }
+    let (_server, addr) = serve();
+    let cli = |words: &[&str]| redis_tools::run("redis-cli", addr, words, std::time::Duration::from_secs(60));
+    assert_eq!(cli(&["MSET", "a", "1", "b", "2"]), "OK\n");
+    assert_eq!(cli(&["MGET", "a", "b"]), "1\n2\n");
+    assert_eq!(cli(&["INCRBY", "a", "41"]), "42\n");
+    assert_eq!(cli(&["DBSIZE"]), "2\n");
+    redis_tools::benchmark_set_get(addr, 2000);
+}
