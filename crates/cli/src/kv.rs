@@ -22,6 +22,27 @@ pub enum KvCommand {
     /// INCR, DECR, DECRBY), MULTI/EXEC as one transaction, DBSIZE, SNAPSHOT [DUMP]; over a
     /// deployment of its own in this process (inproc runtime)
     Serve(ServeArgs),
+    /// redis-benchmark's SET and GET (pipelining 1 and 16) against `kv serve`'s front and
+    /// against a real redis-server on this machine (if installed), side by side
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Requests per test (redis-benchmark -n)
+    #[arg(long, default_value_t = 100_000, value_parser = crate::bounds::int::<u32>(1..=100_000_000))]
+    requests: u32,
+    /// Connections (redis-benchmark -c)
+    #[arg(long, default_value_t = 50, value_parser = crate::bounds::int::<u32>(1..=10_000))]
+    connections: u32,
+    /// Pipelining depths (redis-benchmark -P)
+    #[arg(long, value_delimiter = ',', default_value = "1,16", value_parser = crate::bounds::int::<u32>(1..=1024))]
+    pipelines: Vec<u32>,
+    /// Do not measure redis-server even if it is installed
+    #[arg(long)]
+    skip_redis: bool,
+    #[command(flatten)]
+    json: JsonFlag,
 }
 
 #[derive(Args, Debug)]
@@ -103,7 +124,44 @@ pub fn run(cmd: KvCommand) -> Result<ExitCode, String> {
     match cmd {
         KvCommand::Demo(args) => demo(args),
         KvCommand::Serve(args) => serve(args),
+        KvCommand::Bench(args) => bench(args),
     }
+}
+
+fn bench(args: BenchArgs) -> Result<ExitCode, String> {
+    use onepipe_bench::txkv::redis_bench::{RedisBenchOptions, run};
+    let options = RedisBenchOptions {
+        requests: args.requests,
+        connections: args.connections,
+        pipelines: args.pipelines,
+        skip_redis: args.skip_redis,
+        ..RedisBenchOptions::default()
+    };
+    let quiet = args.json.json;
+    let report = run(&options, &mut |what| {
+        if !quiet {
+            eprintln!("== redis-benchmark against {what}");
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    if args.json.json {
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<14} {:<5} {:>3} {:>14} {:>9} {:>9}",
+        "server", "test", "-P", "requests/s", "p50 ms", "p99 ms"
+    );
+    for r in &report.rows {
+        println!(
+            "{:<14} {:<5} {:>3} {:>14.0} {:>9.3} {:>9.3}",
+            r.server, r.test, r.pipeline, r.requests_per_s, r.p50_ms, r.p99_ms
+        );
+    }
+    if let Some(why) = &report.redis_skipped {
+        println!("redis-server not measured: {why}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn serve(args: ServeArgs) -> Result<ExitCode, String> {

@@ -119,3 +119,36 @@ fn redis_tools_against_kv_serve() {
     assert_eq!(cli(&["DBSIZE"]), "2\n");
     redis_tools::benchmark_set_get(addr, 2000);
 }
+
+#[test]
+fn bench_measures_the_front_and_redis_server_side_by_side() {
+    if !redis_tools::tools_present("bench_measures_the_front_and_redis_server_side_by_side") {
+        return;
+    }
+    let v = common::run_json(
+        &[
+            "kv",
+            "bench",
+            "--requests",
+            "2000",
+            "--connections",
+            "10",
+            "--pipelines",
+            "1,4",
+            "--json",
+        ],
+        None,
+    );
+    let rows = v["rows"].as_array().unwrap();
+    let of = |server: &str| rows.iter().filter(|r| r["server"] == server).count();
+    assert_eq!(of("1pipe-txkv"), 4, "SET and GET at two depths: {v}");
+    assert!(
+        rows.iter().all(|r| r["requests_per_s"].as_f64().unwrap() > 0.0),
+        "{v}"
+    );
+    // .ci/run installs redis-server with redis-tools; elsewhere the report says why it is missing.
+    match v["redis_skipped"].as_str() {
+        None => assert_eq!(of("redis-server"), 4, "{v}"),
+        Some(why) => assert!(why.contains("redis-server"), "{why}"),
+    }
+}

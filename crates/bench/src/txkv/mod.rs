@@ -5,6 +5,7 @@
 
 #![allow(clippy::disallowed_methods)] // the run drives real time: it sleeps between progress reports
 
+pub mod redis_bench;
 pub mod workload;
 
 use std::sync::Arc;

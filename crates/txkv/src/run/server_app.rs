@@ -31,16 +31,18 @@ impl<S: ServerEngine> Application for ServerApp<S> {
     fn drain(&mut self, now: Instant, endpoint: &mut Endpoint) {
         let engine = &mut self.engine;
         engine.set_now(now.as_nanos());
-        // Reliable first: they are below the commit barrier, and the reads waiting for it
-        // must see them.
+        // Best effort first: reads only queue until the commit barrier passes them. Then the
+        // reliable writes, each executed after the queued reads below it. (Writes first would
+        // execute, within one visit, writes above reads that were already deliverable, and
+        // make those reads late.)
+        while endpoint
+            .poll_deliver_with(|ts, src, _, p| engine.on_delivery(Service::BestEffort, ts.as_nanos(), src, p))
+            .is_some()
+        {}
         while endpoint
             .poll_deliver_reliable_with(|ts, src, _, p| {
                 engine.on_delivery(Service::Reliable, ts.as_nanos(), src, p)
             })
-            .is_some()
-        {}
-        while endpoint
-            .poll_deliver_with(|ts, src, _, p| engine.on_delivery(Service::BestEffort, ts.as_nanos(), src, p))
             .is_some()
         {}
         // Every reliable message below the commit barrier was just delivered, unless the
