@@ -162,7 +162,9 @@ mod tests {
         .encode()
     }
 
-    fn answers(s: &mut Server) -> Vec<(u32, Status, Vec<(u16, OpResult)>)> {
+    type Answer = (u32, Status, Vec<(u16, OpResult)>);
+
+    fn answers(s: &mut Server) -> Vec<Answer> {
         std::iter::from_fn(|| s.pop_send())
             .map(|(dst, bytes)| match Message::decode(&bytes).unwrap() {
                 Message::Reply(r) => (dst, r.status, r.results),
