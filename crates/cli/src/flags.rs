@@ -287,3 +287,21 @@ mod tests {
         assert_eq!(EtcdFlags::default().connect(None, &t), Ok(None));
     }
 }
+
+/// Where a Redis-protocol server listens.
+#[derive(Args, Debug)]
+pub struct ListenFlags {
+    /// TCP port to listen on (0: any free port, printed)
+    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
+    pub port: u16,
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+}
+
+impl ListenFlags {
+    pub fn listener(&self) -> Result<std::net::TcpListener, String> {
+        std::net::TcpListener::bind((self.bind, self.port))
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", self.bind, self.port))
+    }
+}

@@ -4,7 +4,6 @@
 
 use crate::flags::{JsonFlag, SeedFlag};
 use clap::{Args, Subcommand};
-use onepipe::Topology;
 use onepipe_bench::txkv::workload::{Distribution, WorkloadConfig};
 use onepipe_bench::txkv::{KvDemoConfig, KvReport, ReplicaFailure, System};
 use onepipe_wire::Duration;
@@ -47,12 +46,8 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TCP port to listen on (0: any free port, printed)
-    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
-    port: u16,
-    /// Address to listen on
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: std::net::IpAddr,
+    #[command(flatten)]
+    listen: crate::flags::ListenFlags,
     /// A topology file or preset (docs/topology.md); every process after the servers is a
     /// front client that connections share
     #[arg(long, default_value = "testbed")]
@@ -166,10 +161,9 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
 
 fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     use onepipe_txkv::front::{Cluster, ClusterOptions, TxStore};
-    let listener = std::net::TcpListener::bind((args.bind, args.port))
-        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    let listener = args.listen.listener()?;
     let options = ClusterOptions {
-        topology: topology(&args.topology)?,
+        topology: crate::paxos_procs::topology(&args.topology)?,
         shards: args.shards,
         replicas: args.replicas,
         ..ClusterOptions::default()
@@ -202,14 +196,6 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn topology(name: &str) -> Result<Topology, String> {
-    let path = Path::new(name);
-    match path.exists() {
-        true => Topology::from_file(path).map_err(|e| e.to_string()),
-        false => Topology::preset(name).map_err(|e| e.to_string()),
-    }
-}
-
 fn system(name: &str) -> System {
     match name {
         "occ" => System::Occ,
@@ -233,7 +219,7 @@ fn demo(args: DemoArgs) -> Result<ExitCode, String> {
         })
         .collect();
     let config = KvDemoConfig {
-        topology: topology(&args.topology)?,
+        topology: crate::paxos_procs::topology(&args.topology)?,
         shards: args.shards,
         replicas: args.replicas,
         window: args.window,

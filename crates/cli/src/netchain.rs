@@ -64,12 +64,8 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TCP port to listen on (0: any free port, printed)
-    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
-    port: u16,
-    /// Address to listen on
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: std::net::IpAddr,
+    #[command(flatten)]
+    listen: crate::flags::ListenFlags,
     /// Worker threads of the fabric (default: 2)
     #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::THREADS_MAX))]
     workers: usize,
@@ -189,8 +185,7 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
 
 fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let listener = std::net::TcpListener::bind((args.bind, args.port))
-        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    let listener = args.listen.listener()?;
     let config = onepipe_bench::netchain::serve::NetchainServeConfig {
         workers: args.workers,
         runtime: args.runtime.parse()?,

@@ -31,7 +31,7 @@ pub struct DeploymentFlags {
     keys: KeyFlags,
 }
 
-fn topology(name: &str) -> Result<Topology, String> {
+pub(crate) fn topology(name: &str) -> Result<Topology, String> {
     let path = std::path::Path::new(name);
     match path.exists() {
         true => Topology::from_file(path).map_err(|e| e.to_string()),
@@ -68,12 +68,8 @@ fn processes_of(name: &str, partitions: u16, keys: &KeyFlags) -> Result<Processe
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// TCP port to listen on (0: any free port, printed)
-    #[arg(long, default_value_t = 6379, value_parser = crate::bounds::int::<u16>(0..=65535))]
-    port: u16,
-    /// Address to listen on
-    #[arg(long, default_value = "127.0.0.1")]
-    bind: std::net::IpAddr,
+    #[command(flatten)]
+    listen: crate::flags::ListenFlags,
     /// inproc or udp (every node of the server's own deployment its own socket on loopback)
     #[arg(long, default_value = "inproc", value_parser = ["inproc", "udp"])]
     runtime: String,
@@ -178,8 +174,7 @@ pub(crate) fn wait_for(stop: &AtomicBool) {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, String> {
-    let listener = std::net::TcpListener::bind((args.bind, args.port))
-        .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    let listener = args.listen.listener()?;
     let (serving, what) = match &args.topology {
         None => {
             let config = serve::PaxosServeConfig {

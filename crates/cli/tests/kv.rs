@@ -5,12 +5,8 @@
 
 mod common;
 
-use common::KillOnDrop;
 use onepipe_check::{HistoryRecord, check_serializable};
 use onepipe_kv::redis_tools;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::Stdio;
 
 #[test]
 fn demo_reports_every_system_and_its_history_checks_from_outside() {
@@ -87,31 +83,12 @@ fn demo_refuses_bad_flags_with_a_reason() {
     }
 }
 
-/// `onepipe kv serve --port 0`, running, and the address it serves on.
-fn serve() -> (KillOnDrop, SocketAddr) {
-    let mut child = common::onepipe()
-        .args(["kv", "serve", "--port", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .split("protocol on ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (KillOnDrop(child), addr)
-}
-
 #[test]
 fn redis_tools_against_kv_serve() {
     if !redis_tools::tools_present("redis_tools_against_kv_serve") {
         return;
     }
-    let (_server, addr) = serve();
+    let (_server, addr) = common::serving(&["kv", "serve"]);
     let cli = |words: &[&str]| redis_tools::run("redis-cli", addr, words, std::time::Duration::from_secs(60));
     assert_eq!(cli(&["MSET", "a", "1", "b", "2"]), "OK\n");
     assert_eq!(cli(&["MGET", "a", "b"]), "1\n2\n");

@@ -8,10 +8,8 @@ mod common;
 
 use common::KillOnDrop;
 use onepipe_kv::redis_tools;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 /// The paxos testbed (s0 the ToR, s1 the coordinator, s2-s4 the acceptors, 10 hosts) on
 /// addresses no other test uses.
@@ -97,22 +95,9 @@ fn up_then_set_and_get_from_the_command_line_through_a_coordinator_failure() {
 
 /// `onepipe paxos serve WORDS --port 0`, running, and the address it serves on.
 fn serve(words: &[&str]) -> (KillOnDrop, SocketAddr) {
-    let mut child = common::onepipe()
-        .args(["paxos", "serve", "--port", "0"])
-        .args(words)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .split("protocol on ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    (KillOnDrop(child), addr)
+    let mut all = vec!["paxos", "serve"];
+    all.extend_from_slice(words);
+    common::serving(&all)
 }
 
 fn redis_tool(tool: &str, addr: SocketAddr, words: &[&str]) -> String {

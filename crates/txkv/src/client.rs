@@ -64,6 +64,22 @@ pub enum SubmitError {
     SnapshotsUnsupported,
 }
 
+impl SubmitError {
+    /// Whether a client with `outstanding` of `window` transactions takes `txn`.
+    pub fn check(outstanding: usize, window: usize, txn: &Txn) -> Result<(), SubmitError> {
+        if outstanding >= window {
+            return Err(SubmitError::WindowFull(outstanding));
+        }
+        if txn.ops.is_empty() {
+            return Err(SubmitError::Empty);
+        }
+        if txn.ops.len() > crate::codec::OPS_MAX {
+            return Err(SubmitError::TooLarge(txn.ops.len()));
+        }
+        Ok(())
+    }
+}
+
 /// One scattering for the runtime to send; report its message id back with
 /// [`Client::on_sent`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -165,15 +181,7 @@ impl Client {
 
     /// Starts `txn` at `now_ns`; returns its id.
     pub fn submit(&mut self, now_ns: u64, txn: Txn) -> Result<u64, SubmitError> {
-        if !self.has_room() {
-            return Err(SubmitError::WindowFull(self.pending.len()));
-        }
-        if txn.ops.is_empty() {
-            return Err(SubmitError::Empty);
-        }
-        if txn.ops.len() > crate::codec::OPS_MAX {
-            return Err(SubmitError::TooLarge(txn.ops.len()));
-        }
+        SubmitError::check(self.pending.len(), self.config.window, &txn)?;
         let id = self.next_txn;
         self.next_txn += 1;
         let read_only = txn.is_read_only();

@@ -102,3 +102,25 @@ impl Watched {
         }
     }
 }
+
+/// `onepipe WORDS --port 0` (a Redis-protocol server), running, and the address it printed in
+/// its first line ("... protocol on ADDR ...").
+pub fn serving(words: &[&str]) -> (KillOnDrop, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = onepipe()
+        .args(words)
+        .args(["--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .split("protocol on ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    (KillOnDrop(child), addr)
+}

@@ -333,4 +333,4 @@ pub fn read_result(r: &mut Reader<'_>) -> Result<OpResult, DecodeError> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

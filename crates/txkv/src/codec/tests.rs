@@ -1,11 +1,11 @@
 use super::*;
 use proptest::prelude::*;
 
-fn key() -> impl Strategy<Value = Bytes> {
+pub(crate) fn key() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         key().prop_map(|key| Op::Get { key }),
         (key(), key()).prop_map(|(key, value)| Op::Put { key, value }),
@@ -14,7 +14,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn result() -> impl Strategy<Value = OpResult> {
+pub(crate) fn result() -> impl Strategy<Value = OpResult> {
     prop_oneof![
         proptest::option::of(key()).prop_map(OpResult::Value),
         Just(OpResult::Done),

@@ -181,15 +181,7 @@ impl OccClient {
 
     /// Starts `txn` at `now_ns`; returns its id.
     pub fn submit(&mut self, now_ns: u64, txn: Txn) -> Result<u64, SubmitError> {
-        if !self.has_room() {
-            return Err(SubmitError::WindowFull(self.pending.len()));
-        }
-        if txn.ops.is_empty() {
-            return Err(SubmitError::Empty);
-        }
-        if txn.ops.len() > crate::codec::OPS_MAX {
-            return Err(SubmitError::TooLarge(txn.ops.len()));
-        }
+        SubmitError::check(self.pending.len(), self.config.window, &txn)?;
         let id = self.next_txn;
         self.next_txn += 1;
         let plan = Plan::new(&self.config.layout, &txn);

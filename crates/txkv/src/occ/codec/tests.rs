@@ -1,32 +1,10 @@
 use super::*;
 use proptest::prelude::*;
 
-fn key() -> impl Strategy<Value = Bytes> {
-    proptest::collection::vec(any::<u8>(), 0..12).prop_map(Bytes::from)
-}
+use crate::codec::tests::{key, op, result};
 
 fn keys() -> impl Strategy<Value = Vec<Bytes>> {
     proptest::collection::vec(key(), 0..5)
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        key().prop_map(|key| Op::Get { key }),
-        (key(), key()).prop_map(|(key, value)| Op::Put { key, value }),
-        key().prop_map(|key| Op::Del { key }),
-        (key(), any::<i64>()).prop_map(|(key, delta)| Op::IncrBy { key, delta }),
-    ]
-}
-
-fn result() -> impl Strategy<Value = OpResult> {
-    prop_oneof![
-        proptest::option::of(key()).prop_map(OpResult::Value),
-        Just(OpResult::Done),
-        any::<bool>().prop_map(OpResult::Deleted),
-        any::<i64>().prop_map(OpResult::Integer),
-        Just(OpResult::NotAnInteger),
-        Just(OpResult::Overflow),
-    ]
 }
 
 fn read_item() -> impl Strategy<Value = ReadItem> {
