@@ -248,7 +248,7 @@ pub struct DownArgs {
     topology: PathBuf,
 }
 
-fn load(path: &Path) -> Res<Topology> {
+pub(crate) fn load(path: &Path) -> Res<Topology> {
     Ok(Topology::from_file(path)?)
 }
 

@@ -48,10 +48,15 @@ pub struct BenchArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     listen: crate::flags::ListenFlags,
-    /// A topology file or preset (docs/topology.md); every process after the servers is a
-    /// front client that connections share
-    #[arg(long, default_value = "testbed")]
-    topology: String,
+    /// Serve over the udp fabric that `onepipe up FILE` runs (a topology file), joining every
+    /// process of it from this OS process, instead of a deployment of the server's own (the
+    /// testbed on the inproc runtime). Every process after the servers is a front client that
+    /// connections share
+    #[arg(long, value_name = "FILE")]
+    topology: Option<PathBuf>,
+    /// With --topology: what the fabric's participants agree on (as given to `onepipe up`)
+    #[command(flatten)]
+    fabric: crate::fabric::FabricArgs,
     #[arg(long, default_value_t = 4, value_parser = crate::bounds::int::<u32>(1..=4096))]
     shards: u32,
     #[arg(long, default_value_t = 3, value_parser = crate::bounds::int::<u32>(1..=16))]
@@ -162,13 +167,27 @@ fn bench(args: BenchArgs) -> Result<ExitCode, String> {
 fn serve(args: ServeArgs) -> Result<ExitCode, String> {
     use onepipe_txkv::front::{Cluster, ClusterOptions, TxStore};
     let listener = args.listen.listener()?;
-    let options = ClusterOptions {
-        topology: crate::paxos_procs::topology(&args.topology)?,
-        shards: args.shards,
-        replicas: args.replicas,
-        ..ClusterOptions::default()
+    let (cluster, runtime) = match &args.topology {
+        None => {
+            let options = ClusterOptions {
+                shards: args.shards,
+                replicas: args.replicas,
+                ..ClusterOptions::default()
+            };
+            (
+                Cluster::start(&options),
+                "the testbed on the inproc runtime".to_string(),
+            )
+        }
+        Some(file) => {
+            let udp = args
+                .fabric
+                .options(crate::fabric::load(file).map_err(|e| e.to_string())?)?;
+            let joined = Cluster::join(&udp, args.shards, args.replicas, ClusterOptions::default().window);
+            (joined, format!("the udp fabric of {}", file.display()))
+        }
     };
-    let cluster = Cluster::start(&options).map_err(|e| e.to_string())?;
+    let cluster = cluster.map_err(|e| e.to_string())?;
     let fronts = cluster.mailboxes().len();
     let store = TxStore::new(
         cluster.mailboxes(),
@@ -186,7 +205,7 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
         onepipe_kv::serve(listener, std::sync::Arc::new(store), config).map_err(|e| e.to_string())?;
     let stop = crate::paxos_procs::stop_on_signal()?;
     println!(
-        "kv: serving the Redis protocol on {} ({}, {fronts} front clients, inproc runtime); Ctrl-C stops",
+        "kv: serving the Redis protocol on {} ({}, {fronts} front clients, {runtime}); Ctrl-C stops",
         server.local_addr(),
         cluster.layout()
     );

@@ -129,3 +129,51 @@ fn bench_measures_the_front_and_redis_server_side_by_side() {
         Some(why) => assert!(why.contains("redis-server"), "{why}"),
     }
 }
+
+/// A single switch with eight hosts, on loopback addresses no other test uses.
+fn write_topology(dir: &std::path::Path) -> std::path::PathBuf {
+    let net = format!("127.66.{}", 1 + std::process::id() % 250);
+    let mut file = format!("name = \"kv-test\"\n[[switch]]\nname = \"s0\"\naddr = \"{net}.1:7620\"\n");
+    for h in 0..8 {
+        file += &format!(
+            "[[host]]\nname = \"h{h}\"\nswitch = \"s0\"\naddr = \"{net}.{}:7620\"\n",
+            10 + h
+        );
+    }
+    let path = dir.join("kv.toml");
+    std::fs::write(&path, file).unwrap();
+    path
+}
+
+/// `kv serve --topology FILE` joins the udp fabric `onepipe up FILE` runs, as every process.
+#[test]
+fn kv_serve_over_a_udp_fabric_that_up_started() {
+    if !redis_tools::tools_present("kv_serve_over_a_udp_fabric_that_up_started") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("onepipe-kv-udp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = write_topology(&dir);
+    let mut up = common::onepipe();
+    up.arg("up").arg(&file);
+    let _up = common::Watched::start(up, "Ctrl-C here");
+    let topology = file.display().to_string();
+    let (_server, addr) = common::serving(&[
+        "kv",
+        "serve",
+        "--topology",
+        &topology,
+        "--shards",
+        "2",
+        "--replicas",
+        "3",
+    ]);
+    let cli = |words: &[&str]| redis_tools::run("redis-cli", addr, words, std::time::Duration::from_secs(60));
+    assert_eq!(cli(&["MSET", "a", "1", "b", "2"]), "OK\n");
+    assert_eq!(cli(&["MGET", "a", "b"]), "1\n2\n");
+    assert_eq!(cli(&["INCRBY", "b", "40"]), "42\n");
+    drop(_server);
+    drop(_up);
+    common::remove_up_state(&file);
+    let _ = std::fs::remove_dir_all(&dir);
+}

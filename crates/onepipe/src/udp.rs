@@ -293,6 +293,49 @@ fn peer_names(wiring: &Wiring, index: usize) -> Vec<String> {
 /// Joins a running udp fabric as process `process`: binds its address, starts its endpoint on
 /// a thread of its own, and returns the handle (paper Table 1). Dropping the handle leaves.
 pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCounters>), UdpSystemError> {
+    let mut handle = None;
+    let joined = join_with(options, process, |limits, clock, count| {
+        let (app, process) = link(process, count, limits, clock, options.clock_offset_ns);
+        handle = Some(process);
+        app
+    })?;
+    let mut handle = handle.expect("join_with makes the application before it starts");
+    handle.runtime = Some(joined.runtime);
+    Ok((handle, joined.counters))
+}
+
+/// A process that joined a udp fabric with an application of its own ([`join_app`]): its
+/// endpoint and application run on a thread until this is dropped.
+pub struct JoinedApp {
+    runtime: StopOnDrop,
+    pub counters: Arc<UdpCounters>,
+}
+
+impl JoinedApp {
+    /// Whether the process's thread still runs.
+    pub fn is_running(&self) -> bool {
+        self.runtime.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+}
+
+/// Joins a running udp fabric as process `process`, with `app` driving its endpoint inside the
+/// process's thread (as the inproc runtime and the simulator run applications): no queue
+/// between them. Returns once the process's ToR has heard it.
+pub fn join_app<A: Application>(
+    options: &UdpOptions,
+    process: u32,
+    app: A,
+) -> Result<JoinedApp, UdpSystemError> {
+    join_with(options, process, |_, _, _| app)
+}
+
+/// Binds process `process`, makes its application with `make(limits, clock, process count)`,
+/// starts it, and waits until its ToR answers.
+fn join_with<A: Application>(
+    options: &UdpOptions,
+    process: u32,
+    make: impl FnOnce(&HandleLimits, Clock, u32) -> A,
+) -> Result<JoinedApp, UdpSystemError> {
     let (wiring, plan) = wiring_and_plan(options)?;
     let count = wiring.process_count();
     if process as usize >= count {
@@ -326,7 +369,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         silent_max: options.switch_config().dead_after(),
     };
     let clock = Clock::from_system_time();
-    let (app, mut handle) = link(process, count as u32, &limits, clock, options.clock_offset_ns);
+    let app = make(&limits, clock, count as u32);
     let host = HostNode {
         endpoint: Endpoint::new(ec, clock.now()),
         app,
@@ -341,22 +384,19 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
             .spawn(move || driver.run(&mut host, &clock, &stop, &counters))
             .map_err(UdpError::Io)?
     };
-    handle.runtime = Some(StopOnDrop {
-        stop,
-        thread: Some(thread),
-    });
+    let joined = JoinedApp {
+        runtime: StopOnDrop {
+            stop,
+            thread: Some(thread),
+        },
+        counters,
+    };
     // Until the ToR hears this process it takes the link for gone and drops what is sent to
     // it: joined means heard. The endpoint beacons from its first pass.
     let waited = std::time::Instant::now();
     let timeout = std::time::Duration::from_nanos(options.join_timeout.as_nanos());
-    let running = |h: &Process| {
-        h.runtime
-            .as_ref()
-            .and_then(|r| r.thread.as_ref())
-            .is_some_and(|t| !t.is_finished())
-    };
     while !timeout.is_zero() && !answers.answered(TOR_PORT) {
-        if !running(&handle) {
+        if !joined.is_running() {
             return Err(UdpSystemError::EndpointStopped { process });
         }
         if waited.elapsed() >= timeout {
@@ -368,7 +408,7 @@ pub fn join(options: &UdpOptions, process: u32) -> Result<(Process, Arc<UdpCount
         }
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
-    Ok((handle, counters))
+    Ok(joined)
 }
 
 /// A process node's one fabric port, to its ToR.

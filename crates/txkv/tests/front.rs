@@ -165,7 +165,7 @@ fn mset_is_atomic_across_shards() {
 
 #[test]
 fn a_replica_failure_loses_no_acknowledged_write() {
-    let front = Front::start();
+    let mut front = Front::start();
     let mut c = front.client();
     let mut acknowledged = Vec::new();
     for i in 0..400u32 {
