@@ -53,7 +53,7 @@ type FrontProcess = StoreProcess<Server, Client, FrontSource>;
 /// Where the store's processes run.
 enum Processes {
     /// The whole fabric in this process (inproc runtime).
-    Embedded(Embedded<FrontProcess>),
+    Embedded(Box<Embedded<FrontProcess>>),
     /// Every process of a udp fabric that runs elsewhere (`onepipe up FILE`), joined from
     /// this OS process: one thread and socket each. `None`: crashed.
     Joined(Vec<Option<JoinedApp>>),
@@ -103,7 +103,7 @@ impl Cluster {
         let (apps, mailboxes) = processes_of(layout, processes, options.window);
         let system = Embedded::start(&embed, apps)?;
         Ok(Cluster {
-            processes: Processes::Embedded(system),
+            processes: Processes::Embedded(Box::new(system)),
             layout,
             mailboxes,
         })
