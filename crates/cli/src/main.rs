@@ -17,6 +17,7 @@ mod paxos;
 mod paxos_procs;
 mod progress;
 mod sim;
+mod sim_kv;
 mod sim_netchain;
 mod sim_paxos;
 mod udp_limit;

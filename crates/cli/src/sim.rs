@@ -54,6 +54,9 @@ enum SimCommand {
     PaxosPartitions(crate::sim_paxos::PaxosFigureArgs),
     /// NetPaxos's fast mode (thesis 004 chapter 4); fails if the learners disagree
     Netpaxos(crate::sim_paxos::NetpaxosArgs),
+    /// Paper Fig. 14: the transactional key-value store, 1Pipe vs OCC vs non-transactional:
+    /// throughput vs processes (a), latency vs write share (b), KV ops/s vs keys per txn (c)
+    KvFig14(crate::sim_kv::KvFig14Args),
 }
 
 /// A figure: rows as JSON and a PNG plot.
@@ -316,6 +319,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::PaxosThroughput(a)) => crate::sim_paxos::figure(&a, "paxos-throughput"),
         Some(SimCommand::PaxosPartitions(a)) => crate::sim_paxos::figure(&a, "paxos-partitions"),
         Some(SimCommand::Netpaxos(a)) => crate::sim_paxos::netpaxos(&a),
+        Some(SimCommand::KvFig14(a)) => crate::sim_kv::fig14(&a),
     }
 }
 

@@ -6,6 +6,8 @@
 #![allow(clippy::disallowed_methods)] // the run drives real time: it sleeps between progress reports
 
 pub mod redis_bench;
+pub mod sim;
+pub mod sim_figures;
 pub mod workload;
 
 use std::sync::Arc;
@@ -186,7 +188,7 @@ pub struct Checks {
     pub replicas_agree: bool,
 }
 
-type Process = StoreProcess<Box<dyn ServerEngine>, Box<dyn ClientEngine>, Workload>;
+pub(crate) type Process = StoreProcess<Box<dyn ServerEngine>, Box<dyn ClientEngine>, Workload>;
 
 /// Runs every system under every distribution, one after the other.
 pub fn run(config: &KvDemoConfig, progress: &mut dyn FnMut(&str, f64)) -> Result<KvReport, KvDemoError> {
@@ -263,7 +265,7 @@ pub fn run(config: &KvDemoConfig, progress: &mut dyn FnMut(&str, f64)) -> Result
     })
 }
 
-fn build(
+pub(crate) fn build(
     config: &KvDemoConfig,
     layout: Layout,
     processes: usize,
