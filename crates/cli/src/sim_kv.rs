@@ -18,7 +18,7 @@ pub struct KvFig14Args {
     #[arg(long, default_value = "all", value_parser = ["a", "b", "c", "all"])]
     figure: String,
     /// Virtual seconds measured per run (after a warm-up of a quarter of it)
-    #[arg(long, default_value_t = 0.002, value_parser = crate::bounds::float(1e-6, crate::bounds::SIM_SECONDS_MAX as f64))]
+    #[arg(long, default_value_t = 0.004, value_parser = crate::bounds::float(1e-6, crate::bounds::SIM_SECONDS_MAX as f64))]
     seconds: f64,
     /// Panel a's process counts, comma-separated (multiples of 4; half are servers)
     #[arg(long, value_delimiter = ',', default_values_t = [8u32, 16, 32, 64], value_parser = crate::bounds::int::<u32>(4..=4096))]
@@ -39,7 +39,7 @@ pub struct KvFig14Args {
     #[arg(long, default_value_t = 0.99, value_parser = crate::bounds::float(0.0, 1.0))]
     zipf: f64,
     /// Transactions outstanding per client in panels a and c (saturation)
-    #[arg(long, default_value_t = 16, value_parser = crate::bounds::int::<usize>(1..=1024))]
+    #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<usize>(1..=1024))]
     window: usize,
     /// Transactions outstanding per client in panel b (latency, not queueing)
     #[arg(long, default_value_t = 1, value_parser = crate::bounds::int::<usize>(1..=1024))]

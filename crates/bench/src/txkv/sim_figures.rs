@@ -81,12 +81,12 @@ impl Default for Fig14Options {
     fn default() -> Fig14Options {
         let c = KvSimConfig::default();
         Fig14Options {
-            duration: Duration::from_millis(2),
-            warmup: Duration::from_micros(500),
+            duration: Duration::from_millis(4),
+            warmup: Duration::from_millis(1),
             seed: 1,
             keys: 100_000,
             zipf: 0.99,
-            window: 16,
+            window: 64,
             latency_window: 1,
             processes: vec![8, 16, 32, 64],
             processes_bc: 32,
