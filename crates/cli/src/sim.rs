@@ -56,7 +56,7 @@ enum SimCommand {
     Netpaxos(crate::sim_paxos::NetpaxosArgs),
     /// Paper Fig. 14: the transactional key-value store, 1Pipe vs OCC vs non-transactional:
     /// throughput vs processes (a), latency vs write share (b), KV ops/s vs keys per txn (c)
-    KvFig14(crate::sim_kv::KvFig14Args),
+    KvFig14(Box<crate::sim_kv::KvFig14Args>),
 }
 
 /// A figure: rows as JSON and a PNG plot.

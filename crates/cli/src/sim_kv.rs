@@ -104,7 +104,8 @@ pub fn fig14(args: &KvFig14Args) -> Result<ExitCode, String> {
     let bar = crate::sim::progress_bar(args.output.json);
     bar.set_length(args.runs());
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed {msg}").expect("valid template"),
+        ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed {msg}")
+            .expect("valid template"),
     );
     let mut figures = Vec::new();
     for name in args.figures() {
@@ -121,7 +122,10 @@ pub fn fig14(args: &KvFig14Args) -> Result<ExitCode, String> {
     }
     bar.finish_and_clear();
     if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&figures).expect("serializable"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&figures).expect("serializable")
+        );
     } else {
         for fig in &figures {
             print_figure(fig);
@@ -141,7 +145,17 @@ fn print_figure(fig: &KvFigure) {
     println!("{}: {}", fig.name, fig.paper);
     println!(
         "{:<26} {:>6} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-        "series", "x", "txn/s", "kv ops/s", "RO mean", "RO p99", "WO mean", "WO p99", "WR mean", "WR p99", "aborts"
+        "series",
+        "x",
+        "txn/s",
+        "kv ops/s",
+        "RO mean",
+        "RO p99",
+        "WO mean",
+        "WO p99",
+        "WR mean",
+        "WR p99",
+        "aborts"
     );
     for p in &fig.rows {
         let (ro, wo, wr) = (

@@ -74,7 +74,10 @@ fn the_three_panels_have_their_shape_and_one_pipe_beats_occ_under_zipf() {
     let occ = rows(a, "occ zipf");
     for (p, o) in one_pipe.iter().zip(&occ) {
         assert_eq!(p["x"], o["x"]);
-        assert!(num(&p["txn_per_s"]) > 1.5 * num(&o["txn_per_s"]), "1Pipe {p}\nOCC {o}");
+        assert!(
+            num(&p["txn_per_s"]) > 1.5 * num(&o["txn_per_s"]),
+            "1Pipe {p}\nOCC {o}"
+        );
         assert_eq!(num(&p["abort_rate"]), 0.0, "{p}");
         assert!(num(&o["abort_rate"]) > 0.0, "{o}");
     }

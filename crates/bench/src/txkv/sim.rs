@@ -335,11 +335,8 @@ pub fn run_sim(c: &KvSimConfig) -> Result<KvSimReport, KvSimError> {
         }
     }
     let nodes = nodes(c, &wiring, apps)?;
-    let mut engine =
-        Engine::new(nodes, &links, model(c), c.seed, START).map_err(|source| KvSimError::Engine {
-            seed: c.seed,
-            source,
-        })?;
+    let mut engine = Engine::new(nodes, &links, model(c), c.seed, START)
+        .map_err(|source| KvSimError::Engine { seed: c.seed, source })?;
     let budget = Budget {
         events_max: c.events_max,
         ..Budget::default()
@@ -377,7 +374,9 @@ fn summarize(
     let in_window = recorder.in_window.load(AtomicOrdering::Relaxed);
     let committed = recorder.committed.load(AtomicOrdering::Relaxed);
     let aborts = recorder.aborts.load(AtomicOrdering::Relaxed);
-    let us = |h: &hdrhistogram::Histogram<u64>, q: f64| (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3);
+    let us = |h: &hdrhistogram::Histogram<u64>, q: f64| {
+        (!h.is_empty()).then(|| h.value_at_quantile(q) as f64 / 1e3)
+    };
     let latency_us = TxnClass::ALL
         .iter()
         .map(|&class| {
@@ -396,7 +395,8 @@ fn summarize(
         .as_ref()
         .map(|h| std::mem::take(&mut *h.lock().expect("history lock")))
         .unwrap_or_default();
-    let check = (c.record_history && c.system.transactional()).then(|| onepipe_check::check_serializable(&history));
+    let check =
+        (c.record_history && c.system.transactional()).then(|| onepipe_check::check_serializable(&history));
     let serializable = check.as_ref().map(|r| r.as_ref().is_ok_and(|r| r.ok()));
     let serializability_note = match &check {
         Some(Ok(r)) if !r.ok() => Some(r.to_string()),

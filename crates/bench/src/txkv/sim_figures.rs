@@ -104,7 +104,12 @@ pub const FIGURES: [&str; 3] = ["a", "b", "c"];
 /// `processes` processes on the testbed's shape (2 pods of 2 ToRs, 2 spines per pod, 2 cores):
 /// `processes / 4` hosts per ToR, one process each; half the processes are servers (one
 /// replica per shard, as the paper's store), half clients.
-fn config(o: &Fig14Options, processes: u32, system: System, distribution: Distribution) -> Result<KvSimConfig, KvSimError> {
+fn config(
+    o: &Fig14Options,
+    processes: u32,
+    system: System,
+    distribution: Distribution,
+) -> Result<KvSimConfig, KvSimError> {
     if processes < 4 || processes % 4 != 0 {
         return Err(KvSimError::Processes(processes));
     }
@@ -229,7 +234,10 @@ pub fn figure_a(o: &Fig14Options, progress: &mut dyn FnMut(&Point)) -> Result<Kv
         "processes",
         "transactions/s (millions)",
         true,
-        names.iter().map(|n| series(&rows, n, |r| Some(r.txn_per_s / 1e6))).collect(),
+        names
+            .iter()
+            .map(|n| series(&rows, n, |r| Some(r.txn_per_s / 1e6)))
+            .collect(),
     )];
     Ok(KvFigure {
         name: "kv-fig14a",

@@ -136,8 +136,17 @@ mod tests {
 
     #[test]
     fn classes_follow_the_writes() {
-        assert_eq!(TxnClass::of(&Txn::new(vec![get("a"), get("b")])), TxnClass::ReadOnly);
-        assert_eq!(TxnClass::of(&Txn::new(vec![put("a"), put("b")])), TxnClass::WriteOnly);
-        assert_eq!(TxnClass::of(&Txn::new(vec![get("a"), put("b")])), TxnClass::ReadWrite);
+        assert_eq!(
+            TxnClass::of(&Txn::new(vec![get("a"), get("b")])),
+            TxnClass::ReadOnly
+        );
+        assert_eq!(
+            TxnClass::of(&Txn::new(vec![put("a"), put("b")])),
+            TxnClass::WriteOnly
+        );
+        assert_eq!(
+            TxnClass::of(&Txn::new(vec![get("a"), put("b")])),
+            TxnClass::ReadWrite
+        );
     }
 }

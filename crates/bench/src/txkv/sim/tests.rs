@@ -28,7 +28,10 @@ fn the_same_seed_gives_the_same_run() {
         assert_eq!(a.txn_per_s, b.txn_per_s, "{system:?}");
         assert_eq!(a.latency_us, b.latency_us, "{system:?}");
         let other = run_sim(&KvSimConfig { seed: 2, ..c }).expect("run");
-        assert_ne!(a.trace_hash, other.trace_hash, "{system:?}: the seed changes nothing");
+        assert_ne!(
+            a.trace_hash, other.trace_hash,
+            "{system:?}: the seed changes nothing"
+        );
     }
 }
 
@@ -43,9 +46,17 @@ fn one_pipe_and_occ_are_serializable_in_the_simulator() {
         };
         let r = run_sim(&c).expect("run");
         assert!(r.committed > 100, "{system:?}: {} committed", r.committed);
-        assert!(r.history.len() as i64 >= r.committed, "{system:?}: history too short");
+        assert!(
+            r.history.len() as i64 >= r.committed,
+            "{system:?}: history too short"
+        );
         assert_eq!(r.outstanding_at_end, 0, "{system:?}: the drain did not finish");
-        assert_eq!(r.serializable, Some(true), "{system:?}: {:?}", r.serializability_note);
+        assert_eq!(
+            r.serializable,
+            Some(true),
+            "{system:?}: {:?}",
+            r.serializability_note
+        );
     }
 }
 
@@ -62,21 +73,36 @@ fn every_class_is_measured_and_processing_bounds_throughput() {
     // its rate, so throughput is finite and below the clients' frame rate.
     let frames_per_s = 1e9 / c.frame_cost.as_nanos() as f64;
     assert!(r.txn_per_s > 0.0);
-    assert!(r.txn_per_s < f64::from(r.clients) * frames_per_s / 2.0, "{}", r.txn_per_s);
+    assert!(
+        r.txn_per_s < f64::from(r.clients) * frames_per_s / 2.0,
+        "{}",
+        r.txn_per_s
+    );
     // A slower CPU lowers it.
     let slow = run_sim(&KvSimConfig {
         frame_cost: c.frame_cost.saturating_mul(4),
         ..c
     })
     .expect("run");
-    assert!(slow.txn_per_s < r.txn_per_s * 0.5, "{} against {}", slow.txn_per_s, r.txn_per_s);
+    assert!(
+        slow.txn_per_s < r.txn_per_s * 0.5,
+        "{} against {}",
+        slow.txn_per_s,
+        r.txn_per_s
+    );
 }
 
 #[test]
 fn bad_configurations_are_refused() {
     let c = small(System::OnePipe, Distribution::Uniform);
-    let too_many = KvSimConfig { shards: 16, ..c.clone() };
-    assert!(matches!(run_sim(&too_many), Err(KvSimError::TooFewProcesses { .. })));
+    let too_many = KvSimConfig {
+        shards: 16,
+        ..c.clone()
+    };
+    assert!(matches!(
+        run_sim(&too_many),
+        Err(KvSimError::TooFewProcesses { .. })
+    ));
     let zipf = KvSimConfig {
         distribution: Distribution::Zipf(1.0),
         ..c.clone()
@@ -84,17 +110,4 @@ fn bad_configurations_are_refused() {
     assert!(matches!(run_sim(&zipf), Err(KvSimError::ZipfConstant(_))));
     let window = KvSimConfig { window: 0, ..c };
     assert!(matches!(run_sim(&window), Err(KvSimError::NotPositive("window"))));
-}
-
-#[test]
-fn zz_print() {
-    let o = crate::txkv::sim_figures::Fig14Options { window: 32, processes: vec![32, 128], processes_bc: 64, keys_per_txn: vec![1, 2, 8], ..Default::default() };
-    for f in ["a", "b", "c"] {
-        let t = std::time::Instant::now();
-        let fig = crate::txkv::sim_figures::figure(f, &o, &mut |p| {
-            let l: Vec<String> = p.latency_us.iter().map(|l| format!("{:?}/{:?}", l.p50, l.p99)).collect();
-            println!("{f} {} x={} txn/s={:.0} kvops={:.0} abort={:.3} lat={:?} wall={:.2}", p.series, p.x, p.txn_per_s, p.kv_ops_per_s, p.abort_rate, l, p.wall_s)
-        }).unwrap();
-        println!("{f}: {} points in {:.1}s", fig.rows.len(), t.elapsed().as_secs_f64());
-    }
 }
