@@ -264,6 +264,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("demo", "--time-ahead-max-ms", "140737488.355328", "140737489"),
     ("sim", "--time-ahead-max-ms", "140737488.355328", "140737489"),
     ("switch", "--time-ahead-max-ms", "140737488.355328", "140737489"),
+    ("kv serve", "--time-ahead-max-ms", "140737488.355328", "140737489"),
     (
         "controller",
         "--time-ahead-max-ms",
