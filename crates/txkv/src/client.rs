@@ -454,6 +454,11 @@ impl Client {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
+        let ts = match &outcome {
+            Outcome::Committed { ts, .. } => Some(*ts),
+            Outcome::Unknown(_) => p.ts,
+            Outcome::Failed(_) => None,
+        };
         match outcome {
             Outcome::Committed { .. } => self.counters.committed += 1,
             Outcome::Failed(_) => self.counters.failed += 1,
@@ -466,6 +471,7 @@ impl Client {
             return_ns: now_ns,
             attempts: p.attempt + 1,
             aborts: 0,
+            ts,
         });
         // Message ids of a finished transaction are no longer needed (a window's worth stay).
         self.sent.retain(|_, (txn, _)| *txn != id);

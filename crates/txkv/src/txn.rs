@@ -92,4 +92,8 @@ pub struct Completion {
     pub attempts: u32,
     /// Aborts before it committed (the OCC baseline; 0 for 1Pipe, which never aborts).
     pub aborts: u32,
+    /// Where it took effect, if it did: a committed transaction's `ts`; for an unknown outcome,
+    /// the position a replica reported (1Pipe) or the lock point (OCC) when the client learned
+    /// one, so that a checker can place it if a read shows it took effect.
+    pub ts: Option<u64>,
 }

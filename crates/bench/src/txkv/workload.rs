@@ -248,7 +248,8 @@ impl Workload {
         let (outcome, ts, results) = match &c.outcome {
             Outcome::Committed { ts, results } => (HistoryOutcome::Ok, Some(*ts), Some(results)),
             Outcome::Failed(_) => (HistoryOutcome::Fail, None, None),
-            Outcome::Unknown(_) => (HistoryOutcome::Unknown, None, None),
+            // Placed at the position the client learned, if a read shows it took effect.
+            Outcome::Unknown(_) => (HistoryOutcome::Unknown, c.ts, None),
         };
         let mut out = history.lock().expect("history lock");
         for (i, op) in txn.ops.iter().enumerate() {

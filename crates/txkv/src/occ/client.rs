@@ -275,6 +275,12 @@ impl OccClient {
         let Some(p) = self.pending.remove(&id) else {
             return;
         };
+        // An unknown outcome comes from the commit phase, after the locks were granted at `ts`.
+        let ts = match &outcome {
+            Outcome::Committed { ts, .. } => Some(*ts),
+            Outcome::Unknown(_) => Some(p.ts),
+            Outcome::Failed(_) => None,
+        };
         match outcome {
             Outcome::Committed { .. } => self.counters.committed += 1,
             Outcome::Failed(_) => self.counters.failed += 1,
@@ -287,6 +293,7 @@ impl OccClient {
             return_ns: now_ns,
             attempts: 1 + p.resends,
             aborts: p.aborts,
+            ts,
         });
         self.sent.retain(|_, (txn, _)| *txn != id);
     }

@@ -77,6 +77,7 @@ impl<C: ClientEngine, W: TxnSource> ClientApp<C, W> {
                     return_ns: now_ns,
                     attempts: 0,
                     aborts: 0,
+                    ts: None,
                 }),
             }
         }
