@@ -98,6 +98,14 @@ pub fn structured() -> Vec<Vec<u8>> {
     out
 }
 
+/// For the txkv target: the structured recipes, and longer ones, since a store's step (a
+/// transaction, an answer with its results) draws more bytes than a frame's.
+pub fn txkv() -> Vec<Vec<u8>> {
+    let mut out = structured();
+    out.extend(random(RECIPES, 4096, 5));
+    out
+}
+
 pub fn control() -> Vec<Vec<u8>> {
     let mut encoded = Vec::new();
     let mut buf = vec![0u8; FRAME_MAX];

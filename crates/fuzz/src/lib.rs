@@ -1,7 +1,8 @@
 //! Fuzz targets for every input onepipe reads from outside (issue 42, "never panic on
 //! input"): the udp runtime's datagrams, 1Pipe frames, switches and hosts fed frames, the
 //! management plane's messages and the nodes that take them, topology files, the
-//! controller's log, NetChain's nodes, in-network Paxos's nodes, and client histories.
+//! controller's log, NetChain's nodes, in-network Paxos's nodes, the
+//! transactional store's replicas and clients, and client histories.
 //!
 //! Each target is a function of `&[u8]` that panics only on a bug: it feeds the bytes (or a
 //! structured input drawn from them with [`arbitrary`]) to the real code and checks what
@@ -69,6 +70,11 @@ pub const TARGETS: &[Target] = &[
         name: "paxos",
         run: targets::paxos::run,
         seeds: corpus::structured,
+    },
+    Target {
+        name: "txkv",
+        run: targets::txkv::run,
+        seeds: corpus::txkv,
     },
     Target {
         name: "history",

@@ -10,6 +10,7 @@ pub mod netchain;
 pub mod paxos;
 pub mod switch;
 pub mod topology;
+pub mod txkv;
 
 use crate::frames::Draw;
 use onepipe_fabric::node::FRAME_MAX;
