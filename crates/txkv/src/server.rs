@@ -114,13 +114,25 @@ impl Server {
         }
         match Message::decode(payload) {
             Ok(Message::Request(req)) => self.on_request(service, ts, src, req),
-            Ok(Message::SnapshotRequest(req)) => self.on_snapshot(ts, src, &req),
-            Ok(Message::Reply(_) | Message::SnapshotChunk(_)) | Err(_) => self.counters.malformed += 1,
+            // A snapshot's position must be one every write agrees on: the reliable service's.
+            Ok(Message::SnapshotRequest(req))
+                if service == Service::Reliable || self.config.ordering == Ordering::Unordered =>
+            {
+                self.on_snapshot(ts, src, &req)
+            }
+            Ok(Message::SnapshotRequest(_) | Message::Reply(_) | Message::SnapshotChunk(_)) | Err(_) => {
+                self.counters.malformed += 1
+            }
         }
     }
 
     fn on_request(&mut self, service: Service, ts: u64, src: u32, req: Request) {
         let read_only = req.flags & FLAG_READ_ONLY != 0;
+        if read_only && req.ops.iter().any(|(_, op)| op.is_write()) {
+            // A write executed as a read would change this replica outside the total order.
+            self.counters.malformed += 1;
+            return;
+        }
         if self.config.ordering == Ordering::Unordered {
             return self.execute(ts, src, req, read_only);
         }

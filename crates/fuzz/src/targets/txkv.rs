@@ -12,7 +12,6 @@
 //! Only payloads are hostile.
 
 mod clients;
-mod open_findings;
 mod servers;
 
 use super::STEPS_MAX;

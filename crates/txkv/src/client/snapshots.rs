@@ -16,10 +16,12 @@ pub struct SnapshotResult {
     pub outcome: Result<(u64, Vec<(Bytes, Bytes)>), String>,
 }
 
-/// One shard's answer as it comes in.
+/// One shard's answer as it comes in: chunks by index, and how many the replica said there are
+/// (nothing is allocated by that count, which comes from the network).
 struct ShardChunks {
     replica: u32,
-    chunks: Vec<Option<Vec<(Bytes, Bytes)>>>,
+    count: Option<u32>,
+    chunks: BTreeMap<u32, Vec<(Bytes, Bytes)>>,
 }
 
 pub(super) struct Gather {
@@ -42,7 +44,8 @@ impl Gather {
                         shard,
                         ShardChunks {
                             replica,
-                            chunks: Vec::new(),
+                            count: None,
+                            chunks: BTreeMap::new(),
                         },
                     )
                 })
@@ -56,21 +59,12 @@ impl Gather {
         let Some(s) = self.shards.get_mut(&chunk.shard) else {
             return false;
         };
-        let count = chunk.count as usize;
-        if s.replica != src
-            || count == 0
-            || chunk.index as usize >= count
-            || self.ts.is_some_and(|t| t != chunk.ts)
-        {
+        let fits = chunk.count > 0 && chunk.index < chunk.count && s.count.is_none_or(|c| c == chunk.count);
+        if s.replica != src || !fits || self.ts.is_some_and(|t| t != chunk.ts) {
             return false;
         }
-        if s.chunks.is_empty() {
-            s.chunks = vec![None; count];
-        }
-        if s.chunks.len() != count {
-            return false;
-        }
-        s.chunks[chunk.index as usize] = Some(chunk.pairs);
+        s.count = Some(chunk.count);
+        s.chunks.insert(chunk.index, chunk.pairs);
         self.ts = Some(chunk.ts);
         true
     }
@@ -89,7 +83,7 @@ impl Gather {
         let mut pairs: Vec<(Bytes, Bytes)> = self
             .shards
             .into_values()
-            .flat_map(|s| s.chunks.into_iter().flatten().flatten())
+            .flat_map(|s| s.chunks.into_values().flatten())
             .collect();
         pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         (self.ts.unwrap_or(0), pairs)
@@ -97,5 +91,5 @@ impl Gather {
 }
 
 fn complete(s: &ShardChunks) -> bool {
-    !s.chunks.is_empty() && s.chunks.iter().all(Option::is_some)
+    s.count.is_some_and(|c| s.chunks.len() == c as usize)
 }

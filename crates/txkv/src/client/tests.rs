@@ -172,3 +172,25 @@ fn the_window_bounds_outstanding_transactions() {
     );
     assert_eq!(client(1).submit(0, Txn::default()), Err(SubmitError::Empty));
 }
+
+/// Fuzz finding: a chunk's count came from the network and sized an allocation.
+#[test]
+fn a_snapshot_chunk_claiming_u32_max_pieces_allocates_nothing_and_never_completes() {
+    let mut c = client(1);
+    let id = c.snapshot(0).unwrap();
+    let out = c.poll_send().unwrap();
+    let (dst, _) = out.scatter[0];
+    let shard = Layout::new(2, 3).unwrap().role_of(dst).unwrap().0 as u16;
+    let chunk = Message::SnapshotChunk(crate::codec::SnapshotChunk {
+        id,
+        shard,
+        replica: 0,
+        ts: 5,
+        index: 0,
+        count: u32::MAX,
+        pairs: Vec::new(),
+    });
+    c.on_message(1, dst, &chunk.encode());
+    assert!(c.poll_snapshot().is_none());
+    c.invariants();
+}

@@ -322,7 +322,13 @@ impl OccServer {
     fn readiness(&self, m: &Commit) -> Readiness {
         let based = |key: &Bytes| m.bases.iter().any(|(k, _)| k == key);
         let written = |key: &Bytes| m.ops.iter().any(|(_, op)| op.key() == key && op.is_write());
-        if !m.ops.iter().all(|(_, op)| based(op.key())) || !m.bases.iter().all(|(k, _)| written(k)) {
+        // One base per key: a key named twice would be bumped twice by one commit.
+        let mut named = std::collections::HashSet::new();
+        let distinct = m.bases.iter().all(|(k, _)| named.insert(k));
+        if !distinct
+            || !m.ops.iter().all(|(_, op)| based(op.key()))
+            || !m.bases.iter().all(|(k, _)| written(k))
+        {
             return Readiness::Refuse;
         }
         if m.bases.iter().any(|(k, base)| self.version(k) > *base) {

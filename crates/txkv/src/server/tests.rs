@@ -289,3 +289,47 @@ fn unordered_servers_execute_on_arrival() {
     );
     assert_eq!(replies(&mut s).len(), 1);
 }
+
+/// Fuzz finding: a request flagged read-only that writes would change this replica outside
+/// the total order.
+#[test]
+fn a_read_only_request_that_writes_is_dropped() {
+    let mut s = server();
+    let put = request(
+        1,
+        0,
+        true,
+        vec![Op::Put {
+            key: b("x"),
+            value: b("v"),
+        }],
+    );
+    s.on_delivery(Service::BestEffort, 10, 3, &put);
+    s.on_delivery(Service::Reliable, 20, 3, &put);
+    s.on_commit_barrier(30);
+    assert!(s.pop_send().is_none());
+    assert_eq!((s.state().len(), s.counters().malformed), (0, 2));
+}
+
+/// Fuzz finding: a snapshot taken at a best-effort position moved the executed position above
+/// reads still waiting for the commit barrier.
+#[test]
+fn a_best_effort_snapshot_request_is_dropped() {
+    let mut s = server();
+    s.on_delivery(
+        Service::BestEffort,
+        100,
+        7,
+        &request(1, 0, true, vec![Op::Get { key: b("x") }]),
+    );
+    let snap = Message::SnapshotRequest(SnapshotRequest {
+        id: 9,
+        chunk_pairs: 4,
+    })
+    .encode();
+    s.on_delivery(Service::BestEffort, 120, 4, &snap);
+    s.invariants();
+    assert_eq!(s.counters().malformed, 1);
+    s.on_commit_barrier(130);
+    assert_eq!(replies(&mut s)[0].1.status, Status::Applied);
+}

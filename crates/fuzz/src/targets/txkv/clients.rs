@@ -1,7 +1,7 @@
 //! A client (1Pipe's or OCC's) fed submissions, snapshots, answers built from the requests it
 //! sent, stray messages, timers, send failures and process failures.
 
-use super::{CLIENT, REPLICAS, SHARDS, STEPS_MAX, advance_ns, key, op, open_findings, sender, value};
+use super::{CLIENT, REPLICAS, SHARDS, STEPS_MAX, advance_ns, key, op, sender, value};
 use crate::frames::{Draw, damage};
 use onepipe_txkv::codec::{Message, Reply, SnapshotChunk, Status};
 use onepipe_txkv::occ::OccMessage;
@@ -15,23 +15,11 @@ use std::collections::{HashMap, HashSet, VecDeque};
 const RECENT_MAX: usize = 16;
 
 pub fn onepipe(d: &mut Draw, mut client: onepipe_txkv::Client) {
-    drive(
-        d,
-        &mut client,
-        onepipe_answer_to,
-        check_onepipe,
-        open_findings::onepipe_client,
-    );
+    drive(d, &mut client, onepipe_answer_to, check_onepipe);
 }
 
 pub fn occ(d: &mut Draw, mut client: onepipe_txkv::OccClient) {
-    drive(
-        d,
-        &mut client,
-        occ_answer_to,
-        check_occ,
-        open_findings::none_for_client,
-    );
+    drive(d, &mut client, occ_answer_to, check_occ);
 }
 
 /// What the runtime and the servers did so far, as the client sees it.
@@ -49,26 +37,14 @@ struct World {
 
 type Answer = fn(&mut Draw, u32, &[u8]) -> Vec<u8>;
 
-/// How a client is driven: the answers its requests get, the check of what it sends, and the
-/// payloads not to deliver ([`open_findings`]).
+/// How a client is driven: the answers its requests get, and the check of what it sends.
 struct Driver {
     answer: Answer,
     check: fn(&[u8]),
-    open_finding: fn(&[u8]) -> bool,
 }
 
-fn drive<C: ClientEngine>(
-    d: &mut Draw,
-    client: &mut C,
-    answer: Answer,
-    check: fn(&[u8]),
-    open_finding: fn(&[u8]) -> bool,
-) {
-    let driver = Driver {
-        answer,
-        check,
-        open_finding,
-    };
+fn drive<C: ClientEngine>(d: &mut Draw, client: &mut C, answer: Answer, check: fn(&[u8])) {
+    let driver = Driver { answer, check };
     let mut w = World::default();
     for _ in 0..STEPS_MAX {
         if d.is_empty() {
@@ -100,9 +76,7 @@ fn step<C: ClientEngine>(d: &mut Draw, client: &mut C, w: &mut World, driver: &D
                 }
                 _ => answer(d, dst, &request),
             };
-            if !(driver.open_finding)(&payload) {
-                client.on_message(now, src, &payload);
-            }
+            client.on_message(now, src, &payload);
         }
         7 => {
             let payload = if d.bool() {
@@ -110,9 +84,7 @@ fn step<C: ClientEngine>(d: &mut Draw, client: &mut C, w: &mut World, driver: &D
             } else {
                 w.sent.front().map(|s| s.1.clone()).unwrap_or_default()
             };
-            if !(driver.open_finding)(&payload) {
-                client.on_message(now, sender(d), &payload);
-            }
+            client.on_message(now, sender(d), &payload);
         }
         8 | 9 => {
             let txn = Txn::new((0..d.below(5)).map(|_| op(d)).collect());

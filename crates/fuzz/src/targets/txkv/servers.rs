@@ -1,6 +1,6 @@
 //! A replica (1Pipe's or OCC's) fed deliveries, commit barriers and clock ticks.
 
-use super::{STEPS_MAX, advance_ns, indexed_ops, key, op, open_findings, sender};
+use super::{STEPS_MAX, advance_ns, indexed_ops, key, op, sender};
 use crate::frames::{Draw, hostile};
 use bytes::Bytes;
 use onepipe_txkv::codec::{FLAG_READ_ONLY, Message, Request, SnapshotRequest};
@@ -60,23 +60,11 @@ impl Order {
 /// execute where they are delivered, a commit barrier only releases reads.
 pub fn onepipe(d: &mut Draw, mut server: onepipe_txkv::Server) {
     let ordered = server.config().ordering == onepipe_txkv::Ordering::OnePipe;
-    let open = if ordered {
-        open_findings::ordered_server
-    } else {
-        open_findings::none_for_server
-    };
-    serve(d, &mut server, onepipe_message, check_onepipe, open, ordered);
+    serve(d, &mut server, onepipe_message, check_onepipe, ordered);
 }
 
 pub fn occ(d: &mut Draw, mut server: onepipe_txkv::OccServer) {
-    serve(
-        d,
-        &mut server,
-        occ_message,
-        check_occ,
-        open_findings::occ_server,
-        false,
-    );
+    serve(d, &mut server, occ_message, check_occ, false);
 }
 
 fn serve<S: ServerEngine>(
@@ -84,7 +72,6 @@ fn serve<S: ServerEngine>(
     server: &mut S,
     message: fn(&mut Draw) -> Vec<u8>,
     check: fn(&[u8]),
-    open_finding: fn(Service, &[u8]) -> bool,
     reliable_writes_only: bool,
 ) {
     let mut order = Order::default();
@@ -105,9 +92,7 @@ fn serve<S: ServerEngine>(
                 };
                 let src = sender(d);
                 let payload = hostile(d, message);
-                if let Some(ts) = order.next(d, service, src)
-                    && !open_finding(service, &payload)
-                {
+                if let Some(ts) = order.next(d, service, src) {
                     server.on_delivery(service, ts, src, &payload);
                 }
                 service == Service::BestEffort

@@ -23,11 +23,10 @@ fn outcome(net: &Net, client: usize) -> &Completion {
 }
 
 /// Client 0 holds k's lock (its grant is kept from it); client 1's locks are refused until it
-/// gives up after `aborts_max` aborts, each counted; then client 0 commits.
-#[test]
-fn refused_locks_are_aborts_and_too_many_fail_the_transaction() {
+/// gives up after `aborts_max` aborts. Returns the network, client 1 finished.
+fn refused_until_it_gives_up(aborts_max: u32) -> Net {
     let layout = Layout::new(1, 2).unwrap();
-    let mut net = Net::new(layout, 2, 5).with_config(|c| c.aborts_max = 3);
+    let mut net = Net::new(layout, 2, 5).with_config(|c| c.aborts_max = aborts_max);
     let c0 = net.client_process(0);
     net.queues = vec![vec![put("k", "a")], vec![]];
     net.drop_where = Some(Box::new(move |_, dst, _| dst == c0));
@@ -41,6 +40,13 @@ fn refused_locks_are_aborts_and_too_many_fail_the_transaction() {
         net.clients[1].handle_timeout(net.now_ns);
         net.drain();
     }
+    net
+}
+
+/// Refused locks are aborts, each counted; too many fail the transaction; then client 0 commits.
+#[test]
+fn refused_locks_are_aborts_and_too_many_fail_the_transaction() {
+    let mut net = refused_until_it_gives_up(3);
     let done = outcome(&net, 1);
     assert!(matches!(done.outcome, Outcome::Failed(_)), "{done:?}");
     assert_eq!(done.aborts, 3);
@@ -52,6 +58,16 @@ fn refused_locks_are_aborts_and_too_many_fail_the_transaction() {
     net.run();
     assert!(matches!(outcome(&net, 0).outcome, Outcome::Committed { .. }));
     assert_eq!(net.servers[1].version(b"k"), 1);
+}
+
+/// Fuzz finding: with `aborts_max` 0 the first abort tripped an invariant. It fails the
+/// transaction after that one abort.
+#[test]
+fn no_aborts_allowed_fails_at_the_first() {
+    let net = refused_until_it_gives_up(0);
+    let done = outcome(&net, 1);
+    assert!(matches!(done.outcome, Outcome::Failed(_)), "{done:?}");
+    assert_eq!(done.aborts, 1);
 }
 
 /// A read that finds a key locked aborts and retries after the writer commits.
