@@ -52,8 +52,10 @@ impl Default for EmbedOptions {
             skew: Duration::ZERO,
             seed: 1,
             workers: InprocConfig::default().workers,
-            // As the demo's: a worker on a shared core can be descheduled for milliseconds.
-            dead_after_intervals: 500,
+            // 250 ms, as `api::Options`: a worker on a shared core can be descheduled for
+            // tens of milliseconds, and a link removed meanwhile turned a store's reliable
+            // sends into failures for the rest of its run (docs/notes/2026-11-28-txkv.md).
+            dead_after_intervals: 5_000,
             message_bytes_max: 1 << 20,
             send_buffer_packets: 1024,
         }

@@ -101,7 +101,8 @@ impl Default for KvDemoConfig {
             topology: Topology::paper_testbed(),
             shards: 4,
             replicas: 3,
-            window: 4,
+            // Enough to saturate the fabric: the paper compares the stores' peak throughputs.
+            window: 16,
             duration: Duration::from_secs(3),
             warmup: Duration::from_millis(200),
             systems: System::ALL.to_vec(),
@@ -402,7 +403,12 @@ fn summarize(
                     s.counters.refused
                 ),
                 StoreProcess::Client(c) => {
-                    eprintln!("client {i}: {:?} refused {}", c.engine.counters(), c.refused)
+                    eprintln!(
+                        "client {i}: {:?} refused {} send failures (nak, gave up, receiver failed, own) {:?}",
+                        c.engine.counters(),
+                        c.refused,
+                        c.send_failures
+                    )
                 }
             }
         }
@@ -414,7 +420,7 @@ fn summarize(
     let history = recorder
         .history
         .as_ref()
-        .map(|h| std::mem::take(&mut *h.lock().expect("history lock")))
+        .map(|h| h.lock().expect("history lock").take())
         .unwrap_or_default();
     let check = (config.record_history && system.transactional())
         .then(|| onepipe_check::check_serializable(&history));

@@ -393,7 +393,7 @@ fn summarize(
     let history = recorder
         .history
         .as_ref()
-        .map(|h| std::mem::take(&mut *h.lock().expect("history lock")))
+        .map(|h| h.lock().expect("history lock").take())
         .unwrap_or_default();
     let check =
         (c.record_history && c.system.transactional()).then(|| onepipe_check::check_serializable(&history));

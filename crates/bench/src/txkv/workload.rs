@@ -124,7 +124,7 @@ pub struct Recorder {
     pub in_window: AtomicI64,
     pub window_ns: Mutex<(u64, u64)>,
     /// Every operation, when a history is wanted.
-    pub history: Option<Mutex<Vec<HistoryRecord>>>,
+    pub history: Option<Mutex<HistoryChunks>>,
     /// Clients stop submitting once this is set.
     pub stop: AtomicBool,
 }
@@ -140,9 +140,35 @@ impl Recorder {
             outstanding: AtomicI64::new(0),
             in_window: AtomicI64::new(0),
             window_ns: Mutex::new((0, u64::MAX)),
-            history: history.then(|| Mutex::new(Vec::new())),
+            history: history.then(|| Mutex::new(HistoryChunks::default())),
             stop: AtomicBool::new(false),
         }
+    }
+}
+
+/// A history kept in chunks of a fixed size. Clients record from inside the runtime's workers:
+/// one growing vector, copied whole each time it doubles, stalled a worker for tens of
+/// milliseconds at a few hundred MB, long enough for its switches' links to be declared dead
+/// (a 1Pipe run under Zipf collapsed that way, docs/notes/2026-11-28-txkv.md).
+#[derive(Default)]
+pub struct HistoryChunks {
+    chunks: Vec<Vec<HistoryRecord>>,
+}
+
+/// Records per chunk: about 2 MB.
+const CHUNK_RECORDS: usize = 16 * 1024;
+
+impl HistoryChunks {
+    pub fn push(&mut self, record: HistoryRecord) {
+        if self.chunks.last().is_none_or(|c| c.len() == CHUNK_RECORDS) {
+            self.chunks.push(Vec::with_capacity(CHUNK_RECORDS));
+        }
+        self.chunks.last_mut().expect("one was just made").push(record);
+    }
+
+    /// Every record, in the order they came; the chunks are emptied.
+    pub fn take(&mut self) -> Vec<HistoryRecord> {
+        std::mem::take(&mut self.chunks).into_iter().flatten().collect()
     }
 }
 

@@ -34,6 +34,8 @@ pub struct ClientApp<C, W> {
     /// Scatterings the endpoint refused (a destination declared failed meanwhile): left to the
     /// engine's timeout.
     pub refused: u64,
+    /// Send failures the fabric reported, by reason: NAK, gave up, receiver failed, own failure.
+    pub send_failures: [u64; 4],
 }
 
 impl<C: ClientEngine, W: TxnSource> ClientApp<C, W> {
@@ -43,6 +45,7 @@ impl<C: ClientEngine, W: TxnSource> ClientApp<C, W> {
             source,
             now_ns: 0,
             refused: 0,
+            send_failures: [0; 4],
         }
     }
 
@@ -148,6 +151,13 @@ impl<C: ClientEngine, W: TxnSource> Application for ClientApp<C, W> {
     }
 
     fn on_send_failure(&mut self, failure: SendFailure) {
+        let reason = match failure.reason {
+            onepipe::FailureReason::Nak => 0,
+            onepipe::FailureReason::GaveUp => 1,
+            onepipe::FailureReason::ReceiverFailed { .. } => 2,
+            onepipe::FailureReason::OwnFailure => 3,
+        };
+        self.send_failures[reason] += 1;
         self.engine.on_send_failure(self.now_ns, failure.msg_id);
         self.take_completions();
     }
