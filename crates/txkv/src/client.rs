@@ -80,6 +80,38 @@ impl SubmitError {
     }
 }
 
+/// A client's scatterings waiting for the runtime, and which transaction attempt each one
+/// that left was, by message id (what a send failure names). Both clients keep one.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    queue: VecDeque<Outgoing>,
+    sent: HashMap<u64, (u64, u32)>,
+}
+
+impl Outbox {
+    pub fn push(&mut self, out: Outgoing) {
+        self.queue.push_back(out);
+    }
+    pub fn pop(&mut self) -> Option<Outgoing> {
+        self.queue.pop_front()
+    }
+    /// `out` could not be sent now: it goes first next time.
+    pub fn unsend(&mut self, out: Outgoing) {
+        self.queue.push_front(out);
+    }
+    pub fn on_sent(&mut self, out: &Outgoing, msg_id: u64) {
+        self.sent.insert(msg_id, (out.txn, out.attempt));
+    }
+    /// The transaction and attempt message `msg_id` was, once.
+    pub fn take_sent(&mut self, msg_id: u64) -> Option<(u64, u32)> {
+        self.sent.remove(&msg_id)
+    }
+    /// A finished transaction's message ids are no longer needed (a window's worth stay).
+    pub fn forget(&mut self, txn: u64) {
+        self.sent.retain(|_, (t, _)| *t != txn);
+    }
+}
+
 /// One scattering for the runtime to send; report its message id back with
 /// [`Client::on_sent`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,9 +167,7 @@ pub struct Client {
     config: ClientConfig,
     next_txn: u64,
     pending: BTreeMap<u64, Pending>,
-    outbox: VecDeque<Outgoing>,
-    /// Scatterings sent, by message id: which transaction and attempt.
-    sent: HashMap<u64, (u64, u32)>,
+    outbox: Outbox,
     failed: Vec<bool>,
     completions: VecDeque<Completion>,
     snapshots: BTreeMap<u64, snapshots::Gather>,
@@ -157,8 +187,7 @@ impl Client {
             config,
             next_txn: 1,
             pending: BTreeMap::new(),
-            outbox: VecDeque::new(),
-            sent: HashMap::new(),
+            outbox: Outbox::default(),
             failed: vec![false; servers],
             completions: VecDeque::new(),
             snapshots: BTreeMap::new(),
@@ -277,7 +306,7 @@ impl Client {
             return self.try_complete(now_ns, id);
         }
         let reliable = !p.read_only && !best_effort_only;
-        self.outbox.push_back(Outgoing {
+        self.outbox.push(Outgoing {
             txn: id,
             attempt,
             reliable,
@@ -286,22 +315,22 @@ impl Client {
     }
 
     pub fn poll_send(&mut self) -> Option<Outgoing> {
-        self.outbox.pop_front()
+        self.outbox.pop()
     }
 
     /// The runtime could not send `out` now (its buffer is full): it is offered again first.
     pub fn unsend(&mut self, out: Outgoing) {
-        self.outbox.push_front(out);
+        self.outbox.unsend(out);
     }
 
     /// `out` left as message `msg_id` (what a send failure will name).
     pub fn on_sent(&mut self, out: &Outgoing, msg_id: u64) {
-        self.sent.insert(msg_id, (out.txn, out.attempt));
+        self.outbox.on_sent(out, msg_id);
     }
 
     /// The scattering `msg_id` was not delivered (paper Table 1, send-failure callback).
     pub fn on_send_failure(&mut self, now_ns: u64, msg_id: u64) {
-        let Some((id, attempt)) = self.sent.remove(&msg_id) else {
+        let Some((id, attempt)) = self.outbox.take_sent(msg_id) else {
             return;
         };
         if self.pending.get(&id).is_some_and(|p| p.attempt == attempt) {
@@ -473,8 +502,7 @@ impl Client {
             aborts: 0,
             ts,
         });
-        // Message ids of a finished transaction are no longer needed (a window's worth stay).
-        self.sent.retain(|_, (txn, _)| *txn != id);
+        self.outbox.forget(id);
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {
@@ -534,7 +562,7 @@ impl Client {
             chunk_pairs: SNAPSHOT_CHUNK_PAIRS,
         })
         .encode();
-        self.outbox.push_back(Outgoing {
+        self.outbox.push(Outgoing {
             txn: id,
             attempt,
             reliable: true,

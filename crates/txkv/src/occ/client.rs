@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use bytes::Bytes;
 
 use self::plan::Plan;
-use crate::client::{ClientCounters, Outgoing, SubmitError};
+use crate::client::{ClientCounters, Outbox, Outgoing, SubmitError};
 use crate::layout::Layout;
 use crate::txn::{Completion, OpResult, Outcome, Txn};
 
@@ -134,9 +134,7 @@ pub struct OccClient {
     config: OccClientConfig,
     next_txn: u64,
     pending: BTreeMap<u64, Pending>,
-    outbox: VecDeque<Outgoing>,
-    /// Scatterings sent, by message id: which transaction and round.
-    sent: HashMap<u64, (u64, u32)>,
+    outbox: Outbox,
     failed: Vec<bool>,
     completions: VecDeque<Completion>,
     counters: ClientCounters,
@@ -150,8 +148,7 @@ impl OccClient {
             config,
             next_txn: 1,
             pending: BTreeMap::new(),
-            outbox: VecDeque::new(),
-            sent: HashMap::new(),
+            outbox: Outbox::default(),
             failed: vec![false; servers],
             completions: VecDeque::new(),
             counters: ClientCounters::default(),
@@ -215,22 +212,22 @@ impl OccClient {
     }
 
     pub fn poll_send(&mut self) -> Option<Outgoing> {
-        self.outbox.pop_front()
+        self.outbox.pop()
     }
 
     /// The runtime could not send `out` now: it is offered again first.
     pub fn unsend(&mut self, out: Outgoing) {
-        self.outbox.push_front(out);
+        self.outbox.unsend(out);
     }
 
     /// `out` left as message `msg_id` (what a send failure will name).
     pub fn on_sent(&mut self, out: &Outgoing, msg_id: u64) {
-        self.sent.insert(msg_id, (out.txn, out.attempt));
+        self.outbox.on_sent(out, msg_id);
     }
 
     /// The scattering `msg_id` was not delivered: its phase is sent again now.
     pub fn on_send_failure(&mut self, now_ns: u64, msg_id: u64) {
-        let Some((id, round)) = self.sent.remove(&msg_id) else {
+        let Some((id, round)) = self.outbox.take_sent(msg_id) else {
             return;
         };
         let current = self
@@ -295,7 +292,7 @@ impl OccClient {
             aborts: p.aborts,
             ts,
         });
-        self.sent.retain(|_, (txn, _)| *txn != id);
+        self.outbox.forget(id);
     }
 
     pub fn poll_completion(&mut self) -> Option<Completion> {

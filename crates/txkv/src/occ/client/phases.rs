@@ -203,7 +203,7 @@ impl OccClient {
         p.round += 1;
         p.deadline_ns = now_ns.saturating_add(self.config.timeout_ns);
         let scatter = p.awaiting.iter().map(|(&dst, m)| (dst, m.clone())).collect();
-        self.outbox.push_back(Outgoing {
+        self.outbox.push(Outgoing {
             txn: id,
             attempt: p.round,
             reliable: false,
