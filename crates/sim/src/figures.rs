@@ -27,6 +27,20 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
+impl Plot {
+    /// A plot with a linear y axis (the x axis logarithmic if `x_log`).
+    pub fn new(title: &str, x_label: &str, y_label: &str, x_log: bool, series: Vec<Series>) -> Plot {
+        Plot {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log,
+            y_log: false,
+            series,
+        }
+    }
+}
+
 /// One simulated point of a figure.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {

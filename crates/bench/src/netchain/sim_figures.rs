@@ -158,17 +158,6 @@ fn series(
     }
 }
 
-fn plot(title: &str, x_label: &str, y_label: &str, x_log: bool, series: Vec<Series>) -> Plot {
-    Plot {
-        title: title.into(),
-        x_label: x_label.into(),
-        y_label: y_label.into(),
-        x_log,
-        y_log: false,
-        series,
-    }
-}
-
 const MQPS: f64 = 1e6;
 
 /// Figs. 9(c)-(f); `progress` hears of each point as it finishes.
@@ -218,21 +207,21 @@ pub fn fig9(o: &Fig9Options, progress: &mut dyn FnMut(&Point)) -> Result<Netchai
     let mqps = |r: &Point| r.ok_ops_per_s / MQPS;
     let x = |r: &Point| r.x;
     let plots = vec![
-        plot(
+        Plot::new(
             "Fig. 9(c): throughput vs write ratio",
             "write ratio (%)",
             "throughput (MQPS)",
             false,
             vec![series(&rows, "c", "netchain", mqps, x)],
         ),
-        plot(
+        Plot::new(
             "Fig. 9(d): throughput vs loss",
             "packet loss rate (%)",
             "throughput (MQPS)",
             true,
             vec![series(&rows, "d", "netchain", mqps, x)],
         ),
-        plot(
+        Plot::new(
             "Fig. 9(e): latency vs throughput",
             "throughput (MQPS)",
             "p50 latency (us)",
@@ -248,7 +237,7 @@ pub fn fig9(o: &Fig9Options, progress: &mut dyn FnMut(&Point)) -> Result<Netchai
                 },
             ],
         ),
-        plot(
+        Plot::new(
             "Fig. 9(f): scaling (spine-leaf)",
             "switches",
             "throughput (MQPS)",
@@ -380,7 +369,7 @@ pub fn fig10(o: &Fig10Options, progress: &mut dyn FnMut(&Point)) -> Result<Netch
             "hundred_groups": "a 0.5% drop during recovery (1% of the queries x 50% writes)",
         }),
         rows,
-        plots: vec![plot(
+        plots: vec![Plot::new(
             "Fig. 10: S1 of [S0, S1, S2] fails, S3 replaces it",
             "time (ms)",
             "throughput of one server (MQPS)",

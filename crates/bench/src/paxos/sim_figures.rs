@@ -135,17 +135,6 @@ fn series(rows: &[Point], name: &str, x: impl Fn(&Point) -> f64, y: impl Fn(&Poi
     }
 }
 
-fn plot(title: &str, x_label: &str, y_label: &str, x_log: bool, series: Vec<Series>) -> Plot {
-    Plot {
-        title: title.into(),
-        x_label: x_label.into(),
-        y_label: y_label.into(),
-        x_log,
-        y_log: false,
-        series,
-    }
-}
-
 fn model_json(o: &FigureOptions, c: &PaxosSimConfig) -> serde_json::Value {
     serde_json::json!({
         "virtual_seconds_per_point": o.duration.as_nanos() as f64 / 1e9,
@@ -185,7 +174,7 @@ pub fn throughput(o: &FigureOptions, progress: &mut dyn FnMut(&Point)) -> Result
     let k = |r: &Point| r.values_per_s / KVALUES;
     let names = ["in-network", "software"];
     let plots = vec![
-        plot(
+        Plot::new(
             "Throughput vs clients (3 acceptors, 3 replicas)",
             "closed-loop clients",
             "values/s (thousands)",
@@ -194,7 +183,7 @@ pub fn throughput(o: &FigureOptions, progress: &mut dyn FnMut(&Point)) -> Result
         ),
         Plot {
             y_log: true,
-            ..plot(
+            ..Plot::new(
                 "Latency vs throughput",
                 "values/s (thousands)",
                 "p50 latency (us)",
@@ -243,7 +232,7 @@ pub fn partitions(o: &FigureOptions, progress: &mut dyn FnMut(&Point)) -> Result
         }
     }
     let k = |r: &Point| r.values_per_s / KVALUES;
-    let plots = vec![plot(
+    let plots = vec![Plot::new(
         "In-network Paxos: throughput vs partitions",
         "partitions",
         "values/s (thousands)",

@@ -178,17 +178,6 @@ fn series(rows: &[Point], name: &str, y: impl Fn(&Point) -> Option<f64>) -> Seri
     }
 }
 
-fn plot(title: &str, x_label: &str, y_label: &str, x_log: bool, series: Vec<Series>) -> Plot {
-    Plot {
-        title: title.into(),
-        x_label: x_label.into(),
-        y_label: y_label.into(),
-        x_log,
-        y_log: false,
-        series,
-    }
-}
-
 fn model_json(o: &Fig14Options) -> serde_json::Value {
     let c = KvSimConfig::default();
     serde_json::json!({
@@ -229,7 +218,7 @@ pub fn figure_a(o: &Fig14Options, progress: &mut dyn FnMut(&Point)) -> Result<Kv
             names.push(name);
         }
     }
-    let plots = vec![plot(
+    let plots = vec![Plot::new(
         "Fig. 14a: throughput vs processes (50% read-only, 2 keys)",
         "processes",
         "transactions/s (millions)",
@@ -294,7 +283,7 @@ pub fn figure_b(o: &Fig14Options, progress: &mut dyn FnMut(&Point)) -> Result<Kv
     let mut model = model_json(o);
     model["processes"] = o.processes_bc.into();
     model["window"] = o.latency_window.into();
-    let plots = vec![plot(
+    let plots = vec![Plot::new(
         "Fig. 14b: latency vs write share (Zipf)",
         "writes among operations (%)",
         "mean latency (us)",
@@ -336,7 +325,7 @@ pub fn figure_c(o: &Fig14Options, progress: &mut dyn FnMut(&Point)) -> Result<Kv
     }
     let mut model = model_json(o);
     model["processes"] = o.processes_bc.into();
-    let plots = vec![plot(
+    let plots = vec![Plot::new(
         "Fig. 14c: KV operations/s vs keys per transaction (95% read-only, Zipf)",
         "keys per transaction",
         "KV operations/s (millions)",
