@@ -16,6 +16,7 @@
 
 mod admin;
 mod command;
+mod fnv;
 mod mem;
 mod multi;
 pub mod netchain;
@@ -30,6 +31,7 @@ mod store;
 
 pub use bytes::{Bytes, BytesMut};
 pub use command::{Command, CommandError, SetCondition};
+pub use fnv::{Fnv1a, fnv1a};
 pub use mem::MemStore;
 pub use reply::Reply;
 pub use server::{ServeConfig, ServerHandle, serve};

@@ -70,15 +70,8 @@ impl fmt::Display for Layout {
     }
 }
 
-/// 64-bit FNV-1a: keys are spread by it, so it must never change between versions.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+/// 64-bit FNV-1a, the hash of the stores' formats: keys are spread by it, so it never changes.
+pub use onepipe_kv::fnv1a;
 
 #[cfg(test)]
 mod tests {

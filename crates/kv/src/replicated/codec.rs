@@ -127,35 +127,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// FNV-1a, 64 bits: the hash of the formats (partition of a key, state digest). Part of the
-/// format: every replica and client must compute the same, whatever the platform or the build.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Fnv1a(u64);
-
-impl Fnv1a {
-    const OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-    pub(crate) fn new() -> Fnv1a {
-        Fnv1a(Self::OFFSET_BASIS)
-    }
-
-    pub(crate) fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(Self::PRIME);
-        }
-    }
-
-    /// Writes a length first, so that consecutive fields cannot be confused with one another.
-    pub(crate) fn write_field(&mut self, bytes: &[u8]) {
-        self.write(&(bytes.len() as u64).to_le_bytes());
-        self.write(bytes);
-    }
-
-    pub(crate) fn finish(self) -> u64 {
-        self.0
-    }
-}
+pub(crate) use crate::fnv::Fnv1a;
 
 #[cfg(test)]
 mod tests {
@@ -195,18 +167,5 @@ mod tests {
         let mut reader = Reader::new(&[2, b'a', b'b', 9]);
         assert_eq!(reader.slice(), Ok(&b"ab"[..]));
         assert_eq!(reader.finish(), Err(EnvelopeError::TrailingBytes(1)));
-    }
-
-    #[test]
-    fn fnv1a_known_vectors() {
-        // From the FNV reference test suite (draft-eastlake-fnv).
-        let hash = |bytes: &[u8]| {
-            let mut fnv = Fnv1a::new();
-            fnv.write(bytes);
-            fnv.finish()
-        };
-        assert_eq!(hash(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(hash(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(hash(b"foobar"), 0x8594_4171_f739_67e8);
     }
 }
