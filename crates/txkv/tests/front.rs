@@ -187,3 +187,20 @@ fn a_replica_failure_loses_no_acknowledged_write() {
         assert_eq!(c.get::<_, Option<u32>>(key).unwrap(), Some(*i), "{key} lost");
     }
 }
+
+/// A pipelined batch is stamped in order by one front client: a GET after a SET of the same
+/// key in one batch sees it (docs/redis.md, "The transactional store").
+#[test]
+fn a_get_after_a_set_in_one_pipeline_sees_it() {
+    let front = Front::start();
+    let mut c = front.client();
+    for i in 0..200u32 {
+        let mut pipe = redis::pipe();
+        for j in 0..4 {
+            pipe.cmd("SET").arg(format!("p{j}")).arg(i).ignore();
+            pipe.cmd("GET").arg(format!("p{j}"));
+        }
+        let got: Vec<u32> = pipe.query(&mut c).unwrap();
+        assert_eq!(got, vec![i; 4], "round {i}");
+    }
+}

@@ -60,16 +60,16 @@ impl TxStore {
         &self.mailboxes[self.next.fetch_add(1, Ordering::Relaxed) % self.mailboxes.len()]
     }
 
-    /// Hands `txn` to a front client; its outcome comes on the receiver.
-    fn submit(&self, txn: Txn) -> Receiver<Outcome> {
+    /// Hands `txn` to the front client of `mailbox`; its outcome comes on the receiver.
+    fn submit(mailbox: &Mailbox, txn: Txn) -> Receiver<Outcome> {
         let (tx, rx) = channel();
-        self.mailbox().push(Job::Txn(txn, tx));
+        mailbox.push(Job::Txn(txn, tx));
         rx
     }
 
-    fn snapshot(&self) -> Receiver<SnapshotResult> {
+    fn snapshot(mailbox: &Mailbox) -> Receiver<SnapshotResult> {
         let (tx, rx) = channel();
-        self.mailbox().push(Job::Snapshot(tx));
+        mailbox.push(Job::Snapshot(tx));
         rx
     }
 
@@ -113,14 +113,16 @@ impl Store for TxStore {
     /// Every command is its own transaction; they are all handed out at once (one client
     /// process stamps them in order, so each takes effect after the ones before it).
     fn execute(&self, batch: &[Command]) -> Results {
+        // One front client for the whole batch: it stamps the commands in the order given.
+        let mailbox = self.mailbox();
         let waiting: Vec<Waiting<'_>> = batch
             .iter()
             .map(|command| {
                 if commands::is_snapshot(command) {
-                    return Waiting::Snapshot(command, self.snapshot());
+                    return Waiting::Snapshot(command, Self::snapshot(mailbox));
                 }
                 match commands::ops_of(command) {
-                    Ok(ops) => Waiting::Txn(command, self.submit(Txn::new(ops))),
+                    Ok(ops) => Waiting::Txn(command, Self::submit(mailbox, Txn::new(ops))),
                     Err(e) => Waiting::Done(Err(e)),
                 }
             })
@@ -155,7 +157,7 @@ impl Store for TxStore {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        let results = self.wait_outcome(&self.submit(Txn::new(ops)))?;
+        let results = self.wait_outcome(&Self::submit(self.mailbox(), Txn::new(ops)))?;
         Ok(batch
             .iter()
             .zip(spans)
