@@ -6,6 +6,7 @@
 //! clock or panics on input bytes.
 
 pub mod ack;
+pub mod cosy;
 pub mod netchain;
 pub mod packet;
 pub mod paxos;
