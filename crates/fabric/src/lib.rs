@@ -15,7 +15,7 @@ pub mod switch_paths;
 pub mod topology;
 pub mod wiring;
 
-pub use node::{Either, Hints, Node, PortId, Route};
+pub use node::{Either, Hints, Node, PRIORITY_CLASSES, PortId, Route};
 pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};
 pub use switch_paths::SwitchPaths;

@@ -18,6 +18,11 @@ pub type PortId = u16;
 /// Largest frame a node may hand to a runtime or receive from one.
 pub const FRAME_MAX: usize = 9216;
 
+/// Priority classes a runtime serves at each output port ([`Hints::priority`]): class 0
+/// first, `PRIORITY_CLASSES - 1` (best effort) last. Four, as cosy needs (paper 003 section 4,
+/// footnote 4: failure, control, data, best effort).
+pub const PRIORITY_CLASSES: usize = 4;
+
 /// What happens to an arriving frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -83,6 +88,14 @@ pub trait Hints {
         1
     }
 
+    /// The priority class of `frame`, which this node forwards or originates, for a runtime
+    /// that serves its output queues by strict priority (the simulator): 0 is served first,
+    /// `PRIORITY_CLASSES - 1` last; a runtime takes a larger value as the last class. The
+    /// default, best effort for every frame, keeps one FIFO per port.
+    fn priority(&self, _frame: &[u8]) -> u8 {
+        (PRIORITY_CLASSES - 1) as u8
+    }
+
     /// A runtime that runs nodes in turn (one visit of each per pass of a shared thread) calls
     /// this when it has taken the node's frames for the visit. Returns how many more frames
     /// the node wants to originate to close the visit, which the runtime then asks for: a host
@@ -126,6 +139,9 @@ impl<T: Hints + ?Sized> Hints for Box<T> {
     }
     fn work_units(&self, frame: &[u8]) -> u32 {
         (**self).work_units(frame)
+    }
+    fn priority(&self, frame: &[u8]) -> u8 {
+        (**self).priority(frame)
     }
     fn end_visit(&mut self, now: Instant) -> usize {
         (**self).end_visit(now)
@@ -201,6 +217,12 @@ impl<L: Hints, R: Hints> Hints for Either<L, R> {
         match self {
             Either::Left(n) => n.work_units(frame),
             Either::Right(n) => n.work_units(frame),
+        }
+    }
+    fn priority(&self, frame: &[u8]) -> u8 {
+        match self {
+            Either::Left(n) => n.priority(frame),
+            Either::Right(n) => n.priority(frame),
         }
     }
     fn end_visit(&mut self, now: Instant) -> usize {

@@ -13,7 +13,7 @@
 //! them in turn, starting after the one that last sent there, so that one program's traffic
 //! cannot starve another's.
 
-use crate::node::{Hints, Node, PortId, Route};
+use crate::node::{Hints, Node, PRIORITY_CLASSES, PortId, Route};
 use onepipe_wire::Instant;
 use onepipe_wire::protocol::{PROTOCOLS, Protocol};
 
@@ -219,6 +219,12 @@ impl<P: Node> Hints for Pipeline<P> {
         self.target(frame)
             .map_or(1, |i| self.programs[i].work_units(frame))
     }
+    /// The class the program of the frame's protocol gives it; a frame no program runs here
+    /// is best effort.
+    fn priority(&self, frame: &[u8]) -> u8 {
+        self.target(frame)
+            .map_or((PRIORITY_CLASSES - 1) as u8, |i| self.programs[i].priority(frame))
+    }
     fn end_visit(&mut self, now: Instant) -> usize {
         self.programs.iter_mut().map(|p| p.end_visit(now)).sum()
     }
@@ -227,7 +233,7 @@ impl<P: Node> Hints for Pipeline<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use onepipe_wire::protocol::{EXPERIMENTAL, ONEPIPE, first_byte, protocol_of};
+    use onepipe_wire::protocol::{EXPERIMENTAL, NETCHAIN, ONEPIPE, first_byte, protocol_of};
 
     /// Counts what reaches it; originates `to_send` frames on its first `ports` ports (at least
     /// port 0), and times out at `timer`.
@@ -239,6 +245,8 @@ mod tests {
         ports: u16,
         timer: Option<u64>,
         timeouts: usize,
+        /// The class it gives every frame it is asked about.
+        class: u8,
     }
 
     impl Node for Probe {
@@ -264,7 +272,11 @@ mod tests {
         }
     }
 
-    impl Hints for Probe {}
+    impl Hints for Probe {
+        fn priority(&self, _frame: &[u8]) -> u8 {
+            self.class
+        }
+    }
 
     fn probe(protocol: Protocol, to_send: usize, timer: Option<u64>) -> (Protocol, Probe) {
         let p = Probe {
@@ -313,6 +325,26 @@ mod tests {
             }
         );
         assert!(p.program(ONEPIPE).unwrap().taken.is_empty());
+    }
+
+    /// A frame's class is the one the program of its protocol gives; a frame no program runs
+    /// (or an empty one) is best effort.
+    #[test]
+    fn each_frame_gets_the_class_of_its_programs_choosing() {
+        let (mut a, mut b) = (probe(ONEPIPE, 0, None), probe(EXPERIMENTAL, 0, None));
+        (a.1.class, b.1.class) = (1, 2);
+        let p = Pipeline::new(vec![a, b]).unwrap();
+        assert_eq!(p.priority(&[first_byte(ONEPIPE, 0), 0]), 1);
+        assert_eq!(p.priority(&[first_byte(EXPERIMENTAL, 0), 0]), 2);
+        let best_effort = (PRIORITY_CLASSES - 1) as u8;
+        assert_eq!(p.priority(&[first_byte(NETCHAIN, 0), 0]), best_effort);
+        assert_eq!(p.priority(&[]), best_effort);
+        let wrapped = crate::Either::<Box<Pipeline<Probe>>, Probe>::Left(Box::new(p));
+        assert_eq!(
+            wrapped.priority(&[first_byte(EXPERIMENTAL, 0)]),
+            2,
+            "wrappers forward it"
+        );
     }
 
     #[test]

@@ -281,6 +281,11 @@ impl<N: Node + Manage> Hints for Mgmt<N> {
     fn end_visit(&mut self, now: Instant) -> usize {
         self.node.end_visit(now)
     }
+    /// The node's class for its frames; a management frame (which has its own protocol) gets
+    /// whatever the node gives a frame of that protocol.
+    fn priority(&self, frame: &[u8]) -> u8 {
+        self.node.priority(frame)
+    }
 }
 
 /// What the controller did, for a service that reports as it goes (`onepipe controller`).

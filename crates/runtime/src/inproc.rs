@@ -4,7 +4,9 @@
 //! Every directed link is a bounded single-producer single-consumer byte ring holding frames
 //! `[len: u16][ready_at_ns: u64][bytes]`; a frame becomes visible to the receiver at
 //! `ready_at_ns`, which models propagation delay. Rings are FIFO, so links are FIFO, which is
-//! all that 1Pipe's barrier aggregation needs (paper section 4.1).
+//! all that 1Pipe's barrier aggregation needs (paper section 4.1). There are no priority
+//! classes here: [`onepipe_fabric::Hints::priority`] is ignored, and every frame waits behind
+//! the ones written before it (the simulator serves classes by strict priority).
 //!
 //! The fabric is lossless: when the ring of the port a frame must leave on is full, the frame
 //! waits in its input ring and the input stalls behind it, as with PFC in the paper's RoCE
@@ -134,6 +136,10 @@ pub struct FaultCounters {
     pub duplicated: AtomicU64,
     pub reordered: AtomicU64,
     pub ecn_marked: AtomicU64,
+    /// On links with a rate ([`InprocConfig::link_bits_per_s`]): the most bytes still to
+    /// serialize ahead of a frame a switch (a node that is not an edge node) wrote, when it
+    /// wrote it. The largest switch queue, as far as FIFO links can tell (every class at once).
+    pub peak_switch_backlog_bytes: AtomicU64,
 }
 
 impl Default for InprocConfig {
@@ -183,6 +189,9 @@ struct Output {
     last_ready: Instant,
     /// The link serializes until then.
     busy_until: Instant,
+    /// Written by a switch: its backlog counts toward
+    /// [`FaultCounters::peak_switch_backlog_bytes`].
+    from_switch: bool,
     /// A frame held back (header and bytes) to be written after the next one; empty if none.
     held: Vec<u8>,
     held_since: Instant,
@@ -214,6 +223,14 @@ impl Output {
         let mut copies = 1;
         let mut ready = now;
         if let Some(bps) = model.bits_per_s {
+            if self.from_switch {
+                let ahead_ns = self.busy_until.saturating_since(now).as_nanos() as u128;
+                let ahead_bytes = (ahead_ns * bps as u128 / 8_000_000_000) as u64;
+                model
+                    .counters
+                    .peak_switch_backlog_bytes
+                    .fetch_max(ahead_bytes, Ordering::Relaxed);
+            }
             let start = now.max(self.busy_until);
             let wire_ns = (len as u64 * 8).saturating_mul(1_000_000_000) / bps.max(1);
             self.busy_until = start + Duration::from_nanos(wire_ns);
@@ -357,6 +374,7 @@ impl<N: Node + 'static> Runtime<N> {
                 ),
                 last_ready: Instant::ZERO,
                 busy_until: Instant::ZERO,
+                from_switch: false,
                 held: Vec::new(),
                 held_since: Instant::ZERO,
             });
@@ -370,6 +388,9 @@ impl<N: Node + 'static> Runtime<N> {
         }
         for slot in &mut slots {
             slot.edge = slot.inputs.len() == 1 && slot.outputs.iter().flatten().count() == 1;
+            for o in slot.outputs.iter_mut().flatten() {
+                o.from_switch = !slot.edge;
+            }
         }
         let edge_interval = match config.edge_visit_interval_passes {
             0 if slots.iter().filter(|s| !s.edge).count() > 1 => 2,
@@ -911,6 +932,7 @@ mod tests {
             rng: SplitMix::new(42),
             last_ready: Instant::ZERO,
             busy_until: Instant::ZERO,
+            from_switch: false,
             held: Vec::new(),
             held_since: Instant::ZERO,
         };
@@ -955,6 +977,104 @@ mod tests {
         assert!((550..1_050).contains(&duplicated), "duplicated {duplicated}");
         // 100 bytes at 1 byte/ns take 100 ns each, sent every 10 ns: the link serializes.
         assert!(last_ready >= (sent - dropped) * 100, "serialization ignored");
+    }
+
+    /// On a rated link, each frame a switch writes finds the bytes still serializing ahead of
+    /// it: `(busy_until - now) x rate`, before it is added; the counter keeps the largest.
+    #[test]
+    fn a_switch_link_measures_the_bytes_ahead_of_each_frame() {
+        let (producer, _consumer) = RingBuffer::new(1 << 16);
+        let mut out = Output {
+            ring: producer,
+            delay: Duration::ZERO,
+            down: Arc::new(AtomicBool::new(false)),
+            rng: SplitMix::new(1),
+            last_ready: Instant::ZERO,
+            busy_until: Instant::ZERO,
+            from_switch: true,
+            held: Vec::new(),
+            held_since: Instant::ZERO,
+        };
+        let counters = Arc::new(FaultCounters::default());
+        let model = LinkModel {
+            faults: LinkFaults::default(),
+            bits_per_s: Some(4_000_000_000), // 2 ns a byte
+            ecn_threshold_bytes: usize::MAX,
+            capacity_bytes: 1 << 16,
+            counters: counters.clone(),
+        };
+        let mut scratch = vec![0u8; FRAME_HEADER_LEN + 100];
+        let peak = || counters.peak_switch_backlog_bytes.load(Ordering::Relaxed);
+        let mut send_at = |out: &mut Output, ns| out.send(&model, &mut scratch, 100, Instant::from_nanos(ns));
+        // Three frames at once: 0, 100 and 200 bytes ahead of them.
+        for _ in 0..3 {
+            send_at(&mut out, 1_000);
+        }
+        assert_eq!(peak(), 200);
+        // 500 ns later 300 - 250 bytes are left: less than the peak, which stays.
+        send_at(&mut out, 1_500);
+        assert_eq!(out.busy_until, Instant::from_nanos(1_000 + 4 * 200));
+        assert_eq!(peak(), 200);
+        // Five at once, 100 ns (50 bytes) before the link is free: 50 + 4 x 100 bytes ahead
+        // of the last.
+        for _ in 0..5 {
+            send_at(&mut out, 1_700);
+        }
+        assert_eq!(peak(), 450);
+        // An edge node's link is not a switch queue.
+        out.from_switch = false;
+        for _ in 0..10 {
+            send_at(&mut out, 1_700);
+        }
+        assert_eq!(peak(), 450);
+    }
+
+    /// End to end: node 1 (two links each way: a switch to the runtime) writes a burst of 10
+    /// frames in one visit, and only its backlog counts; node 0 (one link each way: an edge
+    /// node) writes a larger one, which does not.
+    #[test]
+    fn the_peak_switch_backlog_counts_what_switches_write() {
+        let received = Arc::new(AtomicU64::new(0));
+        let pinger = |count| {
+            TestNode::P(Pinger {
+                next: 0,
+                count,
+                received: received.clone(),
+                in_order: Arc::new(AtomicBool::new(true)),
+                expect: 0,
+            })
+        };
+        let nodes = vec![pinger(20), pinger(10), pinger(0)];
+        let link = |from, to| LinkSpec {
+            from,
+            to,
+            delay: Duration::ZERO,
+        };
+        let links = [
+            link((0, 0), (1, 0)),
+            link((1, 0), (0, 0)),
+            link((1, 1), (2, 0)),
+            link((2, 0), (1, 1)),
+        ];
+        let config = InprocConfig {
+            workers: 1,
+            frame_max_bytes: 128,
+            link_bits_per_s: Some(1_000_000_000),
+            ..InprocConfig::default()
+        };
+        let rt = Runtime::start(nodes, &links, &[0, 0, 0], &config, Clock::new(Instant::ZERO)).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while received.load(Ordering::Relaxed) < 30 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let peak = rt
+            .fault_counters()
+            .peak_switch_backlog_bytes
+            .load(Ordering::Relaxed);
+        rt.stop();
+        assert_eq!(received.load(Ordering::Relaxed), 30);
+        // Its tenth frame found nine of 100 bytes ahead of it (node 0's twentieth, 19).
+        assert_eq!(peak, 900);
     }
 
     #[test]

@@ -5,22 +5,25 @@
 //! seeded stream consumed in event order, so a seed and a configuration fix the whole run; the
 //! trace hash folds in every event to prove it (a test runs a seed twice).
 //!
-//! The link model (paper 7.1's fabric, in software): each output port has a FIFO queue of
-//! bounded bytes; a frame is serialized at the link's bandwidth, then propagates for the link's
-//! delay; a switch adds a fixed processing delay per hop; a frame forwarded into a queue past
-//! its ECN threshold is offered to [`Node::mark_congestion`]; a full queue drops the frame
-//! (tail drop, counted). Loss and duplication are drawn per frame as it leaves a port, before
-//! `faults_until`. Hosts optionally have a CPU that takes a fixed time per frame received or
-//! sent, which is what bounds a process's message rate in the paper's testbed.
+//! The link model (paper 7.1's fabric, in software): each output port has one FIFO per
+//! priority class ([`onepipe_fabric::Hints::priority`], asked of the node that queues the
+//! frame), served by strict priority without preemption, holding bounded bytes in all; a frame
+//! is serialized at the link's bandwidth, then propagates for the link's delay; a switch adds a
+//! fixed processing delay per hop; a frame forwarded into a queue past its ECN threshold is
+//! offered to [`Node::mark_congestion`]; a full queue drops the frame (tail drop, counted).
+//! Loss and duplication are drawn per frame as it leaves a port, before `faults_until`. Hosts
+//! optionally have a CPU that takes a fixed time per frame received or sent, which is what
+//! bounds a process's message rate in the paper's testbed.
 //!
 //! Failures: a link that is down loses every frame that arrives over it; a node that is down
 //! loses its queues and arriving frames and runs no timers. Both may come back; the node
 //! resumes with the state it had (a hang or partition, not a reboot).
 
 use crate::fault::{Fault, FaultAction};
-use onepipe_fabric::{DirectedLink, Node, PortId, Route};
+use onepipe_fabric::{DirectedLink, Node, PRIORITY_CLASSES, PortId, Route};
 use onepipe_proto::hash::{SplitMix, mix64};
 use onepipe_wire::{Duration, Instant};
+use queues::{BEST_EFFORT, PortQueues};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -158,7 +161,13 @@ pub struct Stats {
     /// Frames held back so that later ones could pass them.
     pub reordered: u64,
     pub ecn_marked: u64,
+    /// The most bytes queued at any one output port, of any node, all classes together. A
+    /// frame joining an idle port counts for the instant before it goes on the wire, so this
+    /// is at least the largest frame sent.
     pub peak_queue_bytes: usize,
+    /// Per priority class, the most bytes of that class queued at any one switch port (the
+    /// frame being serialized not counted): what cosy's Lemma 3.3 bounds (paper 003).
+    pub peak_switch_queue_bytes: [usize; PRIORITY_CLASSES],
 }
 
 enum Event {
@@ -210,8 +219,7 @@ struct Port {
     port: PortId,
     /// The directed link leaving here, if wired.
     link: Option<u32>,
-    queue: VecDeque<Vec<u8>>,
-    queued_bytes: usize,
+    queue: PortQueues,
     /// A frame is being serialized.
     busy: bool,
     /// When the last frame finished serializing, in picoseconds: a frame queued behind it
@@ -304,8 +312,7 @@ impl<N: Node> Engine<N> {
                     node: i as u32,
                     port: p,
                     link: None,
-                    queue: VecDeque::new(),
-                    queued_bytes: 0,
+                    queue: PortQueues::default(),
                     busy: false,
                     tx_done_ps: 0,
                 });
@@ -594,30 +601,39 @@ impl<N: Node> Engine<N> {
             self.recycle(frame);
             return;
         }
-        if p.queued_bytes + frame.len() > self.model.queue_capacity_bytes {
+        if p.queue.bytes() + frame.len() > self.model.queue_capacity_bytes {
             self.stats.dropped_queue_full += 1;
             self.recycle(frame);
             return;
         }
-        if forwarded && p.queued_bytes > self.model.ecn_threshold_bytes {
-            self.nodes[p.node as usize].node.mark_congestion(&mut frame);
+        let s = &self.nodes[p.node as usize];
+        if forwarded && p.queue.bytes() > self.model.ecn_threshold_bytes {
+            s.node.mark_congestion(&mut frame);
             self.stats.ecn_marked += 1;
         }
-        p.queued_bytes += frame.len();
-        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(p.queued_bytes);
-        p.queue.push_back(frame);
+        // After `handle_frame` and the mark: the class of the frame as it leaves.
+        let class = (s.node.priority(&frame) as usize).min(BEST_EFFORT);
+        let switch = s.role == Role::Switch;
+        p.queue.push(class, frame);
+        self.stats.peak_queue_bytes = self.stats.peak_queue_bytes.max(p.queue.bytes());
         if !p.busy {
             self.start_tx(port);
+        }
+        if switch {
+            // Counted once an idle port has put the frame on the wire: what waits.
+            let waiting = self.ports[port as usize].queue.class_bytes(class);
+            let peak = &mut self.stats.peak_switch_queue_bytes[class];
+            *peak = (*peak).max(waiting);
         }
     }
 
     /// Starts serializing the next queued frame; false if the queue was empty.
     fn start_tx(&mut self, port: u32) -> bool {
         let p = &mut self.ports[port as usize];
-        let Some(frame) = p.queue.pop_front() else {
+        // Strict priority, not preemptive: the frame already on the wire finished first.
+        let Some(frame) = p.queue.pop() else {
             return false;
         };
-        p.queued_bytes -= frame.len();
         p.busy = true;
         let link = p.link.expect("only wired ports queue frames");
         let start_ps = p.tx_done_ps.max(self.now.as_nanos() as u128 * 1000);
@@ -828,10 +844,7 @@ impl<N: Node> Engine<N> {
                 self.stats.dropped_down += dropped as u64;
                 let (first, count) = (s.first_port, s.port_count as u32);
                 for port in first..first + count {
-                    let p = &mut self.ports[port as usize];
-                    self.stats.dropped_down += p.queue.len() as u64;
-                    p.queue.clear();
-                    p.queued_bytes = 0;
+                    self.stats.dropped_down += self.ports[port as usize].queue.clear() as u64;
                 }
             }
             FaultAction::ClockStep { node, delta_ns } => {
@@ -871,5 +884,6 @@ fn hash_bytes(b: &[u8]) -> u64 {
     h
 }
 
+mod queues;
 #[cfg(test)]
 mod tests;

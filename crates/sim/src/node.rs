@@ -100,4 +100,7 @@ impl Hints for SimNode {
     fn work_units(&self, frame: &[u8]) -> u32 {
         each!(self, n => n.work_units(frame))
     }
+    fn priority(&self, frame: &[u8]) -> u8 {
+        each!(self, n => n.priority(frame))
+    }
 }

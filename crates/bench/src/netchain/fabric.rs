@@ -89,6 +89,9 @@ impl<N: Hints> Hints for Killable<N> {
     fn wants_transmit(&self) -> bool {
         !self.dead() && self.inner.wants_transmit()
     }
+    fn priority(&self, frame: &[u8]) -> u8 {
+        self.inner.priority(frame)
+    }
 }
 
 /// A fabric running on one of the runtimes.

@@ -2,6 +2,7 @@
 
 use super::*;
 use onepipe_fabric::Hints;
+use std::collections::VecDeque;
 
 /// A host that sends one frame of `len` bytes at start and records when frames arrive; a
 /// switch that forwards everything from port 0 out of port 1.
@@ -179,4 +180,139 @@ fn two_senders_into_a_switch(model: Model, consume: bool) -> Vec<u64> {
         .unwrap();
     let at = if consume { 2 } else { 3 };
     e.node(at).arrived_at.iter().map(|t| t.as_nanos()).collect()
+}
+
+/// A node whose frames carry their class in byte 0 and a sequence number in byte 1: a host
+/// sends `to_send` in order at start and records `(sequence, arrival)`; a switch forwards
+/// everything from port 0 out of port 1.
+struct Classed {
+    role: Role,
+    to_send: VecDeque<Vec<u8>>,
+    arrived: Vec<(u8, Instant)>,
+}
+
+impl Node for Classed {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        match self.role {
+            Role::Switch => Route::Forward(1),
+            Role::Host | Role::Controller => Route::Consume,
+        }
+    }
+
+    fn handle_frame(&mut self, now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
+        if self.role != Role::Switch {
+            self.arrived.push((frame[1], now));
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
+        let frame = self.to_send.pop_front()?;
+        buf[..frame.len()].copy_from_slice(&frame);
+        Some(frame.len())
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Instant) {}
+}
+
+impl Hints for Classed {
+    fn priority(&self, frame: &[u8]) -> u8 {
+        frame[0]
+    }
+}
+
+/// Host 0 -> switch 1 -> switch 2 -> host 3; only the link between the switches has a rate
+/// (1 byte a ns), so frames queue at switch 1's port 1 and nowhere else. Host 0 sends
+/// `(class, length)` frames in order, all at start. Returns the run's stats and the order and
+/// times in which host 3 got them (by index in `frames`).
+fn through_a_slow_fabric_link(frames: &[(u8, usize)]) -> (Stats, Vec<(u8, u64)>) {
+    let node = |role, frames: &[(u8, usize)]| {
+        let to_send = frames
+            .iter()
+            .enumerate()
+            .map(|(i, &(class, len))| {
+                let mut f = vec![0; len];
+                (f[0], f[1]) = (class, i as u8);
+                f
+            })
+            .collect();
+        let n = Classed {
+            role,
+            to_send,
+            arrived: Vec::new(),
+        };
+        (n, role)
+    };
+    let nodes = vec![
+        node(Role::Host, frames),
+        node(Role::Switch, &[]),
+        node(Role::Switch, &[]),
+        node(Role::Host, &[]),
+    ];
+    let link = |a: usize, b: usize| DirectedLink {
+        from: (a, if a == 0 { 0 } else { 1 }),
+        to: (b, 0),
+        delay: Duration::from_nanos(100),
+    };
+    let model = Model {
+        link_bits_per_s: 0,
+        fabric_link_bits_per_s: 8_000_000_000,
+        switch_delay: Duration::from_nanos(500),
+        ..Model::default()
+    };
+    let links = [link(0, 1), link(1, 2), link(2, 3)];
+    let mut e = Engine::new(nodes, &links, model, 1, Instant::ZERO).unwrap();
+    e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
+        .unwrap();
+    let arrived = e
+        .node(3)
+        .arrived
+        .iter()
+        .map(|&(i, t)| (i, t.as_nanos()))
+        .collect();
+    (e.stats().clone(), arrived)
+}
+
+/// Strict priority (paper 003 section 4, footnote 4): frames of the last class waiting behind
+/// a busy port are overtaken by a class-0 frame, then by class-2 frames, queued after them; a
+/// class past the last counts as the last; the frame on the wire is not preempted. Per class,
+/// the peak is what waited of that class at once, while the first frame was serialized.
+#[test]
+fn higher_classes_overtake_lower_ones_queued_before_them() {
+    let frames = [(3, 1000), (3, 100), (200, 200), (2, 300), (0, 400), (2, 500)];
+    let (stats, arrived) = through_a_slow_fabric_link(&frames);
+    let order: Vec<u8> = arrived.iter().map(|&(i, _)| i).collect();
+    assert_eq!(order, vec![0, 4, 3, 5, 1, 2]);
+    // Every frame reaches switch 1 at 600 ns; each then leaves in turn at 1 ns a byte, and
+    // reaches host 3 after two delays and switch 2's processing.
+    let mut wire_free_ns = 600;
+    for &(i, at) in &arrived {
+        wire_free_ns += frames[i as usize].1 as u64;
+        assert_eq!(at, wire_free_ns + 100 + 500 + 100, "frame {i}");
+    }
+    assert_eq!(stats.peak_switch_queue_bytes, [400, 0, 300 + 500, 100 + 200]);
+    assert_eq!(stats.peak_queue_bytes, 100 + 200 + 300 + 400 + 500);
+}
+
+/// A run whose frames are all in one class, whichever, is the plain FIFO run: the same events
+/// at the same times, and the peak is all in that class.
+#[test]
+fn one_class_alone_is_served_first_in_first_out() {
+    let lengths = [1000, 100, 200, 300, 400, 500];
+    let run = |class: u8| through_a_slow_fabric_link(&lengths.map(|len| (class, len)));
+    let (fifo, fifo_arrived) = run(3);
+    let order: Vec<u8> = fifo_arrived.iter().map(|&(i, _)| i).collect();
+    assert_eq!(order, vec![0, 1, 2, 3, 4, 5]);
+    for class in 0..PRIORITY_CLASSES as u8 {
+        let (stats, arrived) = run(class);
+        assert_eq!(arrived, fifo_arrived, "class {class}");
+        assert_eq!(stats.events, fifo.events);
+        assert_eq!(stats.peak_queue_bytes, 1500);
+        let mut peaks = [0; PRIORITY_CLASSES];
+        peaks[class as usize] = 1500;
+        assert_eq!(stats.peak_switch_queue_bytes, peaks, "class {class}");
+    }
 }

@@ -104,4 +104,7 @@ impl Hints for KvNode {
             KvNode::Host(_, cost) => cost.control_ns,
         }
     }
+    fn priority(&self, frame: &[u8]) -> u8 {
+        each!(self, n => n.priority(frame))
+    }
 }
