@@ -13,9 +13,10 @@
 //! Reading keeps one line in memory at a time and refuses lines longer than
 //! [`LINE_BYTES_MAX`] bytes (configurable per reader), so a corrupt file cannot exhaust memory.
 
+use crate::lines::BoundedLines;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -276,21 +277,14 @@ pub enum ReadError {
 /// the stream (the iterator returns `None` after it), since a reader cannot tell where a corrupt
 /// line ends.
 pub struct HistoryReader<R> {
-    reader: R,
-    /// Lines read so far (the 1-based number of the last one).
-    line: u64,
-    line_bytes_max: usize,
-    buf: Vec<u8>,
+    lines: BoundedLines<R>,
     failed: bool,
 }
 
 impl<R: BufRead> HistoryReader<R> {
     pub fn new(reader: R) -> Self {
         HistoryReader {
-            reader,
-            line: 0,
-            line_bytes_max: LINE_BYTES_MAX,
-            buf: Vec::new(),
+            lines: BoundedLines::new(reader, LINE_BYTES_MAX),
             failed: false,
         }
     }
@@ -298,52 +292,26 @@ impl<R: BufRead> HistoryReader<R> {
     /// Refuses lines longer than `bytes_max` bytes (newline excluded) instead of
     /// [`LINE_BYTES_MAX`].
     pub fn with_line_bytes_max(mut self, bytes_max: usize) -> Self {
-        self.line_bytes_max = bytes_max;
+        self.lines.line_bytes_max = bytes_max;
         self
     }
 
     /// The number of lines read so far.
     pub fn line(&self) -> u64 {
-        self.line
-    }
-
-    /// Reads the next line into `buf`, without its line ending; `Ok(false)` at the end.
-    fn next_line(&mut self) -> Result<bool, ReadError> {
-        self.buf.clear();
-        // One byte past the limit for the newline of a line exactly at the limit.
-        let limit = self.line_bytes_max as u64 + 1;
-        let line = self.line + 1;
-        let read = (&mut self.reader)
-            .take(limit)
-            .read_until(b'\n', &mut self.buf)
-            .map_err(|error| ReadError::Io { line, error })?;
-        if read == 0 {
-            return Ok(false);
-        }
-        self.line = line;
-        if self.buf.last() == Some(&b'\n') {
-            self.buf.pop();
-        } else if self.buf.len() > self.line_bytes_max {
-            return Err(ReadError::LineTooLong {
-                line,
-                bytes_max: self.line_bytes_max,
-            });
-        }
-        if self.buf.last() == Some(&b'\r') {
-            self.buf.pop();
-        }
-        Ok(true)
+        self.lines.line()
     }
 
     fn next_record(&mut self) -> Option<Result<HistoryRecord, ReadError>> {
         loop {
-            match self.next_line() {
+            match self.lines.next_line().map_err(ReadError::from) {
                 Ok(false) => return None,
                 Err(e) => return Some(Err(e)),
-                Ok(true) if self.buf.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(true) if self.lines.buf.iter().all(u8::is_ascii_whitespace) => continue,
                 Ok(true) => {
-                    let line = self.line;
-                    return Some(parse_record(&self.buf).map_err(|error| ReadError::Record { line, error }));
+                    let line = self.lines.line();
+                    return Some(
+                        parse_record(&self.lines.buf).map_err(|error| ReadError::Record { line, error }),
+                    );
                 }
             }
         }
@@ -438,4 +406,15 @@ pub(crate) fn check_client_overlap(records: &[HistoryRecord]) -> Result<(), Hist
         }
     }
     Ok(())
+}
+
+impl From<crate::lines::LineError> for ReadError {
+    fn from(e: crate::lines::LineError) -> ReadError {
+        match e {
+            crate::lines::LineError::Io { line, error } => ReadError::Io { line, error },
+            crate::lines::LineError::TooLong { line, bytes_max } => {
+                ReadError::LineTooLong { line, bytes_max }
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Checkers that verify the 1Pipe delivery guarantees from per-process event logs, and the
 //! linearizability and serializability of key-value histories ([`history`], [`linearizable`],
-//! [`serializable`]).
+//! [`serializable`]), and cosy's latency bound and network invariants from its per-message logs
+//! ([`cosy`]).
 //!
 //! Each process records its [`Event`]s in program order (see [`log`] for the text format). The
 //! checks look only at these logs, never at the code that produced them, so tests, the demo CLI,
@@ -14,10 +15,12 @@
 
 mod atomicity;
 mod causality;
+pub mod cosy;
 pub mod history;
 mod index;
 mod integrity;
 pub mod linearizable;
+mod lines;
 pub mod log;
 mod matching;
 pub mod online;
@@ -28,6 +31,10 @@ mod violation;
 
 pub use atomicity::check_atomicity;
 pub use causality::check_causality;
+pub use cosy::{
+    BoundReport, BoundViolation, Flag, LinkReport, LinkUse, LinkViolation, MessageRecord, QueueReport,
+    check_bound, check_link_capacity, check_queue_bound, read_log, read_log_file,
+};
 pub use history::{
     HistoryError, HistoryReader, HistoryRecord, LINE_BYTES_MAX, OpKind, Outcome, ReadError, RecordError,
     check_history, parse_record, read_history, read_history_file, write_record,
