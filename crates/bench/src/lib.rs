@@ -12,6 +12,7 @@
 //! - [`netchain`]: `onepipe netchain demo`, NetChain's testbed with closed-loop clients.
 //! - [`runtimes`]: which runtime a run uses, and each runtime's defaults.
 
+pub mod cosy;
 pub mod demo;
 mod demo_drain;
 pub mod demo_summary;
