@@ -305,3 +305,17 @@ impl ListenFlags {
             .map_err(|e| format!("cannot listen on {}:{}: {e}", self.bind, self.port))
     }
 }
+
+/// A `--fail` spec `WHAT:N@TIME` (like `host:3@1s`): N, and TIME after the start.
+pub(crate) fn parse_fail_spec(spec: &str, what: &str) -> Result<(u32, onepipe_wire::Duration), String> {
+    let bad = || format!("--fail `{spec}`: expected {what}:N@TIME, like {what}:1@1s");
+    let (target, when) = spec.split_once('@').ok_or_else(bad)?;
+    let n: u32 = target
+        .strip_prefix(what)
+        .and_then(|t| t.strip_prefix(':'))
+        .ok_or_else(bad)?
+        .parse()
+        .map_err(|_| bad())?;
+    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    Ok((n, at))
+}

@@ -5,6 +5,7 @@ mod bench_fig8;
 mod bench_recovery;
 mod bench_soak;
 mod bounds;
+mod cosy;
 mod cut;
 mod demo;
 mod fabric;
@@ -17,6 +18,8 @@ mod paxos;
 mod paxos_procs;
 mod progress;
 mod sim;
+mod sim_cosy;
+mod sim_cosy_apps;
 mod sim_kv;
 mod sim_netchain;
 mod sim_paxos;
@@ -74,6 +77,10 @@ enum Command {
     /// OCC and non-transactional stores on the same fabric
     #[command(subcommand)]
     Kv(kv::KvCommand),
+    /// cosy (paper 003): messages completed within a bound known at submission, through
+    /// reservations of K virtual links per link
+    #[command(subcommand)]
+    Cosy(cosy::CosyCommand),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +98,7 @@ fn main() -> ExitCode {
         Command::Netchain(cmd) => netchain::run(cmd),
         Command::Paxos(cmd) => paxos::run(cmd),
         Command::Kv(cmd) => kv::run(cmd),
+        Command::Cosy(cmd) => cosy::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -219,14 +219,8 @@ fn serve(args: ServeArgs) -> Result<ExitCode, String> {
 
 /// `switch:N@T`.
 pub(crate) fn parse_fail(spec: &str) -> Result<(u16, Duration), String> {
-    let bad = || format!("--fail `{spec}`: expected switch:N@TIME, like switch:1@1s");
-    let (what, when) = spec.split_once('@').ok_or_else(bad)?;
-    let n: u16 = what
-        .strip_prefix("switch:")
-        .ok_or_else(bad)?
-        .parse()
-        .map_err(|_| bad())?;
-    let at = onepipe_sim::config::parse_time(when).map_err(|e| format!("--fail `{spec}`: {e}"))?;
+    let (n, at) = crate::flags::parse_fail_spec(spec, "switch")?;
+    let n = u16::try_from(n).map_err(|_| format!("--fail `{spec}`: no switch {n}"))?;
     Ok((n, at))
 }
 

@@ -57,6 +57,17 @@ enum SimCommand {
     /// Paper Fig. 14: the transactional key-value store, 1Pipe vs OCC vs non-transactional:
     /// throughput vs processes (a), latency vs write share (b), KV ops/s vs keys per txn (c)
     KvFig14(Box<crate::sim_kv::KvFig14Args>),
+    /// cosy paper 6.3: a failure detector's detection time and false positives
+    CosyDetector(crate::sim_cosy_apps::DetectorArgs),
+    /// cosy paper 6.1: a storage client polling vs sleeping until the bound, next to a
+    /// CPU-bound job
+    CosyStorage(crate::sim_cosy_apps::StorageArgs),
+    /// cosy (paper 003, Figs. 4 and 5): the bound delta and the maximum sustainable load vs K
+    CosyTradeoff(Box<crate::sim_cosy::CosySearchArgs>),
+    /// cosy (paper 003, Theorem 3.4): sustainable load / Theta* vs f(K, C)
+    CosyTheta(Box<crate::sim_cosy::CosySearchArgs>),
+    /// cosy (paper 003, Fig. 4 right): slowdown vs load per message size, cosy vs 1Pipe
+    CosySlowdown(Box<crate::sim_cosy::CosySlowdownArgs>),
 }
 
 /// A figure: rows as JSON and a PNG plot.
@@ -320,6 +331,11 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::PaxosPartitions(a)) => crate::sim_paxos::figure(&a, "paxos-partitions"),
         Some(SimCommand::Netpaxos(a)) => crate::sim_paxos::netpaxos(&a),
         Some(SimCommand::KvFig14(a)) => crate::sim_kv::fig14(&a),
+        Some(SimCommand::CosyDetector(a)) => crate::sim_cosy_apps::detector(&a),
+        Some(SimCommand::CosyStorage(a)) => crate::sim_cosy_apps::storage(&a),
+        Some(SimCommand::CosyTradeoff(a)) => crate::sim_cosy::search(&a, "cosy-tradeoff"),
+        Some(SimCommand::CosyTheta(a)) => crate::sim_cosy::search(&a, "cosy-theta"),
+        Some(SimCommand::CosySlowdown(a)) => crate::sim_cosy::slowdown(&a),
     }
 }
 
