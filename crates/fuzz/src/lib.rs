@@ -77,6 +77,11 @@ pub const TARGETS: &[Target] = &[
         seeds: corpus::txkv,
     },
     Target {
+        name: "cosy",
+        run: targets::cosy::run,
+        seeds: corpus::structured,
+    },
+    Target {
         name: "history",
         run: targets::history::run,
         seeds: corpus::history,

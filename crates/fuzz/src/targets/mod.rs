@@ -2,6 +2,7 @@
 
 pub mod control;
 pub mod controller_log;
+pub mod cosy;
 pub mod datagram;
 pub mod endpoint;
 pub mod frame;
