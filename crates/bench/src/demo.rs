@@ -62,6 +62,8 @@ pub struct DemoConfig {
     /// How far ahead of a node's clock a barrier or timestamp may be
     /// ([`EndpointConfig::time_ahead_max`]).
     pub time_ahead_max: Duration,
+    /// Where barriers are aggregated (paper 6.2; docs/incarnations.md).
+    pub incarnation: onepipe_proto::Incarnation,
     /// Loss, duplication and jitter on every link.
     pub faults: LinkFaults,
     /// Serialization rate of every link; `None` is as fast as the workers go.
@@ -146,6 +148,7 @@ impl Default for DemoConfig {
             reliable: false,
             promise_lead: None,
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
             faults: LinkFaults::default(),
             link_bits_per_s: None,
             ecn_threshold_bytes: 1024,
@@ -392,6 +395,7 @@ pub fn run_phase_watched(
     endpoint.ordering = ordering;
     endpoint.promise_lead = config.promise_lead;
     endpoint.time_ahead_max = config.time_ahead_max;
+    endpoint.incarnation = config.incarnation;
     let per_broadcast = count as usize * config.message_bytes.div_ceil(config.mtu_bytes - 48).max(1);
     endpoint.send_buffer_packets_max = config.send_buffer_packets_max.max(per_broadcast);
     endpoint.reorder_bytes_max = config.reorder_bytes_max;
@@ -408,6 +412,7 @@ pub fn run_phase_watched(
             ecmp_seed: config.seed,
             promise_lead: config.promise_lead.unwrap_or(Duration::ZERO),
             time_ahead_max: config.time_ahead_max,
+            incarnation: config.incarnation,
         },
         endpoint,
         inproc: InprocConfig {

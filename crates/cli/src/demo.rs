@@ -93,6 +93,8 @@ pub struct DemoArgs {
     #[command(flatten)]
     time_ahead: TimeAheadFlag,
     #[command(flatten)]
+    incarnation: crate::flags::IncarnationFlags,
+    #[command(flatten)]
     rt: RuntimeFlags,
     #[command(flatten)]
     rng: SeedFlag,
@@ -189,6 +191,7 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
         time_ahead_max: args.time_ahead.duration()?,
+        incarnation: args.incarnation.incarnation()?,
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {

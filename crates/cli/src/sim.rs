@@ -83,8 +83,18 @@ pub struct FigureArgs {
     /// Directory for NAME.json and NAME.png
     #[arg(long, default_value = "figures")]
     out: PathBuf,
+    /// fig9a: how long a switch CPU takes per beacon in the switch-CPU series (paper 6.2.2;
+    /// an assumption, docs/incarnations.md)
+    #[arg(long, default_value_t = 5.0, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
+    cpu_delay_us: f64,
     #[command(flatten)]
     output: JsonFlag,
+}
+
+impl FigureArgs {
+    fn cpu_delay(&self) -> onepipe_wire::Duration {
+        onepipe_wire::Duration::from_nanos((self.cpu_delay_us * 1e3).round() as u64)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -360,7 +370,8 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     let bar = progress_bar(args.output.json);
     let runs_per_point = match name {
         "fig8" => 6,
-        "fig9a" | "fig9b" => 3,
+        "fig9a" => 5,
+        "fig9b" => 3,
         _ => 1,
     };
     bar.set_length(points.len() as u64 * runs_per_point);
@@ -374,7 +385,7 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     };
     let fig = match name {
         "fig8" => figures::fig8(&counts(), &mut progress),
-        "fig9a" => figures::fig9a(&counts(), &mut progress),
+        "fig9a" => figures::fig9a(&counts(), args.cpu_delay(), &mut progress),
         "fig9b" => figures::fig9b(args.processes, &points, &mut progress),
         "fig13" => figures::fig13(&points, &mut progress),
         _ => figures::scale(&counts(), &mut progress),

@@ -36,6 +36,7 @@ pub fn switch_config() -> SwitchConfig {
         ecmp_seed: 7,
         promise_lead: Duration::ZERO,
         time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+        incarnation: onepipe_proto::Incarnation::Chip,
     }
 }
 

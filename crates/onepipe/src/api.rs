@@ -114,6 +114,7 @@ impl OnePipe {
             ecmp_seed: options.seed,
             promise_lead: Duration::ZERO,
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         };
         let mut apps = Vec::with_capacity(count as usize);
         let mut handles = Vec::with_capacity(count as usize);

@@ -707,6 +707,7 @@ mod tests {
             ecmp_seed: 1,
             promise_lead: Duration::ZERO,
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         };
         let t = Instant::from_nanos;
         let switch = Switch::new(0, &wiring, routes, config, t(0));

@@ -187,6 +187,7 @@ fn system_config(options: &EmbedOptions, count: u32) -> SystemConfig {
             ecmp_seed: options.seed,
             promise_lead: Duration::ZERO,
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         },
         endpoint,
         inproc: InprocConfig {

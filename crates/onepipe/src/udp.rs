@@ -97,6 +97,8 @@ pub struct UdpOptions {
     /// timestamp may be before it is refused: the fabric's clock skew bound plus a margin
     /// ([`onepipe_proto::plausible::TIME_AHEAD_MAX`]; docs/ordering.md, "Implausible time").
     pub time_ahead_max: Duration,
+    /// Where barriers are aggregated (paper 6.2; docs/incarnations.md).
+    pub incarnation: onepipe_proto::Incarnation,
 }
 
 impl UdpOptions {
@@ -118,6 +120,7 @@ impl UdpOptions {
             rto_min: RTO_MIN,
             promise_lead: Some(PROMISE_LEAD),
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         }
     }
 
@@ -128,6 +131,7 @@ impl UdpOptions {
             ecmp_seed: self.ecmp_seed,
             promise_lead: self.promise_lead.unwrap_or(Duration::ZERO),
             time_ahead_max: self.time_ahead_max,
+            incarnation: self.incarnation,
         }
     }
 }
@@ -351,6 +355,7 @@ fn join_with<A: Application>(
     ec.beacon_interval = options.beacon_interval;
     ec.promise_lead = options.promise_lead;
     ec.time_ahead_max = options.time_ahead_max;
+    ec.incarnation = options.incarnation;
     ec.mtu_bytes = options.mtu_bytes;
     ec.message_bytes_max = options.message_bytes_max;
     ec.clock_offset_ns = options.clock_offset_ns;

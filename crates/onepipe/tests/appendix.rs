@@ -102,6 +102,7 @@ impl Scenario {
             ecmp_seed: cfg.ecmp_seed,
             promise_lead: Duration::ZERO,
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         };
         let tables = routing::build(&net.wiring).unwrap();
         net.switches = tables

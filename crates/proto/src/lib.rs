@@ -9,11 +9,13 @@
 //!   and the reorder buffer ([`reorder`]).
 //! - [`controller`]: failure recovery decisions (paper 5.2) and their log.
 //! - [`clock`]: a host's clock guards (monotonic, causal).
+//! - [`Incarnation`]: where barriers are aggregated (chip, switch CPU, host representatives).
 //! - [`plausible`]: the bound on how far ahead of a receiver's clock a barrier may be.
 
 pub mod clock;
 pub mod controller;
 pub mod endpoint;
+mod incarnation;
 pub use onepipe_fabric::hash;
 pub mod mgmt_outbox;
 pub mod plausible;
@@ -26,4 +28,5 @@ pub mod switch;
 mod test_packets;
 
 pub use endpoint::{Delivery, EndpointEvent, FailureReason, ProcessFailureError, SendError, SendFailure};
+pub use incarnation::Incarnation;
 pub use onepipe_wire::{Duration, Instant};

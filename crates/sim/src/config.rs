@@ -239,6 +239,8 @@ pub struct SimConfig {
     /// Controller CPU time per frame it receives or sends, and per failure notification an
     /// announcement carries: the paper's recovery grows by 3-15 us per host (section 8).
     pub controller_frame_cost: Duration,
+    /// Where barriers are aggregated (paper 6.2): switching chips, switch CPUs, or hosts.
+    pub incarnation: onepipe_proto::Incarnation,
 }
 
 impl Default for SimConfig {
@@ -291,6 +293,7 @@ impl Default for SimConfig {
             control_delay: Duration::from_micros(6),
             controller_config: microsecond_controller(),
             controller_frame_cost: Duration::from_micros(1),
+            incarnation: onepipe_proto::Incarnation::Chip,
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::config::SimConfig;
 use crate::run::{SimError, SimReport, run};
 use crate::traffic::Pattern;
 use onepipe_fabric::Topology;
+use onepipe_proto::Incarnation;
 use onepipe_wire::Duration;
 use serde::Serialize;
 
@@ -65,6 +66,9 @@ pub struct Figure {
     pub name: &'static str,
     pub x_name: &'static str,
     pub rows: Vec<Row>,
+    /// The paper's latency model next to the measured points (fig9a).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<crate::latency_model::ModelPoint>,
     #[serde(skip)]
     pub plots: Vec<Plot>,
 }
@@ -109,7 +113,7 @@ pub fn paper_placement(processes: u32) -> (Topology, u32) {
 }
 
 /// An idle system's latency: each process sends a message to one random process every
-/// `gap` (the paper's Fig. 9a load).
+/// `gap` (the paper's Fig. 9a load), on switching chips.
 fn light(processes: u32, service: Service) -> SimConfig {
     let (topology, processes_per_host) = paper_placement(processes);
     let mut c = SimConfig {
@@ -174,13 +178,59 @@ fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
 
 const SERVICES: [Service; 3] = [Service::BestEffort, Service::Reliable, Service::Unordered];
 
-/// Paper Fig. 9a: delivery latency of an idle system against the number of processes.
-pub fn fig9a(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, SimError> {
-    let points = processes
-        .iter()
-        .flat_map(|&n| SERVICES.map(|s| (s.label().to_string(), n as f64, light(n, s))))
-        .collect();
+/// The incarnations Fig. 9a compares (paper 6.2), with the switch CPU's delay.
+fn incarnations(cpu_delay: Duration) -> [Incarnation; 2] {
+    [Incarnation::Chip, Incarnation::SwitchCpu { delay: cpu_delay }]
+}
+
+/// A series' label: the service, and where barriers are aggregated unless on a chip.
+fn label(service: Service, incarnation: Incarnation) -> String {
+    match (service, incarnation) {
+        (Service::Unordered, _) | (_, Incarnation::Chip) => service.label().to_string(),
+        _ => format!("{}-{}", service.label(), incarnation.label()),
+    }
+}
+
+/// Paper Fig. 9a: delivery latency of an idle system against the number of processes, on
+/// switching chips and on switch CPUs taking `cpu_delay` per beacon, with the paper's latency
+/// model next to every best-effort point (`Figure::model`).
+pub fn fig9a(
+    processes: &[u32],
+    cpu_delay: Duration,
+    progress: &mut dyn FnMut(&Row),
+) -> Result<Figure, SimError> {
+    let mut points = Vec::new();
+    let mut best_effort = Vec::new();
+    for &n in processes {
+        points.push((
+            label(Service::Unordered, Incarnation::Chip),
+            n as f64,
+            light(n, Service::Unordered),
+        ));
+        for incarnation in incarnations(cpu_delay) {
+            for s in [Service::BestEffort, Service::Reliable] {
+                let mut c = light(n, s);
+                c.incarnation = incarnation;
+                points.push((label(s, incarnation), n as f64, c));
+            }
+            let be = label(Service::BestEffort, incarnation);
+            if !best_effort.iter().any(|(l, _)| *l == be) {
+                best_effort.push((be, incarnation));
+            }
+        }
+    }
     let rows = sweep(points, progress)?;
+    let defaults = SimConfig::default();
+    let model = crate::latency_model::model_points(
+        &rows,
+        &best_effort,
+        |x| {
+            let (topology, per_host) = paper_placement(x as u32);
+            crate::latency_model::switches_on_longest_path(&topology, per_host)
+        },
+        defaults.beacon_interval,
+        defaults.skew_mean,
+    );
     let plots = vec![Plot {
         title: "Fig. 9a: idle delivery latency (mean)".into(),
         x_label: "processes".into(),
@@ -193,6 +243,7 @@ pub fn fig9a(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure
         name: "fig9a",
         x_name: "processes",
         rows,
+        model,
         plots,
     })
 }
@@ -225,6 +276,7 @@ pub fn fig9b(processes: u32, losses: &[f64], progress: &mut dyn FnMut(&Row)) -> 
         name: "fig9b",
         x_name: "loss",
         rows,
+        model: Vec::new(),
         plots,
     })
 }
@@ -263,6 +315,7 @@ pub fn fig13(intervals_us: &[f64], progress: &mut dyn FnMut(&Row)) -> Result<Fig
         name: "fig13",
         x_name: "beacon_interval_us",
         rows,
+        model: Vec::new(),
         plots,
     })
 }
@@ -321,6 +374,7 @@ pub fn scale(hosts: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, Si
         name: "scale",
         x_name: "hosts",
         rows,
+        model: Vec::new(),
         plots,
     })
 }
@@ -429,6 +483,7 @@ pub fn fig8(processes: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure,
         name: "fig8",
         x_name: "processes",
         rows,
+        model: Vec::new(),
         plots,
     })
 }

@@ -14,6 +14,7 @@ pub mod baseline;
 pub mod campaign;
 pub mod config;
 pub mod figures;
+pub mod latency_model;
 pub mod recovery;
 pub mod run;
 

@@ -338,6 +338,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ecmp_seed: config.seed,
         promise_lead: onepipe_wire::Duration::ZERO,
         time_ahead_max: config.time_ahead_max,
+        incarnation: config.incarnation,
     };
     let mut nodes: Vec<(SimNode, Role)> =
         Vec::with_capacity(wiring.switch_count() + wiring.process_count() + 1);
@@ -382,6 +383,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         ec.send_buffer_packets_max = config.send_buffer_packets;
         ec.clock_offset_ns = rng.symmetric(2 * config.skew_mean.as_nanos());
         ec.time_ahead_max = config.time_ahead_max;
+        ec.incarnation = config.incarnation;
         let drift = rng.symmetric(config.drift_ppb_max as u64);
         let host = crate::host::sim_host(
             ec,

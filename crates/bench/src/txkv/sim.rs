@@ -287,6 +287,7 @@ fn nodes(c: &KvSimConfig, wiring: &Wiring, apps: Vec<SimProcess>) -> Result<Vec<
         ecmp_seed: c.seed,
         promise_lead: Duration::ZERO,
         time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+        incarnation: onepipe_proto::Incarnation::Chip,
     };
     let mut nodes = Vec::with_capacity(wiring.switch_count() + apps.len());
     for (s, routes) in tables.into_iter().enumerate() {

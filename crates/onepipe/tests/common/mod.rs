@@ -112,6 +112,7 @@ impl Net {
             ecmp_seed: cfg.ecmp_seed,
             promise_lead: cfg.promise_lead.unwrap_or(Duration::ZERO),
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
+            incarnation: onepipe_proto::Incarnation::Chip,
         };
         let switches: Vec<Switch> = tables
             .into_iter()

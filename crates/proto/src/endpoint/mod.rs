@@ -70,6 +70,10 @@ pub struct EndpointConfig {
     pub time_ahead_max: Duration,
     /// The reliable service: windows, retransmission, its own send buffer.
     pub reliable: ReliableConfig,
+    /// Where the fabric aggregates barriers (paper 6.2). Unless a chip stamps every packet,
+    /// barriers come only in beacons: data's are ignored, and this host beacons every
+    /// interval, busy or not, ahead of its data.
+    pub incarnation: crate::Incarnation,
 }
 
 impl EndpointConfig {
@@ -90,6 +94,7 @@ impl EndpointConfig {
             promise_lead: None,
             time_ahead_max: TIME_AHEAD_MAX,
             reliable: ReliableConfig::default(),
+            incarnation: crate::Incarnation::Chip,
         }
     }
 

@@ -47,7 +47,10 @@ impl Endpoint {
                 self.sender.on_ack(now, repr.src, repr.psn, &ack);
             }
         }
-        if self.config.ordering {
+        // Only a chip stamps data on every hop; elsewhere a data packet's barriers bound its
+        // first link only.
+        let carries_barriers = repr.opcode == Opcode::Beacon || self.config.incarnation.stamps_data();
+        if self.config.ordering && carries_barriers {
             let c = repr.commit_barrier.unwrap_near(host_now);
             self.commit = self.commit.max(c);
             if !self.tombstones.is_empty() {

@@ -58,6 +58,11 @@ impl Endpoint {
             }
             return Some(self.beacon(now, buf));
         }
+        // Where only beacons carry barriers, a busy host's would otherwise wait behind its data
+        // and hold every receiver's barrier back.
+        if self.beacon_due && !self.config.incarnation.stamps_data() {
+            return Some(self.beacon(now, buf));
+        }
         // ACKs that waited long enough for a prepare packet to carry them go on their own.
         let delay = self.config.reliable.ack_delay_max;
         if let Some(len) = self.next_ack(now, AckRelease::OlderThan(delay), buf) {

@@ -11,6 +11,7 @@
 //! timestamp at or above the uplink half's current minimum, so that minimum is always a valid
 //! barrier for the loopback link.
 
+use crate::Incarnation;
 pub use crate::plausible::ImplausibleReport;
 use crate::plausible::{ImplausibleInput, TIME_AHEAD_MAX};
 use onepipe_fabric::{Hints, Node, Peer, Pipeline, PortDirection, PortId, Route, Routes, Wiring};
@@ -55,6 +56,9 @@ pub struct SwitchConfig {
     /// fabric's clock skew bound plus a margin ([`TIME_AHEAD_MAX`] by default). A frame with
     /// one further ahead is refused (docs/ordering.md, "Implausible time").
     pub time_ahead_max: Duration,
+    /// Where barriers are aggregated: the chip stamps every packet; a switch CPU only sees
+    /// beacons (paper 6.2).
+    pub incarnation: Incarnation,
 }
 
 impl SwitchConfig {
@@ -74,6 +78,7 @@ impl Default for SwitchConfig {
             ecmp_seed: 0,
             promise_lead: Duration::ZERO,
             time_ahead_max: TIME_AHEAD_MAX,
+            incarnation: Incarnation::Chip,
         }
     }
 }
@@ -309,6 +314,8 @@ pub struct Switch {
     /// from `ports`, whose fields every frame reads: these are touched only on a refusal, and
     /// in `Port` they spread what every frame reads over more cache lines.
     implausible_inputs: Vec<ImplausibleInput>,
+    /// The switch CPU of a data plane that only forwards (`Incarnation::SwitchCpu`).
+    cpu: Option<cpu::CpuAgent>,
     counters: SwitchCounters,
 }
 
@@ -373,6 +380,8 @@ impl Switch {
             controlled: false,
             implausible: Vec::new(),
             implausible_inputs: vec![ImplausibleInput::default(); ports.len()],
+            cpu: matches!(config.incarnation, Incarnation::SwitchCpu { .. })
+                .then(|| cpu::CpuAgent::new(ports.len())),
             config,
             routes,
             ports,
@@ -751,6 +760,9 @@ impl Switch {
             self.implausible.len() <= self.ports.len(),
             "one report per input at a time"
         );
+        if let Some(cpu) = &self.cpu {
+            cpu.invariants();
+        }
     }
 
     /// A switch run long after its tick was stalled (its thread descheduled): it heard nobody
@@ -808,10 +820,13 @@ impl Node for Switch {
         if self.ports.get(port as usize).is_none_or(|p| p.cut) {
             return Route::Drop;
         }
-        // Refused, not forwarded (`hear` counts and reports it).
-        if self
-            .implausible_ahead_ns(now, heard_barriers(&packet, now))
-            .is_some()
+        // Refused, not forwarded (`hear` counts and reports it). A data plane that only
+        // forwards reads no barrier: its CPU checks the beacons.
+        let reads_barriers = self.cpu.is_none() || opcode == Opcode::Beacon;
+        if reads_barriers
+            && self
+                .implausible_ahead_ns(now, heard_barriers(&packet, now))
+                .is_some()
         {
             return Route::Drop;
         }
@@ -847,6 +862,11 @@ impl Node for Switch {
         if self.ports[port].cut {
             self.counters.cut_frames += 1;
             self.heard_on_cut(now, port);
+            return;
+        }
+        if self.cpu.is_some() {
+            self.handle_forward_only(now, port, &packet, route);
+            self.check_invariants();
             return;
         }
         // Even a packet we cannot route proves its link alive and carries a barrier.
@@ -887,6 +907,10 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return;
         };
+        // A CPU takes beacons when they are handled, not while they wait in the data plane.
+        if self.cpu.is_some() {
+            return;
+        }
         if self.ports.get(port as usize).is_some_and(|p| !p.cut) && packet.check_header().is_ok() {
             self.hear(now, port as usize, heard_barriers(&packet, now));
             self.check_invariants();
@@ -934,11 +958,14 @@ impl Node for Switch {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        Some(self.next_tick)
+        let cpu_due = self.cpu.as_ref().and_then(|c| c.next_due());
+        Some(cpu_due.map_or(self.next_tick, |d| d.min(self.next_tick)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        self.run_cpu(now);
         if now < self.next_tick {
+            self.check_invariants();
             return;
         }
         let interval = self.config.beacon_interval;
@@ -946,6 +973,7 @@ impl Node for Switch {
         // "beacons are sent at synchronized times ... the expected delay overhead is only half
         // of the beacon interval").
         let idle_since = self.next_tick.saturating_sub(interval);
+        let forward_only = self.cpu.is_some();
         self.excuse_own_stall(now);
         for lane in &mut self.lanes {
             if lane.advance_empty(now) {
@@ -960,8 +988,10 @@ impl Node for Switch {
             let p = &mut self.ports[i];
             p.eager_budget = EAGER_BEACONS_PER_INTERVAL;
             // A link that carried nothing since the last tick needs a beacon to stay alive; one
-            // that did may still owe news that arrived after its last packet.
-            if !p.cut && (p.last_sent <= idle_since || barriers != p.last_barrier_sent) {
+            // that did may still owe news that arrived after its last packet. A switch CPU
+            // sees no data: it beacons on every link.
+            let idle = p.last_sent <= idle_since || forward_only;
+            if !p.cut && (idle || barriers != p.last_barrier_sent) {
                 p.set_beacon_pending(true, &mut self.beacons_pending);
             }
             if p.state != InputState::Dead && p.last_heard < dead_before {
@@ -1013,10 +1043,14 @@ impl Hints for Switch {
     }
 }
 
+mod cpu;
 mod forwarding;
+pub use cpu::CpuStatus;
 mod plausible;
 mod recovery;
 mod registers;
 
+#[cfg(test)]
+mod cpu_tests;
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,7 @@ fn switch(topology: Topology, id: usize) -> Switch {
         ecmp_seed: 3,
         promise_lead: Duration::ZERO,
         time_ahead_max: crate::plausible::TIME_AHEAD_MAX,
+        incarnation: Incarnation::Chip,
     };
     Switch::new(id, &wiring, routes, config, t(0))
 }

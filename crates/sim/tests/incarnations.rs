@@ -1,0 +1,81 @@
+//! The incarnations of paper 6.2 in the simulator: switches whose data plane only forwards,
+//! with a CPU agent each, still give total order, and cost what the paper's model says.
+
+mod common;
+
+use common::run_clean;
+use onepipe_proto::Incarnation;
+use onepipe_sim::SimConfig;
+use onepipe_sim::figures::fig9a;
+use onepipe_wire::Duration;
+
+fn cpu(delay_us: u64) -> Incarnation {
+    Incarnation::SwitchCpu {
+        delay: Duration::from_micros(delay_us),
+    }
+}
+
+#[test]
+fn switch_cpus_keep_every_ordering_check_best_effort_and_reliable() {
+    for (seed, reliable) in [(11, false), (12, true)] {
+        let c = SimConfig {
+            seed,
+            reliable,
+            incarnation: cpu(5),
+            ..SimConfig::default()
+        };
+        let r = run_clean(&c);
+        assert!(r.delivered > 1000, "reliable={reliable}: {r:?}");
+    }
+}
+
+#[test]
+fn switch_cpus_with_faults_keep_order() {
+    let c = SimConfig {
+        seed: 13,
+        incarnation: cpu(2),
+        loss: 1e-3,
+        duplicate: 1e-3,
+        faults_for: Some(Duration::from_micros(300)),
+        ..SimConfig::default()
+    };
+    let r = onepipe_sim::run(&c, &mut |_, _| {}).unwrap();
+    assert_eq!(r.violations, 0, "{:?}", r.examples);
+    assert!(r.checks.total_order && r.checks.fifo && r.checks.causality);
+}
+
+/// Fig. 9a's shape: on a chip best effort costs half a beacon interval and the skew over
+/// unordered; each switch CPU on the longest path adds its delay; the model holds within 15%.
+#[test]
+fn fig9a_latency_follows_the_model_per_incarnation() {
+    let delay = Duration::from_micros(5);
+    let fig = fig9a(&[8, 32], delay, &mut |_| {}).unwrap();
+    let mean = |series: &str, x: f64| {
+        fig.rows
+            .iter()
+            .find(|r| r.series == series && r.x == x)
+            .unwrap_or_else(|| panic!("{series} at {x}"))
+            .latency_us
+            .mean
+    };
+    for x in [8.0, 32.0] {
+        let (unordered, chip, cpu) = (mean("unordered", x), mean("1pipe-be", x), mean("1pipe-be-cpu", x));
+        assert!(unordered < chip && chip < cpu, "x={x}: {unordered} {chip} {cpu}");
+        assert!(mean("1pipe-r-cpu", x) > cpu, "reliable adds a round trip");
+    }
+    // One switch between two of 8 processes, five on the longest path among 32 on the testbed.
+    let added = |x: f64| mean("1pipe-be-cpu", x) - mean("1pipe-be", x);
+    assert!(
+        added(32.0) > 4.0 * added(8.0),
+        "{} vs {}",
+        added(32.0),
+        added(8.0)
+    );
+    assert_eq!(fig.model.len(), 4, "{:?}", fig.model);
+    for m in &fig.model {
+        assert!((0.85..1.15).contains(&m.ratio), "{m:?}");
+    }
+    let longest: Vec<u32> = fig.model.iter().map(|m| m.switches_on_longest_path).collect();
+    assert_eq!(longest, [1, 1, 5, 5]);
+    assert!(fig.rows.iter().all(|r| r.violations == 0));
+}
