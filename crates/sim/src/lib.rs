@@ -13,7 +13,10 @@ pub use fault::{Fault, FaultAction, FaultTarget};
 pub mod baseline;
 pub mod campaign;
 pub mod config;
+pub mod fig10;
+pub mod fig11;
 pub mod figures;
+pub mod large_message;
 pub mod recovery;
 pub mod run;
 
