@@ -136,6 +136,7 @@ fn measure(o: &ReorderCostOptions, delay_us: f64) -> ReorderCostRow {
         .collect();
     let mut delivered = 0u64;
     let cpu_before = thread_cpu_ns();
+    #[allow(clippy::disallowed_methods)] // a benchmark: the wall time, where CPU time is not to be had
     let wall = std::time::Instant::now();
     for i in 0..messages {
         let now_ns = start_ns + delay_ns + (i as f64 * frame_ns) as u64;

@@ -188,7 +188,7 @@ pub struct RunArgs {
     /// must cover the steps (the run says by how much)
     #[arg(long = "clock-step")]
     clock_steps: Vec<ClockStep>,
-    /// Destinations of each scattering: broadcast, random:K, incast:P
+    /// Destinations of each scattering: broadcast, random:K, incast:P, pair:A-B (only A sends, to B)
     #[arg(long, default_value = "broadcast")]
     pattern: Pattern,
     /// Mean gap between a process's scatterings (Poisson); 0ns saturates
