@@ -78,6 +78,28 @@ fn draw(plot: &Plot, area: &DrawingArea<BitMapBackend, Shift>) -> DrawResult {
     }
 }
 
+/// A tick's text: plotters prints a log axis's ticks as computed, `9.999999999999999e-6`
+/// where `1e-5` is meant, and the long labels overlap. Three significant digits, and powers of
+/// ten outside 0.001..100000.
+pub fn tick_label(v: f64) -> String {
+    let magnitude = v.abs();
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    if (1e-3..1e5).contains(&magnitude) {
+        let digits = (2 - magnitude.log10().floor() as i32).max(0) as usize;
+        let text = format!("{v:.digits$}");
+        return match text.contains('.') {
+            true => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+            false => text,
+        };
+    }
+    let text = format!("{v:.2e}");
+    let (mantissa, exponent) = text.split_once('e').expect("exponent notation has an e");
+    let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+    format!("{mantissa}e{exponent}")
+}
+
 fn lines<'a, X, Y>(
     plot: &Plot,
     mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
@@ -90,6 +112,8 @@ where
         .configure_mesh()
         .x_desc(plot.x_label.as_str())
         .y_desc(plot.y_label.as_str())
+        .x_label_formatter(&|v| tick_label(*v))
+        .y_label_formatter(&|v| tick_label(*v))
         .draw()?;
     for (i, s) in plot.series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
@@ -106,4 +130,25 @@ where
         .position(SeriesLabelPosition::UpperLeft)
         .draw()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick_label;
+
+    #[test]
+    fn ticks_are_short_whatever_the_rounding() {
+        assert_eq!(tick_label(9.999_999_999_999_999e-6), "1e-5");
+        assert_eq!(tick_label(1e-6), "1e-6");
+        assert_eq!(tick_label(2.5e-7), "2.5e-7");
+        assert_eq!(tick_label(0.001), "0.001");
+        assert_eq!(tick_label(0.1), "0.1");
+        assert_eq!(tick_label(20.0), "20");
+        assert_eq!(tick_label(12.5), "12.5");
+        assert_eq!(tick_label(512.0), "512");
+        assert_eq!(tick_label(32_768.0), "32768");
+        assert_eq!(tick_label(3.0e6), "3e6");
+        assert_eq!(tick_label(0.0), "0");
+        assert_eq!(tick_label(-0.25), "-0.25");
+    }
 }

@@ -20,6 +20,7 @@ mod progress;
 mod sim;
 mod sim_cosy;
 mod sim_cosy_apps;
+mod sim_figures;
 mod sim_kv;
 mod sim_netchain;
 mod sim_paxos;

@@ -30,6 +30,14 @@ enum SimCommand {
     Fig9a(FigureArgs),
     /// Paper Fig. 9b: latency vs packet loss probability
     Fig9b(FigureArgs),
+    /// Paper Fig. 10: reliable 1Pipe's failure recovery time vs hosts (host, ToR, core link,
+    /// core switch)
+    Fig10(crate::sim_figures::Fig10Args),
+    /// Paper Fig. 11: reorder overhead vs reordering delay: the buffer in the simulator, the
+    /// delivery rate of the real receive path on this CPU
+    Fig11(crate::sim_figures::Fig11Args),
+    /// Paper 7.2: what one 1 MB message adds to the latency of small messages
+    LargeMessage(crate::sim_figures::LargeMessageArgs),
     /// Paper Fig. 13: beacon bandwidth overhead (and latency) vs beacon interval
     Fig13(FigureArgs),
     /// Best-effort latency and barrier lag vs hosts, up to 32,768
@@ -190,7 +198,7 @@ pub struct RunArgs {
     /// must cover the steps (the run says by how much)
     #[arg(long = "clock-step")]
     clock_steps: Vec<ClockStep>,
-    /// Destinations of each scattering: broadcast, random:K, incast:P
+    /// Destinations of each scattering: broadcast, random:K, incast:P, pair:A-B (only A sends, to B)
     #[arg(long, default_value = "broadcast")]
     pattern: Pattern,
     /// Mean gap between a process's scatterings (Poisson); 0ns saturates
@@ -330,6 +338,9 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::Fig8(a)) => figure(&a, "fig8"),
         Some(SimCommand::Fig9a(a)) => figure(&a, "fig9a"),
         Some(SimCommand::Fig9b(a)) => figure(&a, "fig9b"),
+        Some(SimCommand::Fig10(a)) => crate::sim_figures::fig10(&a),
+        Some(SimCommand::Fig11(a)) => crate::sim_figures::fig11(&a),
+        Some(SimCommand::LargeMessage(a)) => crate::sim_figures::large_message(&a),
         Some(SimCommand::Fig13(a)) => figure(&a, "fig13"),
         Some(SimCommand::Scale(a)) => figure(&a, "scale"),
         Some(SimCommand::Netchain(a)) => crate::sim_netchain::run(&a),

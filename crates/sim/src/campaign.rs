@@ -105,6 +105,7 @@ pub fn draw(seed: u64, faults_max: u32) -> (SimConfig, String) {
     let busiest = match pattern {
         Pattern::Broadcast | Pattern::Incast { .. } => processes,
         Pattern::Random { fanout } => fanout,
+        Pattern::Pair { .. } => 1,
     } as u64;
     let defaults = SimConfig::default();
     let cpu_floor_ns = 4 * defaults.host_frame_cost.as_nanos() * busiest * frames;
@@ -321,6 +322,7 @@ fn pattern_flag(p: Pattern) -> String {
         Pattern::Broadcast => "broadcast".into(),
         Pattern::Random { fanout } => format!("random:{fanout}"),
         Pattern::Incast { target } => format!("incast:{target}"),
+        Pattern::Pair { from, to } => format!("pair:{from}-{to}"),
     }
 }
 

@@ -205,6 +205,8 @@ pub struct SimConfig {
     pub gap: Duration,
     pub message_bytes_min: usize,
     pub message_bytes_max: usize,
+    /// One message apart from the stream (a 1 MB message stalling the others, paper 7.2).
+    pub large_message: Option<crate::traffic::LargeMessage>,
     pub reliable: bool,
     /// `false` delivers on arrival: the unordered baseline.
     pub ordering: bool,
@@ -277,6 +279,7 @@ impl Default for SimConfig {
             gap: Duration::from_micros(20),
             message_bytes_min: 64,
             message_bytes_max: 64,
+            large_message: None,
             reliable: false,
             ordering: true,
             reliable_config: microsecond_reliable(),
@@ -409,6 +412,12 @@ impl SimConfig {
                 ));
             }
             Pattern::Random { fanout: 0 } => return Err(bad("pattern", "random fanout must be at least 1")),
+            Pattern::Pair { from, to } if from.max(to) as u64 >= processes => {
+                return Err(bad(
+                    "pattern",
+                    format!("pair {from}-{to} names a process that does not exist ({processes} processes)"),
+                ));
+            }
             Pattern::Broadcast if processes > 4096 => {
                 return Err(bad(
                     "pattern",
@@ -416,6 +425,20 @@ impl SimConfig {
                 ));
             }
             _ => {}
+        }
+        if let Some(l) = self.large_message {
+            if l.from.max(l.to) as u64 >= processes {
+                return Err(bad(
+                    "large_message",
+                    format!("names a process past the {processes} there are"),
+                ));
+            }
+            if l.bytes < 8 || l.bytes > 1 << 20 || l.at >= self.send_for {
+                return Err(bad(
+                    "large_message",
+                    "must be 8 bytes to 1 MiB and sent while traffic runs",
+                ));
+            }
         }
         if self.dead_after_intervals == 0 {
             return Err(bad("dead_after_intervals", "must be at least 1"));

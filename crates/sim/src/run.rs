@@ -149,6 +149,10 @@ pub struct SimReport {
     pub beacon_overhead: f64,
     /// How far processes' barriers trail their clocks while traffic runs.
     pub barrier_lag_us: LagUs,
+    /// The most any process's best-effort reorder buffer held (payload plus per-entry
+    /// overhead), and in messages: what ordering costs in memory (paper Fig. 11).
+    pub reorder_bytes_peak: u64,
+    pub reorder_messages_peak: u64,
     pub send_failures: u64,
     pub late_drops: u64,
     /// Frames switches and endpoints refused for barriers or timestamps implausibly far
@@ -372,6 +376,7 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         send_from,
         send_until,
         measure_from: send_from + config.measure_after,
+        large: config.large_message,
     };
     for p in 0..count {
         let mut ec = EndpointConfig::new(p, count, wiring.processes[p as usize].tor_port);
@@ -737,6 +742,14 @@ fn report(
             mean: lag.sum_ns as f64 / lag.count.max(1) as f64 / 1000.0,
             max: us(lag.max_ns),
         },
+        reorder_bytes_peak: hosts(engine, wiring)
+            .map(|h| h.endpoint.reorder().bytes_peak() as u64)
+            .max()
+            .unwrap_or(0),
+        reorder_messages_peak: hosts(engine, wiring)
+            .map(|h| h.endpoint.reorder().messages_peak() as u64)
+            .max()
+            .unwrap_or(0),
         send_failures: failures,
         late_drops: late,
         implausible_refused: implausible,

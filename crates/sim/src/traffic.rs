@@ -14,11 +14,13 @@ pub enum Pattern {
     Random { fanout: u32 },
     /// Everyone sends to one process (congestion at its ToR port).
     Incast { target: u32 },
+    /// Only `from` sends, always to `to`: one stream for the receiver to reorder (Fig. 11).
+    Pair { from: u32, to: u32 },
 }
 
 impl std::str::FromStr for Pattern {
     type Err = String;
-    /// `broadcast`, `random:K`, `incast:P`.
+    /// `broadcast`, `random:K`, `incast:P`, `pair:A-B`.
     fn from_str(s: &str) -> Result<Pattern, String> {
         let (name, arg) = s.split_once(':').unwrap_or((s, ""));
         let number = |what: &str| {
@@ -33,8 +35,15 @@ impl std::str::FromStr for Pattern {
             "incast" => Ok(Pattern::Incast {
                 target: number("the target process")?,
             }),
+            "pair" => {
+                let (from, to) = arg
+                    .split_once('-')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .ok_or_else(|| format!("pattern `{s}`: expected pair:A-B, two process numbers"))?;
+                Ok(Pattern::Pair { from, to })
+            }
             _ => Err(format!(
-                "unknown traffic pattern `{s}`; expected broadcast, random:K or incast:P"
+                "unknown traffic pattern `{s}`; expected broadcast, random:K, incast:P or pair:A-B"
             )),
         }
     }
@@ -54,6 +63,18 @@ pub struct Traffic {
     pub send_until: Instant,
     /// Start of the measuring window, `[measure_from, send_until)`.
     pub measure_from: Instant,
+    /// One extra message, apart from the stream (the paper's 1 MB message, section 7.2).
+    pub large: Option<LargeMessage>,
+}
+
+/// One message of `bytes` from process `from` to `to`, `at` after traffic starts, on top of
+/// the regular traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargeMessage {
+    pub from: u32,
+    pub to: u32,
+    pub at: Duration,
+    pub bytes: usize,
 }
 
 /// One process's generator.
@@ -67,12 +88,23 @@ pub struct Generator {
     destinations: Vec<u32>,
     /// Processes declared failed: left out of every scattering from now on.
     excluded: Vec<u32>,
+    /// When this process's [`LargeMessage`] is due, until drawn.
+    large: Option<(Instant, LargeMessage)>,
+    /// The last scattering drawn was the large message: `advance` leaves the stream's schedule.
+    drew_large: bool,
 }
 
 impl Generator {
     pub fn new(me: u32, processes: u32, traffic: Traffic, seed: u64) -> Generator {
         let mut rng = SplitMix::new(seed ^ (me as u64 + 1).wrapping_mul(0xd134_2543_de82_ef95));
-        let next_at = traffic.send_from + rng.exponential(traffic.gap);
+        let mut next_at = traffic.send_from + rng.exponential(traffic.gap);
+        if matches!(traffic.pattern, Pattern::Pair { from, .. } if from != me) {
+            next_at = traffic.send_until;
+        }
+        let large = traffic
+            .large
+            .filter(|l| l.from == me)
+            .map(|l| (traffic.send_from + l.at, l));
         Generator {
             me,
             processes,
@@ -82,6 +114,8 @@ impl Generator {
             payload: Vec::new(),
             destinations: Vec::new(),
             excluded: Vec::new(),
+            large,
+            drew_large: false,
         }
     }
 
@@ -105,13 +139,32 @@ impl Generator {
 
     /// When the next scattering is due, if any is still to come.
     pub fn next_at(&self) -> Option<Instant> {
-        (self.next_at < self.traffic.send_until).then_some(self.next_at)
+        let next = self.large.map_or(self.next_at, |(at, _)| at.min(self.next_at));
+        (next < self.traffic.send_until).then_some(next)
+    }
+
+    /// The large message, if it is due at `now`.
+    fn draw_large(&mut self, now: Instant) -> Option<(&[u32], &[u8])> {
+        let (_, l) = self.large.take()?;
+        self.drew_large = true;
+        self.payload.clear();
+        self.payload.extend_from_slice(&now.as_nanos().to_le_bytes());
+        self.payload.resize(l.bytes.max(8), self.me as u8);
+        self.destinations.clear();
+        self.destinations.push(l.to);
+        Some((&self.destinations, &self.payload))
     }
 
     /// Draws the next scattering due at `now`: destinations and a payload that starts with the
     /// send time. The caller sends it (or drops it if the buffer is full) and calls
     /// [`Generator::advance`].
     pub fn draw(&mut self, now: Instant) -> Option<(&[u32], &[u8])> {
+        if self
+            .large
+            .is_some_and(|(at, _)| now >= at && now < self.traffic.send_until)
+        {
+            return self.draw_large(now);
+        }
         if now < self.next_at || now >= self.traffic.send_until {
             return None;
         }
@@ -125,6 +178,7 @@ impl Generator {
         match t.pattern {
             Pattern::Broadcast => self.destinations.extend(0..self.processes),
             Pattern::Incast { target } => self.destinations.push(target % self.processes),
+            Pattern::Pair { to, .. } => self.destinations.push(to % self.processes),
             Pattern::Random { fanout } => {
                 let k = fanout.clamp(1, self.processes);
                 while self.destinations.len() < k as usize {
@@ -149,7 +203,76 @@ impl Generator {
 
     /// Schedules the next scattering (open loop: a stall does not cause a burst afterwards).
     pub fn advance(&mut self, now: Instant) {
+        if std::mem::take(&mut self.drew_large) {
+            return;
+        }
         let gap = self.rng.exponential(self.traffic.gap);
         self.next_at = (self.next_at + gap).max(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pair_parses_and_bad_pairs_are_refused() {
+        assert_eq!("pair:0-1".parse(), Ok(Pattern::Pair { from: 0, to: 1 }));
+        for bad in ["pair:0", "pair:a-1", "pair:", "pair:1-"] {
+            assert!(bad.parse::<Pattern>().is_err(), "{bad}");
+        }
+    }
+
+    fn traffic(pattern: Pattern, large: Option<LargeMessage>) -> Traffic {
+        Traffic {
+            pattern,
+            gap: Duration::from_micros(1),
+            message_bytes_min: 64,
+            message_bytes_max: 64,
+            reliable: false,
+            send_from: Instant::from_nanos(1_000),
+            send_until: Instant::from_nanos(100_000),
+            measure_from: Instant::from_nanos(1_000),
+            large,
+        }
+    }
+
+    #[test]
+    fn only_the_pairs_sender_sends() {
+        let t = traffic(Pattern::Pair { from: 2, to: 0 }, None);
+        assert!(Generator::new(1, 3, t.clone(), 7).next_at().is_none());
+        let mut g = Generator::new(2, 3, t, 7);
+        let at = g.next_at().expect("the sender sends");
+        let (dsts, _) = g.draw(at).expect("due");
+        assert_eq!(dsts, [0]);
+    }
+
+    #[test]
+    fn the_large_message_goes_once_between_the_streams_messages() {
+        let large = LargeMessage {
+            from: 0,
+            to: 1,
+            at: Duration::from_micros(5),
+            bytes: 1 << 20,
+        };
+        let mut g = Generator::new(0, 2, traffic(Pattern::Random { fanout: 1 }, Some(large)), 3);
+        let (mut larges, mut small, mut now) = (0, 0, Instant::from_nanos(0));
+        while let Some(at) = g.next_at() {
+            now = now.max(at);
+            let (dsts, payload) = g.draw(now).expect("due");
+            if payload.len() == 1 << 20 {
+                assert_eq!(dsts, [1]);
+                assert!(now >= Instant::from_nanos(6_000));
+                larges += 1;
+            } else {
+                small += 1;
+            }
+            g.advance(now);
+        }
+        assert_eq!(larges, 1);
+        assert!(small > 50, "{small}");
+        // Another process has no large message.
+        let g = Generator::new(1, 2, traffic(Pattern::Random { fanout: 1 }, Some(large)), 3);
+        assert!(g.large.is_none());
     }
 }

@@ -39,6 +39,8 @@ pub const CLIENTS_MAX: u64 = 65_536;
 pub const INTERVALS_MAX: u64 = 1_000_000;
 /// The etcd lease TTL.
 pub const LEASE_TTL_SECS_MAX: u64 = onepipe_etcd::replica_loop::LEASE_TTL_SECS_MAX;
+/// Messages of one measurement (`sim fig11 --host-messages`).
+pub const MESSAGES_MAX: u64 = 1 << 34;
 /// Simulated events of one run.
 pub const EVENTS_MAX: u64 = 1 << 44;
 /// Memory of one run, MB: 1 TiB.
