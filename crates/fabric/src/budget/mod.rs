@@ -61,6 +61,9 @@ impl Default for ChipBudget {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegisterArray {
     pub name: &'static str,
+    /// Arrays that together hold one structure spread over stages (the levels of a tree, the
+    /// 16-byte pieces of a value) share a name and differ in part; 0 for a lone array.
+    pub part: u32,
     /// The stage it sits in, from 0. Arrays a packet reads in order sit in increasing stages.
     pub stage: u32,
     pub entries: u64,
@@ -97,12 +100,19 @@ pub struct ProgramBudget {
     pub arrays: Vec<RegisterArray>,
     /// The largest header the program parses (and rewrites) in one packet.
     pub header_bytes: u32,
+    /// Packets the program copies to several ports: within a chip's means (the traffic
+    /// manager's multicast; each copy passes the egress stages once), so no excess.
+    pub multicast: Vec<&'static str>,
+    /// Work the program leaves to the switch's control plane (its CPU, or the chip's packet
+    /// generator for periodic packets): timers, scans, reports. Not per packet, so no excess.
+    pub control_plane: Vec<&'static str>,
     pub beyond: Vec<Beyond>,
 }
 
 impl ProgramBudget {
-    pub fn array(&self, name: &str) -> Option<&RegisterArray> {
-        self.arrays.iter().find(|a| a.name == name)
+    /// The arrays (parts) of one name.
+    pub fn arrays_named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a RegisterArray> + 'a {
+        self.arrays.iter().filter(move |a| a.name == name)
     }
 }
 
@@ -118,8 +128,8 @@ pub enum Excess {
     Stages { used: u32, max: u32 },
     ArraysInStage { stage: u32, arrays: u32, max: u32 },
     BitsInStage { stage: u32, bits: u64, max: u64 },
-    EntryBits { array: &'static str, bits: u32, max: u32 },
-    Accesses { array: &'static str, accesses: u32, max: u32 },
+    EntryBits { array: &'static str, part: u32, bits: u32, max: u32 },
+    Accesses { array: &'static str, part: u32, accesses: u32, max: u32 },
     HeaderBytes { bytes: u32, max: u32 },
     Beyond(Beyond),
 }
@@ -156,6 +166,7 @@ pub fn check(program: &ProgramBudget, chip: &ChipBudget) -> Vec<Excess> {
         if a.entry_bits > chip.entry_bits {
             excesses.push(Excess::EntryBits {
                 array: a.name,
+                part: a.part,
                 bits: a.entry_bits,
                 max: chip.entry_bits,
             });
@@ -163,6 +174,7 @@ pub fn check(program: &ProgramBudget, chip: &ChipBudget) -> Vec<Excess> {
         if a.accesses > chip.accesses_per_array {
             excesses.push(Excess::Accesses {
                 array: a.name,
+                part: a.part,
                 accesses: a.accesses,
                 max: chip.accesses_per_array,
             });

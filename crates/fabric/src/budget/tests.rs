@@ -6,6 +6,7 @@ use super::*;
 fn array(name: &'static str, stage: u32, entries: u64, entry_bits: u32) -> RegisterArray {
     RegisterArray {
         name,
+        part: 0,
         stage,
         entries,
         entry_bits,
@@ -19,6 +20,8 @@ fn fitting() -> ProgramBudget {
         stages: 3,
         arrays: vec![array("a", 0, 1024, 64), array("b", 0, 1024, 64), array("c", 2, 16, 128)],
         header_bytes: 64,
+        multicast: Vec::new(),
+        control_plane: Vec::new(),
         beyond: Vec::new(),
     }
 }
@@ -51,11 +54,13 @@ fn each_limit_crossed_is_reported_with_its_figures() {
             },
             Excess::EntryBits {
                 array: "wide",
+                part: 0,
                 bits: 256,
                 max: 128
             },
             Excess::Accesses {
                 array: "wide",
+                part: 0,
                 accesses: 2,
                 max: 1
             },

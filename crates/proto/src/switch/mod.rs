@@ -1013,6 +1013,7 @@ impl Hints for Switch {
     }
 }
 
+mod budget;
 mod forwarding;
 mod plausible;
 mod recovery;
