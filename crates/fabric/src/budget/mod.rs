@@ -201,5 +201,33 @@ pub fn tree_levels(leaves: u64) -> u32 {
     }
 }
 
+/// A value wider than one entry, split into `chip.entry_bits` pieces (NetChain's values over
+/// several stages, paper 002 section 4.1), packed from `first_stage` as many to a stage as
+/// its arrays and bits allow, at least one. Returns the arrays and the first stage after them.
+pub fn pieces(
+    name: &'static str,
+    entries: u64,
+    value_bits: u64,
+    first_stage: u32,
+    chip: &ChipBudget,
+) -> (Vec<RegisterArray>, u32) {
+    let width = u64::from(chip.entry_bits.max(1));
+    let count = value_bits.div_ceil(width);
+    let by_bits = chip.register_bits_per_stage / entries.saturating_mul(width).max(1);
+    let per_stage = by_bits.min(u64::from(chip.register_arrays_per_stage)).max(1);
+    let arrays: Vec<RegisterArray> = (0..count)
+        .map(|part| RegisterArray {
+            name,
+            part: part as u32,
+            stage: first_stage.saturating_add((part / per_stage) as u32),
+            entries,
+            entry_bits: width as u32,
+            accesses: 1,
+        })
+        .collect();
+    let next = arrays.last().map_or(first_stage, |a| a.stage + 1);
+    (arrays, next)
+}
+
 #[cfg(test)]
 mod tests;

@@ -108,3 +108,19 @@ fn a_minimum_over_32_ports_takes_5_stages() {
     );
     assert_eq!(tree_levels(u64::MAX), 64);
 }
+
+/// NetChain's prototype (paper 002, section 7): 128-byte values in 8 stages of 64K 16-byte
+/// slots, one stage's memory each; smaller arrays share a stage, four at most.
+#[test]
+fn a_wide_value_is_spread_over_stages_as_netchain_does() {
+    let chip = ChipBudget::TOFINO;
+    let (arrays, next) = pieces("value", 64 * 1024, 128 * 8, 2, &chip);
+    assert_eq!(arrays.len(), 8);
+    assert_eq!(arrays.iter().map(|a| a.stage).collect::<Vec<_>>(), (2..10).collect::<Vec<_>>());
+    assert_eq!(next, 10);
+    let (small, next) = pieces("value", 4096, 256 * 8, 0, &chip);
+    assert_eq!(small.len(), 16);
+    assert_eq!(next, 4);
+    assert!(check(&ProgramBudget { arrays: small, ..fitting() }, &chip).is_empty());
+    assert_eq!(pieces("none", 0, 0, 3, &chip), (Vec::new(), 3));
+}
