@@ -125,12 +125,36 @@ pub trait Budgeted {
 /// One way a program goes past a chip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Excess {
-    Stages { used: u32, max: u32 },
-    ArraysInStage { stage: u32, arrays: u32, max: u32 },
-    BitsInStage { stage: u32, bits: u64, max: u64 },
-    EntryBits { array: &'static str, part: u32, bits: u32, max: u32 },
-    Accesses { array: &'static str, part: u32, accesses: u32, max: u32 },
-    HeaderBytes { bytes: u32, max: u32 },
+    Stages {
+        used: u32,
+        max: u32,
+    },
+    ArraysInStage {
+        stage: u32,
+        arrays: u32,
+        max: u32,
+    },
+    BitsInStage {
+        stage: u32,
+        bits: u64,
+        max: u64,
+    },
+    EntryBits {
+        array: &'static str,
+        part: u32,
+        bits: u32,
+        max: u32,
+    },
+    Accesses {
+        array: &'static str,
+        part: u32,
+        accesses: u32,
+        max: u32,
+    },
+    HeaderBytes {
+        bytes: u32,
+        max: u32,
+    },
     Beyond(Beyond),
 }
 
@@ -141,7 +165,10 @@ pub fn check(program: &ProgramBudget, chip: &ChipBudget) -> Vec<Excess> {
     let last_stage = program.arrays.iter().map(|a| a.stage + 1).max().unwrap_or(0);
     let used = program.stages.max(last_stage);
     if used > chip.stages {
-        excesses.push(Excess::Stages { used, max: chip.stages });
+        excesses.push(Excess::Stages {
+            used,
+            max: chip.stages,
+        });
     }
     for stage in 0..used {
         let arrays: Vec<&RegisterArray> = program.arrays.iter().filter(|a| a.stage == stage).collect();

@@ -18,7 +18,11 @@ fn fitting() -> ProgramBudget {
     ProgramBudget {
         program: "test",
         stages: 3,
-        arrays: vec![array("a", 0, 1024, 64), array("b", 0, 1024, 64), array("c", 2, 16, 128)],
+        arrays: vec![
+            array("a", 0, 1024, 64),
+            array("b", 0, 1024, 64),
+            array("c", 2, 16, 128),
+        ],
         header_bytes: 64,
         multicast: Vec::new(),
         control_plane: Vec::new(),
@@ -36,7 +40,8 @@ fn each_limit_crossed_is_reported_with_its_figures() {
     let chip = ChipBudget::TOFINO;
     let mut p = fitting();
     p.stages = 13;
-    p.arrays.extend((0..4).map(|i| array(["d", "e", "f", "g"][i], 1, 32 * 1024, 128)));
+    p.arrays
+        .extend((0..4).map(|i| array(["d", "e", "f", "g"][i], 1, 32 * 1024, 128)));
     p.arrays.push(RegisterArray {
         accesses: 2,
         ..array("wide", 12, 1, 256)
@@ -82,7 +87,10 @@ fn an_array_past_the_declared_stages_counts_as_used() {
     let mut p = fitting();
     p.stages = 0;
     p.arrays.push(array("late", 20, 1, 8));
-    assert_eq!(check(&p, &ChipBudget::TOFINO), vec![Excess::Stages { used: 21, max: 12 }]);
+    assert_eq!(
+        check(&p, &ChipBudget::TOFINO),
+        vec![Excess::Stages { used: 21, max: 12 }]
+    );
 }
 
 #[test]
@@ -102,10 +110,7 @@ fn huge_declarations_saturate_rather_than_overflow() {
 #[test]
 fn a_minimum_over_32_ports_takes_5_stages() {
     assert_eq!(tree_levels(32), 5);
-    assert_eq!(
-        [0, 1, 2, 3, 4, 5, 33].map(tree_levels),
-        [0, 0, 1, 2, 2, 3, 6]
-    );
+    assert_eq!([0, 1, 2, 3, 4, 5, 33].map(tree_levels), [0, 0, 1, 2, 2, 3, 6]);
     assert_eq!(tree_levels(u64::MAX), 64);
 }
 
@@ -116,11 +121,23 @@ fn a_wide_value_is_spread_over_stages_as_netchain_does() {
     let chip = ChipBudget::TOFINO;
     let (arrays, next) = pieces("value", 64 * 1024, 128 * 8, 2, &chip);
     assert_eq!(arrays.len(), 8);
-    assert_eq!(arrays.iter().map(|a| a.stage).collect::<Vec<_>>(), (2..10).collect::<Vec<_>>());
+    assert_eq!(
+        arrays.iter().map(|a| a.stage).collect::<Vec<_>>(),
+        (2..10).collect::<Vec<_>>()
+    );
     assert_eq!(next, 10);
     let (small, next) = pieces("value", 4096, 256 * 8, 0, &chip);
     assert_eq!(small.len(), 16);
     assert_eq!(next, 4);
-    assert!(check(&ProgramBudget { arrays: small, ..fitting() }, &chip).is_empty());
+    assert!(
+        check(
+            &ProgramBudget {
+                arrays: small,
+                ..fitting()
+            },
+            &chip
+        )
+        .is_empty()
+    );
     assert_eq!(pieces("none", 0, 0, 3, &chip), (Vec::new(), 3));
 }

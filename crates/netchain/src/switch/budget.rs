@@ -112,7 +112,10 @@ mod tests {
             at(1024),
             vec![
                 Excess::Stages { used: 66, max: 12 },
-                Excess::HeaderBytes { bytes: 1072, max: 512 },
+                Excess::HeaderBytes {
+                    bytes: 1072,
+                    max: 512
+                },
             ]
         );
     }

@@ -54,7 +54,8 @@ impl Budgeted for PaxosSwitch {
             // A request's value is copied into its 2A; any value the wire carries.
             b.header_bytes = (HEADER_LEN + VALUE_BYTES_MAX) as u32;
             b.multicast.push("a request's 2A to every acceptor");
-            b.control_plane.push("Phase 1 at start and its retries on timeout");
+            b.control_plane
+                .push("Phase 1 at start and its retries on timeout");
             b.beyond.push(Beyond::QueuedPackets(HELD_REQUESTS));
             b.beyond.push(Beyond::LoopOverState(PHASE1_CLOSE));
         }
@@ -64,12 +65,23 @@ impl Budgeted for PaxosSwitch {
             let slots = partitions * u64::from(config.window);
             let first = b.stages;
             b.arrays.push(array("floor", first, partitions, 64));
-            b.arrays.push(array("applied", first, partitions * config.learners.len() as u64, 64));
+            b.arrays.push(array(
+                "applied",
+                first,
+                partitions * config.learners.len() as u64,
+                64,
+            ));
             b.arrays.push(array("slot_instance", first + 1, slots, 64));
             b.arrays.push(array("rnd", first + 1, slots, 32));
             b.arrays.push(array("vrnd", first + 2, slots, 32));
             b.arrays.push(array("value_length", first + 2, slots, 16));
-            let (values, next) = pieces("value", slots, config.value_bytes_max as u64 * 8, first + 3, &chip);
+            let (values, next) = pieces(
+                "value",
+                slots,
+                config.value_bytes_max as u64 * 8,
+                first + 3,
+                &chip,
+            );
             b.arrays.extend(values);
             b.stages = next;
             b.header_bytes = b.header_bytes.max((HEADER_LEN + config.value_bytes_max) as u32);

@@ -200,7 +200,12 @@ mod budget {
     #[test]
     fn an_acceptor_fits_but_for_its_range_and_trim_loops() {
         let w = wiring();
-        let s = PaxosSwitch::new(2, w.clone(), Roles::new(None, Some(acceptor_at(&Tuning::default()))), 64);
+        let s = PaxosSwitch::new(
+            2,
+            w.clone(),
+            Roles::new(None, Some(acceptor_at(&Tuning::default()))),
+            64,
+        );
         let budget = s.budget();
         assert_eq!(budget.stages, 7);
         assert_eq!(
@@ -221,7 +226,10 @@ mod budget {
         assert_eq!(
             check(&budget, &ChipBudget::TOFINO),
             vec![
-                Excess::HeaderBytes { bytes: 4144, max: 512 },
+                Excess::HeaderBytes {
+                    bytes: 4144,
+                    max: 512
+                },
                 Excess::Beyond(Beyond::QueuedPackets(HELD_REQUESTS)),
                 Excess::Beyond(Beyond::LoopOverState(PHASE1_CLOSE)),
             ]
@@ -234,7 +242,9 @@ mod budget {
         let c = coordinator_switch(&w).roles.coordinator.take().unwrap();
         let a = acceptor_at(&Tuning::default());
         let budget = PaxosSwitch::new(1, w.clone(), Roles::new(Some(c), Some(a)), 64).budget();
-        assert!(check(&budget, &ChipBudget::TOFINO).contains(&Excess::Beyond(Beyond::SecondPass(CO_LOCATED))));
+        assert!(
+            check(&budget, &ChipBudget::TOFINO).contains(&Excess::Beyond(Beyond::SecondPass(CO_LOCATED)))
+        );
     }
 
     /// The declared loop, on the code path: one 1A makes a 1B per vote in its range plus the

@@ -20,8 +20,8 @@
 //! implausible barriers) are a chip's counter arrays and are not counted here.
 
 use super::{Half, Switch};
-use onepipe_fabric::budget::{Beyond, Budgeted, ProgramBudget, RegisterArray, tree_levels};
 use onepipe_fabric::PortDirection;
+use onepipe_fabric::budget::{Beyond, Budgeted, ProgramBudget, RegisterArray, tree_levels};
 use onepipe_wire::packet::HEADER_LEN;
 
 /// Bits of a barrier in a register, as on the wire.
@@ -59,7 +59,11 @@ fn array(name: &'static str, part: u32, stage: u32, entries: u64, entry_bits: u3
 impl Switch {
     /// Inputs feeding each half: `[up, down]`.
     fn inputs_per_half(&self) -> [u64; 2] {
-        let below = self.ports.iter().filter(|p| p.direction == PortDirection::Down).count() as u64;
+        let below = self
+            .ports
+            .iter()
+            .filter(|p| p.direction == PortDirection::Down)
+            .count() as u64;
         [below, self.ports.len() as u64 - below]
     }
 }

@@ -32,7 +32,15 @@ const EGRESS: [&str; 3] = ["last_sent", "last_barrier_sent", "beacon_state"];
 
 fn port_arrays(p: &Port) -> [String; 8] {
     let state = (
-        p.state, p.commit, p.cut, p.quarantined, p.heard_out, p.died, p.held, p.reported, p.heard,
+        p.state,
+        p.commit,
+        p.cut,
+        p.quarantined,
+        p.heard_out,
+        p.died,
+        p.held,
+        p.reported,
+        p.heard,
     );
     [
         format!("{:?}", p.barrier[0]),
@@ -58,11 +66,19 @@ struct Step {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Breach {
     Undeclared(&'static str),
-    Accesses { array: &'static str, accesses: usize },
-    Entries { array: &'static str, ports: Vec<usize> },
+    Accesses {
+        array: &'static str,
+        accesses: usize,
+    },
+    Entries {
+        array: &'static str,
+        ports: Vec<usize>,
+    },
     /// An input's register written after an output that depends on it: a later stage feeding
     /// an earlier one.
-    Order { array: &'static str },
+    Order {
+        array: &'static str,
+    },
 }
 
 fn begin(s: &mut Switch) -> Vec<Port> {
@@ -269,16 +285,40 @@ fn drive() -> Drive {
     let all: Vec<PortId> = (0..5).collect();
     d.beacons(100, &all);
     d.transmit_all(150);
-    assert_eq!(d.frame("data turning around", 200, 0, data(Opcode::Data, 0, 1, 200)), Route::Forward(1));
-    assert!(matches!(d.frame("data going up", 210, 0, data(Opcode::Data, 0, 3, 210)), Route::Forward(3 | 4)));
-    assert_eq!(d.frame("data going down", 220, 3, data(Opcode::Data, 3, 2, 220)), Route::Forward(2));
-    assert!(matches!(d.frame("prepare", 230, 1, data(Opcode::Prepare, 1, 4, 230)), Route::Forward(3 | 4)));
-    assert_eq!(d.frame("ack", 240, 2, data(Opcode::Ack, 2, 0, 240)), Route::Forward(0));
-    assert_eq!(d.frame("nak", 250, 4, data(Opcode::Nak, 5, 1, 250)), Route::Forward(1));
+    assert_eq!(
+        d.frame("data turning around", 200, 0, data(Opcode::Data, 0, 1, 200)),
+        Route::Forward(1)
+    );
+    assert!(matches!(
+        d.frame("data going up", 210, 0, data(Opcode::Data, 0, 3, 210)),
+        Route::Forward(3 | 4)
+    ));
+    assert_eq!(
+        d.frame("data going down", 220, 3, data(Opcode::Data, 3, 2, 220)),
+        Route::Forward(2)
+    );
+    assert!(matches!(
+        d.frame("prepare", 230, 1, data(Opcode::Prepare, 1, 4, 230)),
+        Route::Forward(3 | 4)
+    ));
+    assert_eq!(
+        d.frame("ack", 240, 2, data(Opcode::Ack, 2, 0, 240)),
+        Route::Forward(0)
+    );
+    assert_eq!(
+        d.frame("nak", 250, 4, data(Opcode::Nak, 5, 1, 250)),
+        Route::Forward(1)
+    );
     d.stalled(260, 2, data(Opcode::Data, 2, 0, 260));
-    assert_eq!(d.frame("spoofed source", 270, 0, data(Opcode::Data, 1, 2, 270)), Route::Drop);
+    assert_eq!(
+        d.frame("spoofed source", 270, 0, data(Opcode::Data, 1, 2, 270)),
+        Route::Drop
+    );
     let ahead_ns = 60_000_000_000;
-    assert_eq!(d.frame("implausible barrier", 280, 1, beacon(ahead_ns)), Route::Drop);
+    assert_eq!(
+        d.frame("implausible barrier", 280, 1, beacon(ahead_ns)),
+        Route::Drop
+    );
     assert_eq!(d.frame("malformed", 290, 1, vec![0xff; 7]), Route::Drop);
     d.transmit_all(300);
     // Input 2 goes silent and dies; the others keep beaconing.
@@ -290,14 +330,24 @@ fn drive() -> Drive {
     }
     assert_eq!(d.s.ports[2].state, InputState::Dead);
     d.frame("beacon on a returning input", 15_000, 2, beacon(15_000));
-    d.frame("data on a joining input", 15_100, 2, data(Opcode::Data, 2, 1, 15_100));
+    d.frame(
+        "data on a joining input",
+        15_100,
+        2,
+        data(Opcode::Data, 2, 1, 15_100),
+    );
     // The controller cuts process 1, takes it out of the commit lane, and readmits it.
     d.control("cut", |s| s.cut_input(1).unwrap());
     d.frame("frame on a cut input", 15_200, 1, beacon(15_200));
     d.control("remove", |s| s.remove_input(1).unwrap());
     d.control("readmit", |s| s.readmit_input(t(15_300), 1).unwrap());
     d.frame("beacon on a readmitted input", 15_400, 1, beacon(15_400));
-    d.frame("data on a readmitted input", 15_500, 1, data(Opcode::Data, 1, 0, 15_500));
+    d.frame(
+        "data on a readmitted input",
+        15_500,
+        1,
+        data(Opcode::Data, 1, 0, 15_500),
+    );
     for tick in 16..=18u64 {
         let now = tick * 1_000;
         d.tick(now);
@@ -317,7 +367,11 @@ fn every_packet_on_a_live_input_stays_within_the_declared_budget() {
         if *back {
             continue;
         }
-        assert_eq!(breaches(step, &d.budget, *multicast), Vec::new(), "{what}: {step:?}");
+        assert_eq!(
+            breaches(step, &d.budget, *multicast),
+            Vec::new(),
+            "{what}: {step:?}"
+        );
         checked += 1;
     }
     assert!(checked > 100, "the drive ran {checked} packets");
@@ -328,7 +382,11 @@ fn every_packet_on_a_live_input_stays_within_the_declared_budget() {
 #[test]
 fn the_packets_touch_exactly_the_declared_arrays() {
     let d = drive();
-    let used: BTreeSet<&str> = d.packets.iter().flat_map(|(_, _, _, s)| touched(s, &d.budget)).collect();
+    let used: BTreeSet<&str> = d
+        .packets
+        .iter()
+        .flat_map(|(_, _, _, s)| touched(s, &d.budget))
+        .collect();
     let declared: BTreeSet<&str> = d.budget.arrays.iter().map(|a| a.name).collect();
     assert_eq!(used, declared);
 }
@@ -340,13 +398,19 @@ fn a_frame_on_a_returning_input_needs_a_second_pass_as_declared() {
     let d = drive();
     let returning: Vec<_> = d.packets.iter().filter(|(_, back, _, _)| *back).collect();
     let whats: Vec<&str> = returning.iter().map(|(what, ..)| what.as_str()).collect();
-    assert_eq!(whats, ["beacon on a returning input", "beacon on a readmitted input"]);
+    assert_eq!(
+        whats,
+        ["beacon on a returning input", "beacon on a readmitted input"]
+    );
     let mut out_of_order = 0;
     for (what, _, multicast, step) in returning {
         for breach in breaches(step, &d.budget, *multicast) {
             match breach {
                 Breach::Order { array } | Breach::Accesses { array, .. } => {
-                    assert!(array.starts_with("min_tree_") || array.starts_with("input_barrier_"), "{what}: {array}");
+                    assert!(
+                        array.starts_with("min_tree_") || array.starts_with("input_barrier_"),
+                        "{what}: {array}"
+                    );
                     out_of_order += usize::from(matches!(breach, Breach::Order { .. }));
                 }
                 other => panic!("{what}: {other:?}"),
@@ -366,7 +430,16 @@ fn a_beacon_completing_a_wave_is_a_multicast() {
         .packets
         .iter()
         .filter(|(_, _, multicast, step)| {
-            *multicast && breaches(step, &d.budget, false).iter().any(|b| matches!(b, Breach::Entries { array: "beacon_state", .. }))
+            *multicast
+                && breaches(step, &d.budget, false).iter().any(|b| {
+                    matches!(
+                        b,
+                        Breach::Entries {
+                            array: "beacon_state",
+                            ..
+                        }
+                    )
+                })
         })
         .count();
     assert!(copies > 0);
@@ -383,7 +456,12 @@ fn ticks_loop_over_the_ports_so_they_are_control_plane_work() {
         .control
         .iter()
         .filter(|(what, _)| what == "tick")
-        .flat_map(|(_, step)| step.changed.iter().filter(|(n, _)| *n == "beacon_state").map(|(_, p)| p.len()))
+        .flat_map(|(_, step)| {
+            step.changed
+                .iter()
+                .filter(|(n, _)| *n == "beacon_state")
+                .map(|(_, p)| p.len())
+        })
         .max();
     assert_eq!(widest, Some(ports));
     assert!(!d.budget.control_plane.is_empty());
