@@ -19,7 +19,7 @@
 //! Barriers are 48 bits, as on the wire. Counters (`SwitchCounters`, the refusals of
 //! implausible barriers) are a chip's counter arrays and are not counted here.
 
-use super::{Half, Switch};
+use super::Switch;
 use onepipe_fabric::PortDirection;
 use onepipe_fabric::budget::{Beyond, Budgeted, ProgramBudget, RegisterArray, tree_levels};
 use onepipe_wire::packet::HEADER_LEN;
@@ -28,15 +28,15 @@ use onepipe_wire::packet::HEADER_LEN;
 const BARRIER_BITS: u32 = 48;
 
 /// The tree arrays of each lane and half, by (lane, half): one name, a part per level.
-pub(super) const TREES: [[&str; 2]; 2] = [
+const TREES: [[&str; 2]; 2] = [
     ["min_tree_be_up", "min_tree_be_down"],
     ["min_tree_commit_up", "min_tree_commit_down"],
 ];
-pub(super) const OUTPUTS: [[&str; 2]; 2] = [
+const OUTPUTS: [[&str; 2]; 2] = [
     ["output_up_be", "output_down_be"],
     ["output_up_commit", "output_down_commit"],
 ];
-pub(super) const INPUT_BARRIERS: [&str; 2] = ["input_barrier_be", "input_barrier_commit"];
+const INPUT_BARRIERS: [&str; 2] = ["input_barrier_be", "input_barrier_commit"];
 
 /// A second pass: a frame on an input that comes back (heard again after it went dead, heard
 /// for the first time after it timed out unheard, readmitted) freezes its register at the
@@ -65,13 +65,6 @@ impl Switch {
             .filter(|p| p.direction == PortDirection::Down)
             .count() as u64;
         [below, self.ports.len() as u64 - below]
-    }
-}
-
-pub(super) fn half_index(half: Half) -> usize {
-    match half {
-        Half::Up => 0,
-        Half::Down => 1,
     }
 }
 

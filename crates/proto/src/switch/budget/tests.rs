@@ -6,7 +6,7 @@
 //! rule. A frame on an input coming back breaks pipeline order, as the budget declares.
 
 use super::super::registers::Touch;
-use super::super::{CommitInput, InputState, Port, SwitchConfig};
+use super::super::{CommitInput, Half, InputState, Port, SwitchConfig};
 use super::*;
 use crate::test_packets::{beacon, packet};
 use onepipe_fabric::budget::{ChipBudget, check};
@@ -102,6 +102,13 @@ fn end(s: &mut Switch, before: &[Port]) -> Step {
         })
         .collect();
     Step { touches, changed }
+}
+
+fn half_index(half: Half) -> usize {
+    match half {
+        Half::Up => 0,
+        Half::Down => 1,
+    }
 }
 
 /// The tree a lane's input write goes up, or the input register itself when the half has a
