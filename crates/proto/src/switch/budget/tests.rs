@@ -285,12 +285,14 @@ fn data(opcode: Opcode, src: u32, dst: u32, now: u64) -> Vec<u8> {
 }
 
 /// Runs leaf 0 through every code path: start, data each way, the reliable service's packets,
-/// a frame held in the ingress buffer, drops, ticks, a dead input and its return, a process
-/// cut, removed and readmitted by the controller.
+/// a frame held in the ingress buffer, drops, ticks, a dead input and its return, an input
+/// heard only after it timed out unheard, a process cut, removed and readmitted by the
+/// controller.
 fn drive() -> Drive {
     let mut d = Drive::new();
     let all: Vec<PortId> = (0..5).collect();
-    d.beacons(100, &all);
+    // The second spine (port 4) stays silent until it has timed out unheard.
+    d.beacons(100, &[0, 1, 2, 3]);
     d.transmit_all(150);
     assert_eq!(
         d.frame("data turning around", 200, 0, data(Opcode::Data, 0, 1, 200)),
@@ -313,7 +315,7 @@ fn drive() -> Drive {
         Route::Forward(0)
     );
     assert_eq!(
-        d.frame("nak", 250, 4, data(Opcode::Nak, 5, 1, 250)),
+        d.frame("nak", 250, 3, data(Opcode::Nak, 5, 1, 250)),
         Route::Forward(1)
     );
     d.stalled(260, 2, data(Opcode::Data, 2, 0, 260));
@@ -332,10 +334,12 @@ fn drive() -> Drive {
     for tick in 1..=14u64 {
         let now = tick * 1_000;
         d.tick(now);
-        d.beacons(now + 10, &[0, 1, 3, 4]);
+        d.beacons(now + 10, &[0, 1, 3]);
         d.transmit_all(now + 20);
     }
     assert_eq!(d.s.ports[2].state, InputState::Dead);
+    assert_eq!(d.s.ports[4].commit, CommitInput::Unheard);
+    d.frame("beacon on a never-heard input", 14_900, 4, beacon(14_900));
     d.frame("beacon on a returning input", 15_000, 2, beacon(15_000));
     d.frame(
         "data on a joining input",
@@ -398,8 +402,8 @@ fn the_packets_touch_exactly_the_declared_arrays() {
     assert_eq!(used, declared);
 }
 
-/// The budget's one `SecondPass`: a frame on a returning input writes its register after the
-/// output it freezes it at, and again when it admits it.
+/// The budget's one `SecondPass`: a frame on a returning input (dead, never heard, readmitted)
+/// writes its register after the output it freezes it at, and again when it admits it.
 #[test]
 fn a_frame_on_a_returning_input_needs_a_second_pass_as_declared() {
     let d = drive();
@@ -407,7 +411,11 @@ fn a_frame_on_a_returning_input_needs_a_second_pass_as_declared() {
     let whats: Vec<&str> = returning.iter().map(|(what, ..)| what.as_str()).collect();
     assert_eq!(
         whats,
-        ["beacon on a returning input", "beacon on a readmitted input"]
+        [
+            "beacon on a never-heard input",
+            "beacon on a returning input",
+            "beacon on a readmitted input"
+        ]
     );
     let mut out_of_order = 0;
     for (what, _, multicast, step) in returning {
