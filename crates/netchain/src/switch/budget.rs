@@ -12,9 +12,10 @@
 
 use super::NetchainSwitch;
 use onepipe_fabric::budget::{Beyond, Budgeted, ChipBudget, ProgramBudget, RegisterArray, pieces};
-use onepipe_wire::netchain::QUERY_HEADER_LEN;
+use onepipe_wire::netchain::{CHAIN_MAX, QUERY_HEADER_LEN};
 
-pub const READ_ANSWERS: &str = "a read's answer grows by its value: re-emitted from a per-port queue";
+pub const READ_ANSWERS: &str =
+    "a processed query is re-emitted from a per-port queue, since a read's answer grows by its value";
 pub const COMPARE_AND_SWAP: &str =
     "a compare-and-swap compares every piece of the value before it writes the first";
 
@@ -49,7 +50,8 @@ impl Budgeted for NetchainSwitch {
             program: "netchain",
             stages: next,
             arrays,
-            header_bytes: (QUERY_HEADER_LEN + self.config.value_bytes_max) as u32,
+            // The chain's switch ids, then a compare-and-swap's value and expected value.
+            header_bytes: (QUERY_HEADER_LEN + 2 * CHAIN_MAX + 2 * self.config.value_bytes_max) as u32,
             multicast: Vec::new(),
             control_plane: vec![
                 "installing keys and rules, failover and recovery (the controller through the switch agent)",
@@ -67,7 +69,9 @@ mod tests {
     use super::*;
     use crate::switch::SwitchConfig;
     use onepipe_fabric::budget::{Excess, check};
-    use onepipe_fabric::{Topology, Wiring};
+    use onepipe_fabric::{Node, Route, Topology, Wiring};
+    use onepipe_wire::Instant;
+    use onepipe_wire::netchain::Opcode;
     use std::sync::Arc;
 
     fn switch(config: SwitchConfig) -> NetchainSwitch {
@@ -92,7 +96,8 @@ mod tests {
     }
 
     /// docs/netchain.md: "Values may be configured above 128 bytes." Past 160 bytes the
-    /// pieces need more stages than a Tofino has; the header still parses up to 464 bytes.
+    /// pieces need more stages than a Tofino has; past 224 a compare-and-swap's header (chain,
+    /// value and expected value) passes the parser's 512 bytes.
     #[test]
     fn values_above_160_bytes_need_more_stages_than_a_tofino_has() {
         let at = |bytes| {
@@ -113,10 +118,34 @@ mod tests {
             vec![
                 Excess::Stages { used: 66, max: 12 },
                 Excess::HeaderBytes {
-                    bytes: 1072,
+                    bytes: 2112,
                     max: 512
                 },
             ]
+        );
+    }
+
+    /// The declared queue, on the code path: a read the tail serves is consumed, and its
+    /// answer, longer by the value, waits in the queue of the client's port.
+    #[test]
+    fn a_read_answer_grows_by_its_value_and_leaves_from_a_queue() {
+        let mut s = switch(SwitchConfig::default());
+        let key = crate::Key::new(b"k").unwrap();
+        let slot = s.store.install(key).unwrap();
+        s.store.write(slot, Some(b"value"), 1).unwrap();
+        let mut frame = crate::testing::query(Opcode::Read, 0, 1, &[0], b"k", None, None, 1);
+        let route = s.classify(Instant::ZERO, 0, &frame);
+        assert_eq!(route, Route::Consume);
+        s.handle_frame(Instant::ZERO, 0, &mut frame, route);
+        let mut buf = vec![0u8; 2048];
+        let answer_bytes = s
+            .poll_transmit(Instant::ZERO, 0, &mut buf)
+            .expect("an answer queued");
+        assert!(answer_bytes > frame.len());
+        assert_eq!(
+            answer_bytes,
+            QUERY_HEADER_LEN + b"value".len(),
+            "no chain, the value"
         );
     }
 }
