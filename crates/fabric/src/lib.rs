@@ -6,6 +6,7 @@
 //! Nothing here knows about 1Pipe: its switch program and host endpoint live in the
 //! `onepipe-proto` crate and plug in through [`Node`].
 
+pub mod budget;
 pub mod hash;
 pub mod limits;
 pub mod node;
@@ -15,6 +16,7 @@ pub mod switch_paths;
 pub mod topology;
 pub mod wiring;
 
+pub use budget::{Beyond, Budgeted, ChipBudget, Excess, ProgramBudget, RegisterArray};
 pub use node::{Either, Hints, Node, PRIORITY_CLASSES, PortId, Route};
 pub use pipeline::{Pipeline, PipelineCounters, PipelineError};
 pub use routing::{NextHops, NoRoute, Routes, RoutingError};

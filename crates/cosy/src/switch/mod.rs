@@ -16,9 +16,11 @@
 //! receiver) with the switch's seed, so that `classify` stays pure and the switch owns no RNG.
 //! A frame from a host must be sent by that host (the source check); every drop is counted.
 
+mod budget;
 mod meter;
 pub mod vlinks;
 
+pub use budget::{ECMP_CHOICE, EXPIRY_RESCAN, PICK_THEN_RESERVE};
 use meter::RateMeter;
 use onepipe_fabric::hash::mix64;
 use onepipe_fabric::{Hints, NextHops, Node, PortId, Route, Routes, SwitchPaths, Wiring};

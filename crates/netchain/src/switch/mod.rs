@@ -13,10 +13,12 @@
 //! processed query is re-emitted from a queue rather than rewritten in place (a read's answer
 //! grows by its value), and the value may be longer than 128 bytes if configured so.
 
+mod budget;
 mod replay;
 mod rules;
 mod store;
 
+pub use budget::{COMPARE_AND_SWAP, READ_ANSWERS};
 pub use rules::{Action, Rules, RulesFull};
 pub use store::{Slot, Store, StoreError};
 

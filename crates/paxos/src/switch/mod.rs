@@ -6,6 +6,8 @@
 //! keeps a host from speaking as a switch or as another host); the roles then accept each
 //! message type only from the addresses their configuration names. Every drop is counted.
 
+mod budget;
+
 use crate::roles::Roles;
 use onepipe_fabric::{Hints, Node, PortId, Route, SwitchPaths, Wiring};
 use onepipe_wire::Instant;
@@ -26,6 +28,8 @@ pub struct SwitchCounters {
     pub no_route: u64,
     pub queue_full: u64,
 }
+
+pub use budget::{CO_LOCATED, HELD_REQUESTS, PHASE1_CLOSE, PHASE1_RANGE, TRIM_FLOOR};
 
 pub struct PaxosSwitch {
     me: u16,

@@ -173,3 +173,105 @@ fn an_acceptor_refuses_2as_from_anyone_but_the_coordinators() {
     assert!(drain(&mut a).is_empty());
     assert_eq!(a.roles().acceptor.as_ref().unwrap().counters().refused_sender, 1);
 }
+
+mod budget {
+    //! The P4 budget each placement declares (docs/p4-budget.md), and the per-packet loop it
+    //! names seen on the acceptor's code path.
+
+    use super::*;
+    use crate::deployment::Tuning;
+    use onepipe_fabric::budget::{Beyond, Budgeted, ChipBudget, Excess, check};
+
+    fn acceptor_at(tuning: &Tuning) -> Acceptor {
+        Acceptor::new(AcceptorConfig {
+            swid: 0,
+            me: Addr::Switch(2),
+            partitions: tuning.partitions,
+            window: tuning.window,
+            value_bytes_max: tuning.value_bytes_max,
+            coordinators: vec![Addr::Switch(1)],
+            learners: (0..3).map(Addr::Process).collect(),
+            trim_quorum: 2,
+        })
+    }
+
+    /// The demo's acceptor (4,096 slots of 256-byte values): memory and stages fit; what goes
+    /// past a chip is the two loops.
+    #[test]
+    fn an_acceptor_fits_but_for_its_range_and_trim_loops() {
+        let w = wiring();
+        let s = PaxosSwitch::new(
+            2,
+            w.clone(),
+            Roles::new(None, Some(acceptor_at(&Tuning::default()))),
+            64,
+        );
+        let budget = s.budget();
+        assert_eq!(budget.stages, 7);
+        assert_eq!(
+            check(&budget, &ChipBudget::TOFINO),
+            vec![
+                Excess::Beyond(Beyond::LoopOverState(PHASE1_RANGE)),
+                Excess::Beyond(Beyond::LoopOverState(TRIM_FLOOR)),
+            ]
+        );
+    }
+
+    /// The coordinator copies any value the wire carries (4,096 bytes) into the header it
+    /// parses, holds requests, and loops when it closes a range.
+    #[test]
+    fn a_coordinator_goes_past_the_parser_and_holds_requests() {
+        let w = wiring();
+        let budget = coordinator_switch(&w).budget();
+        assert_eq!(
+            check(&budget, &ChipBudget::TOFINO),
+            vec![
+                Excess::HeaderBytes {
+                    bytes: 4144,
+                    max: 512
+                },
+                Excess::Beyond(Beyond::QueuedPackets(HELD_REQUESTS)),
+                Excess::Beyond(Beyond::LoopOverState(PHASE1_CLOSE)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_co_located_coordinator_adds_a_second_pass() {
+        let w = wiring();
+        let c = coordinator_switch(&w).roles.coordinator.take().unwrap();
+        let a = acceptor_at(&Tuning::default());
+        let budget = PaxosSwitch::new(1, w.clone(), Roles::new(Some(c), Some(a)), 64).budget();
+        assert!(
+            check(&budget, &ChipBudget::TOFINO).contains(&Excess::Beyond(Beyond::SecondPass(CO_LOCATED)))
+        );
+    }
+
+    /// The declared loop, on the code path: one 1A makes a 1B per vote in its range plus the
+    /// summary, all from one packet.
+    #[test]
+    fn one_1a_for_a_range_answers_a_1b_per_vote() {
+        let w = wiring();
+        let mut s = acceptor_switch(&w, 2);
+        let from = s.ports.port_to(Addr::Switch(1)).unwrap();
+        for inst in 0..3 {
+            let p2a = Message {
+                inst,
+                rnd: 1,
+                value: b"v",
+                ..Message::new(MsgType::P2a, 0, Addr::Switch(1), Addr::Switch(2))
+            };
+            feed(&mut s, from, &p2a.to_vec());
+        }
+        drain(&mut s);
+        let p1a = Message {
+            inst: 0,
+            rnd: 2,
+            a: 8,
+            ..Message::new(MsgType::P1a, 0, Addr::Switch(1), Addr::Switch(2))
+        };
+        assert_eq!(feed(&mut s, from, &p1a.to_vec()), Route::Consume);
+        let answers = drain(&mut s);
+        assert_eq!(answers.len(), 4, "three votes and the summary");
+    }
+}

@@ -1043,6 +1043,7 @@ impl Hints for Switch {
     }
 }
 
+mod budget;
 mod cpu;
 mod forwarding;
 pub use cpu::CpuStatus;

@@ -81,15 +81,39 @@ impl HalfRegisters {
     }
 }
 
+/// One access to a lane's registers, logged in the switch's own tests for the P4 budget
+/// check (`switch/budget`): an input's register in a half (with the path of the half's minimum
+/// tree above it), or a half's output register.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Touch {
+    Input(Half),
+    Output(Half),
+}
+
 /// The registers of one lane: an uplink half and a downlink half.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Registers {
     pub(super) up: HalfRegisters,
     pub(super) down: HalfRegisters,
+    /// The accesses since the budget test last took them; `None` (nothing kept) elsewhere.
+    #[cfg(test)]
+    pub(super) touches: Option<Vec<Touch>>,
 }
 
 impl Registers {
+    #[cfg(test)]
+    fn touch(&mut self, touch: Touch) {
+        if let Some(log) = &mut self.touches {
+            log.push(touch);
+        }
+    }
+
+    /// A half's registers, to write an input's (every caller does, or reads the minimum
+    /// before it writes).
     pub(super) fn half(&mut self, half: Half) -> &mut HalfRegisters {
+        #[cfg(test)]
+        self.touch(Touch::Input(half));
         match half {
             Half::Up => &mut self.up,
             Half::Down => &mut self.down,
@@ -106,6 +130,8 @@ impl Registers {
     pub(super) fn advance_empty(&mut self, now: Instant) -> bool {
         let empty = self.up.minimum().is_none() && self.up.output < now;
         if empty {
+            #[cfg(test)]
+            self.touch(Touch::Output(Half::Up));
             self.up.output = now;
         }
         empty
@@ -114,6 +140,8 @@ impl Registers {
     /// Barrier of the uplink half (eq. 4.1); holds its last value while no input counts,
     /// until the next tick advances it ([`Registers::advance_empty`]).
     pub(super) fn up_output(&mut self) -> Instant {
+        #[cfg(test)]
+        self.touch(Touch::Output(Half::Up));
         if let Some(m) = self.up.minimum() {
             debug_assert!(m >= self.up.output, "uplink barrier went back");
             self.up.output = self.up.output.max(m);
@@ -124,6 +152,8 @@ impl Registers {
     /// Barrier of the downlink half: inputs from above and the loopback from the uplink half.
     pub(super) fn down_output(&mut self) -> Instant {
         let loopback = self.up_output();
+        #[cfg(test)]
+        self.touch(Touch::Output(Half::Down));
         let m = self.down.minimum().map_or(loopback, |m| m.min(loopback));
         debug_assert!(m >= self.down.output, "downlink barrier went back");
         self.down.output = self.down.output.max(m);
