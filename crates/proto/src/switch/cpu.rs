@@ -15,8 +15,10 @@ use onepipe_wire::Instant;
 use onepipe_wire::packet::Packet;
 use std::collections::VecDeque;
 
-/// Punted beacons the CPU holds per port: a CPU that falls further behind drops new ones
-/// (counted), as a real punt queue would, and its links look slow, then dead.
+/// Punted beacons the CPU holds per port: a CPU that falls further behind drops new ones on
+/// that port (counted), and its links look slow, then dead. Per port, not shared: a runtime
+/// that hands a switch its ports' frames in a fixed order (inproc's passes) would otherwise fill
+/// a shared queue from the first ports every pass, and the last ones' links would die.
 const PUNTED_PER_PORT_MAX: usize = 8;
 
 /// A beacon waiting for the CPU.
@@ -34,7 +36,8 @@ struct Punted {
 #[derive(Clone, Debug, Default)]
 pub(super) struct CpuAgent {
     queue: VecDeque<Punted>,
-    capacity: usize,
+    /// Beacons waiting, per port.
+    queued: Vec<u8>,
     /// The longest a beacon waited from arrival until the CPU took it, in ns.
     pub(super) lag_max_ns: u64,
     /// The lag of the last beacon taken, in ns.
@@ -56,7 +59,7 @@ pub struct CpuStatus {
 impl CpuAgent {
     pub(super) fn new(ports: usize) -> CpuAgent {
         CpuAgent {
-            capacity: PUNTED_PER_PORT_MAX * ports.max(1),
+            queued: vec![0; ports],
             ..CpuAgent::default()
         }
     }
@@ -66,7 +69,15 @@ impl CpuAgent {
     }
 
     pub(super) fn invariants(&self) {
-        assert!(self.queue.len() <= self.capacity, "the punt queue is bounded");
+        assert!(
+            self.queued.iter().all(|&q| q as usize <= PUNTED_PER_PORT_MAX),
+            "the punt queue is bounded per port"
+        );
+        assert_eq!(
+            self.queued.iter().map(|&q| q as usize).sum::<usize>(),
+            self.queue.len(),
+            "per-port counts match the queue"
+        );
         assert!(
             self.queue
                 .iter()
@@ -101,10 +112,11 @@ impl Switch {
         let delay = self.config.incarnation.cpu_delay();
         let cpu = self.cpu.as_mut().expect("forward-only switches have a CPU agent");
         self.counters.beacons_received += 1;
-        if cpu.queue.len() >= cpu.capacity {
+        if cpu.queued[port] as usize >= PUNTED_PER_PORT_MAX {
             cpu.overflow_drops += 1;
             return;
         }
+        cpu.queued[port] += 1;
         // Due in arrival order even if the delay changed: never before the one ahead.
         let due = cpu.queue.back().map_or(now + delay, |b| b.due.max(now + delay));
         cpu.queue.push_back(Punted {
@@ -122,6 +134,7 @@ impl Switch {
                 break;
             };
             cpu.queue.pop_front();
+            cpu.queued[p.port] -= 1;
             let lag_ns = now.saturating_since(p.arrived).as_nanos();
             cpu.lag_last_ns = lag_ns;
             cpu.lag_max_ns = cpu.lag_max_ns.max(lag_ns);

@@ -101,12 +101,15 @@ fn the_cpu_beacons_on_every_link_each_interval_busy_or_idle() {
 #[test]
 fn a_cpu_that_falls_behind_drops_beacons_and_counts_them() {
     let mut s = cpu_switch(2);
-    let capacity = 2 * 8;
+    let capacity = 8;
     for i in 0..capacity as u64 + 5 {
         pass(&mut s, 10 + i, 0, beacon(10 + i));
     }
     let status = s.cpu_status().unwrap();
     assert_eq!((status.backlog, status.overflow_drops), (capacity, 5));
+    // A flooded port does not crowd out another's beacons.
+    pass(&mut s, 30, 1, beacon(30));
+    assert_eq!(s.cpu_status().unwrap().backlog, capacity + 1);
     s.handle_timeout(t(10_000));
     let status = s.cpu_status().unwrap();
     assert_eq!(status.backlog, 0);
