@@ -117,7 +117,8 @@ impl From<RuntimeKind> for onepipe_bench::runtimes::RuntimeKind {
     }
 }
 
-fn us(v: f64) -> Duration {
+/// A flag's microseconds as a duration (flags are bounded non-negative; a negative is zero).
+pub(crate) fn us(v: f64) -> Duration {
     Duration::from_nanos((v * 1_000.0).round().max(0.0) as u64)
 }
 

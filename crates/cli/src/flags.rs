@@ -348,7 +348,7 @@ impl IncarnationFlags {
         match self.incarnation {
             IncarnationKind::Chip => Ok(onepipe_proto::Incarnation::Chip),
             IncarnationKind::Cpu => Ok(onepipe_proto::Incarnation::SwitchCpu {
-                delay: onepipe_wire::Duration::from_nanos((self.cpu_delay_us * 1e3).round() as u64),
+                delay: crate::demo::us(self.cpu_delay_us),
             }),
             IncarnationKind::Host => Err(
                 "--incarnation host: host representatives are not built yet (issue 47); use chip or cpu"

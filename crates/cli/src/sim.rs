@@ -101,7 +101,7 @@ pub struct FigureArgs {
 
 impl FigureArgs {
     fn cpu_delay(&self) -> onepipe_wire::Duration {
-        onepipe_wire::Duration::from_nanos((self.cpu_delay_us * 1e3).round() as u64)
+        crate::demo::us(self.cpu_delay_us)
     }
 }
 
