@@ -168,6 +168,9 @@ pub struct RunArgs {
     /// CPU time of a host per frame sent or received (bounds a process's message rate)
     #[arg(long, default_value = "65ns", value_parser = time)]
     host_frame_cost: Duration,
+    /// With --incarnation host: CPU time of a switch's representative per beacon in or out
+    #[arg(long, default_value = "40ns", value_parser = time)]
+    representative_frame_cost: Duration,
     #[arg(long, default_value_t = 1 << 20, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::BYTES_MAX))]
     queue_capacity_bytes: usize,
     #[arg(long, default_value_t = 100 * 1024, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::BYTES_MAX))]
@@ -260,6 +263,8 @@ pub struct RunArgs {
     #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
+    incarnation: crate::flags::IncarnationFlags,
+    #[command(flatten)]
     output: JsonFlag,
 }
 
@@ -289,6 +294,7 @@ impl RunArgs {
             switch_delay: self.switch_delay,
             host_nic_delay: self.host_nic_delay,
             host_frame_cost: self.host_frame_cost,
+            representative_frame_cost: self.representative_frame_cost,
             queue_capacity_bytes: self.queue_capacity_bytes,
             ecn_threshold_bytes: self.ecn_threshold_bytes,
             mtu_bytes: self.mtu_bytes,
@@ -326,6 +332,7 @@ impl RunArgs {
             settle: self.settle,
             events_max: self.events_max,
             memory_bytes_max: self.memory_mb_max.saturating_mul(1 << 20),
+            incarnation: self.incarnation.incarnation(),
             ..SimConfig::default()
         })
     }

@@ -184,6 +184,8 @@ pub struct SimConfig {
     /// One-way delay of a process's NIC and network stack, added to its link to the ToR.
     pub host_nic_delay: Duration,
     pub host_frame_cost: Duration,
+    /// CPU time of a host representative per beacon in or out (`Incarnation::Host`).
+    pub representative_frame_cost: Duration,
     pub queue_capacity_bytes: usize,
     pub ecn_threshold_bytes: usize,
     pub mtu_bytes: usize,
@@ -263,6 +265,10 @@ impl Default for SimConfig {
             switch_delay: Duration::from_nanos(700),
             host_nic_delay: Duration::from_nanos(550),
             host_frame_cost: Duration::from_nanos(65),
+            // Paper 7.4 (Fig. 13a): a host core sustains the beacons of a 32-port switch at 3 us,
+            // a beacon in and one out per port and interval: at most 47 ns per beacon. A
+            // process's 65 ns (its stack) would not keep up with a ToR of 32 processes.
+            representative_frame_cost: Duration::from_nanos(40),
             queue_capacity_bytes: 1 << 20,
             ecn_threshold_bytes: 100 * 1024,
             mtu_bytes: 1500,

@@ -1,8 +1,10 @@
-//! What a simulated node is: a switch, a process, or the controller.
+//! What a simulated node is: a switch, a process, the controller, or a switch's host
+//! representative (host delegation, paper 6.2.3).
 
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
 use onepipe_fabric::{Hints, Node, PortId, Route};
+use onepipe_proto::representative::Representative;
 use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchNode};
 use onepipe_wire::Instant;
 
@@ -10,12 +12,20 @@ pub enum SimNode {
     Switch(Box<Mgmt<SwitchNode>>),
     Host(Box<Mgmt<SimHost>>),
     Controller(Box<ControllerNode>),
+    Representative(Box<Representative>),
 }
 
 impl SimNode {
     pub fn switch(&self) -> Option<&Switch> {
         match self {
             SimNode::Switch(s) => Some(s.node.onepipe()),
+            _ => None,
+        }
+    }
+    /// The 1Pipe program of a host representative.
+    pub fn representative(&self) -> Option<&Switch> {
+        match self {
+            SimNode::Representative(r) => Some(r.program()),
             _ => None,
         }
     }
@@ -49,6 +59,7 @@ impl SimNode {
             }
             SimNode::Host(h) => h.node.endpoint.invariants(),
             SimNode::Controller(c) => c.controller().invariants(),
+            SimNode::Representative(r) => r.invariants(),
         }
     }
 }
@@ -60,6 +71,7 @@ macro_rules! each {
             SimNode::Switch($n) => $e,
             SimNode::Host($n) => $e,
             SimNode::Controller($n) => $e,
+            SimNode::Representative($n) => $e,
         }
     };
 }

@@ -163,6 +163,8 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("sim", "--switch-delay", "3600s", "3601s"),
     ("sim", "--host-nic-delay", "3600s", "3601s"),
     ("sim", "--host-frame-cost", "3600s", "3601s"),
+    ("sim", "--representative-frame-cost", "3600s", "3601s"),
+    ("sim", "--cpu-delay-us", "10000000", "10000001"),
     ("sim", "--queue-capacity-bytes", "17179869184", "17179869185"),
     ("sim", "--ecn-threshold-bytes", "17179869184", "17179869185"),
     ("sim", "--mtu-bytes", "65535", "65536"),
