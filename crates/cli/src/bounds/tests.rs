@@ -126,6 +126,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("bench fig8", "--processes", "1048576", "1048577"),
     ("bench fig8", "--seconds", "86400", "86401"),
     ("bench fig8", "--window", "16777216", "16777217"),
+    ("bench fig8", "--cpu-delay-us", "10000000", "10000001"),
     ("bench fig8", "--ratio-pairs", "1000", "1001"),
     ("bench fig8", "--auth-pairs", "1000", "1001"),
     ("bench fig8", "--limit-seconds", "86400", "86401"),
