@@ -193,7 +193,7 @@ pub struct RunArgs {
     /// Loss, duplication and reordering stop this long after traffic starts (default: never)
     #[arg(long, value_parser = time)]
     faults_for: Option<Duration>,
-    /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D] (T after traffic starts, D how long); repeatable
+    /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D], representative:NAME@T[+D] (the host representative of switch NAME, with --incarnation host; T after traffic starts, D how long); repeatable
     #[arg(long = "fail")]
     failures: Vec<Failure>,
     /// A host's clock steps, as NTP steps a clock: host:P@T+D (forward) or host:P@T-D (back), T

@@ -18,6 +18,9 @@ pub enum FailTarget {
     Restart(String),
     /// A process (its host's endpoint).
     Process(u32),
+    /// The host representative of a switch, by the switch's name (`Incarnation::Host`): the
+    /// switch goes on forwarding.
+    Representative(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +55,7 @@ impl std::str::FromStr for Failure {
                 FailTarget::Link(a.to_string(), b.to_string())
             }
             "switch" => FailTarget::Switch(name.to_string()),
+            "representative" => FailTarget::Representative(name.to_string()),
             "restart" if lasts.is_none() => {
                 return Err(format!(
                     "failure `{s}`: a restart names how long the switch is down (restart:NAME@T+D)"
@@ -64,7 +68,7 @@ impl std::str::FromStr for Failure {
             ),
             _ => {
                 return Err(format!(
-                    "failure `{s}`: unknown kind `{kind}` (link, switch, restart, host)"
+                    "failure `{s}`: unknown kind `{kind}` (link, switch, restart, host, representative)"
                 ));
             }
         };
@@ -458,7 +462,12 @@ impl SimConfig {
                 "recovers the reliable service only; add --reliable",
             ));
         }
-        let pauses = |f: &Failure| matches!(f.target, FailTarget::Switch(_) | FailTarget::Process(_));
+        let pauses = |f: &Failure| {
+            matches!(
+                f.target,
+                FailTarget::Switch(_) | FailTarget::Process(_) | FailTarget::Representative(_)
+            )
+        };
         if self.controller && self.failures.iter().any(|f| f.lasts.is_some() && pauses(f)) {
             return Err(bad(
                 "failures",
@@ -483,6 +492,14 @@ impl SimConfig {
         }
         self.validate_time_ahead()?;
         for f in &self.failures {
+            if matches!(f.target, FailTarget::Representative(_))
+                && self.incarnation != onepipe_proto::Incarnation::Host
+            {
+                return Err(bad(
+                    "failures",
+                    "a representative fails only with host representatives (--incarnation host)",
+                ));
+            }
             if let FailTarget::Process(p) = f.target
                 && p as u64 >= processes
             {

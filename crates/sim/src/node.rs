@@ -12,7 +12,7 @@ pub enum SimNode {
     Switch(Box<Mgmt<SwitchNode>>),
     Host(Box<Mgmt<SimHost>>),
     Controller(Box<ControllerNode>),
-    Representative(Box<Representative>),
+    Representative(Box<Mgmt<Representative>>),
 }
 
 impl SimNode {
@@ -25,7 +25,7 @@ impl SimNode {
     /// The 1Pipe program of a host representative.
     pub fn representative(&self) -> Option<&Switch> {
         match self {
-            SimNode::Representative(r) => Some(r.program()),
+            SimNode::Representative(r) => Some(r.node.program()),
             _ => None,
         }
     }
@@ -59,7 +59,7 @@ impl SimNode {
             }
             SimNode::Host(h) => h.node.endpoint.invariants(),
             SimNode::Controller(c) => c.controller().invariants(),
-            SimNode::Representative(r) => r.invariants(),
+            SimNode::Representative(r) => r.node.invariants(),
         }
     }
 }

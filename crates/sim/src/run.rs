@@ -8,7 +8,9 @@ use crate::engine::{Budget, Engine, EngineError, Model, RestartFn, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
 use crate::traffic::{Generator, Traffic};
-use onepipe::control_node::{ControllerNode, Mgmt, RouteCache, management_links, mgmt_port};
+use onepipe::control_node::{
+    ControllerNode, Mgmt, RouteCache, management_links, mgmt_port, representative_management_links,
+};
 use onepipe_check::{ProcessLog, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::{Wiring, routing};
 use onepipe_proto::Incarnation;
@@ -407,25 +409,43 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     let model = model_for(config, send_from);
     let mut links = links_for(&wiring, config);
+    let host = config.incarnation == Incarnation::Host;
     if config.controller {
         let index = nodes.len();
-        if index > onepipe_fabric::PortId::MAX as usize {
+        // Representatives come after the controller, a port of its own each.
+        let last = index + if host { wiring.switch_count() } else { 0 };
+        if last > onepipe_fabric::PortId::MAX as usize {
             return Err(SimError::Wiring(format!(
-                "the controller has a port per node and {index} nodes are too many"
+                "the controller has a port per node and {last} nodes are too many"
             )));
         }
-        let controller = ControllerNode::new(&wiring, config.controller_config, START);
-        nodes.push((SimNode::Controller(Box::new(controller)), Role::Controller));
+        let mut controller = ControllerNode::new(&wiring, config.controller_config, START);
         links.extend(management_links(&wiring, index, config.control_delay));
+        if host {
+            controller = controller.with_representatives(index + 1);
+            links.extend(representative_management_links(
+                wiring.switch_count(),
+                index + 1,
+                index,
+                config.control_delay,
+            ));
+        }
+        nodes.push((SimNode::Controller(Box::new(controller)), Role::Controller));
     }
-    if config.incarnation == Incarnation::Host {
-        add_representatives(&wiring, config, &switch_config, &mut nodes, &mut links)?;
+    if host {
+        let on = config.controller.then_some(&routes_avoiding);
+        add_representatives(&wiring, config, &switch_config, on, &mut nodes, &mut links)?;
     }
+    // Host representatives, if any, are the last nodes, one per switch.
+    let representatives_from = nodes.len().saturating_sub(wiring.switch_count());
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
     for f in &config.failures {
         let target = match &f.target {
             FailTarget::Process(p) => FaultTarget::Node(wiring.node_of_process(*p) as u32),
             FailTarget::Switch(name) => FaultTarget::Node(switch_index(&wiring, name)? as u32),
+            FailTarget::Representative(name) => {
+                FaultTarget::Node((representatives_from + switch_index(&wiring, name)?) as u32)
+            }
             FailTarget::Restart(name) => FaultTarget::Restart(switch_index(&wiring, name)? as u32),
             FailTarget::Link(a, b) => {
                 let (a, b) = (switch_index(&wiring, a)?, switch_index(&wiring, b)?);
@@ -492,6 +512,7 @@ fn add_representatives(
     wiring: &Wiring,
     config: &SimConfig,
     switch_config: &SwitchConfig,
+    managed: Option<&onepipe::control_node::SharedRoutes>,
     nodes: &mut Vec<(SimNode, Role)>,
     links: &mut Vec<onepipe_fabric::DirectedLink>,
 ) -> Result<(), SimError> {
@@ -503,6 +524,11 @@ fn add_representatives(
         })?;
         let index = nodes.len();
         let rep = Representative::new(s, wiring, routes, switch_config.clone(), START);
+        let uplink = onepipe_proto::representative::UPLINK;
+        let rep = match managed {
+            Some(routes) => Mgmt::managed(rep, Member::Switch(s), uplink + 1, routes.clone()),
+            None => Mgmt::unmanaged(rep),
+        };
         // Paper Fig. 13a sizes a representative for a 32-port switch: one core at 3 us. A
         // ToR of more processes gets a core per 32 ports (the paper's testbed had NIC
         // representatives aggregate each host's processes first, which is not modelled).
@@ -513,7 +539,6 @@ fn add_representatives(
             SimNode::Representative(Box::new(rep)),
             Role::Representative { cores },
         ));
-        let uplink = onepipe_proto::representative::UPLINK;
         links.push(onepipe_fabric::DirectedLink {
             from: (s, port),
             to: (index, uplink),

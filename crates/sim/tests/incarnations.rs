@@ -122,3 +122,44 @@ fn host_representatives_with_faults_keep_order() {
     assert!(r.checks.total_order && r.checks.fifo && r.checks.causality);
     assert!(r.delivered > 1000, "{r:?}");
 }
+
+/// Paper 6.2.3 under 5.2: a representative that stops is detected as its switch would be (its
+/// neighbours' representatives time its links out and report them), and the controller
+/// recovers: around a spine's, no process fails; a ToR's takes its rack, as a ToR's failure
+/// does. Every scattering is delivered by all its correct receivers or none.
+#[test]
+fn a_failed_representative_is_detected_like_a_switch_and_recovered() {
+    for (name, rack) in [("spine0.0", vec![]), ("tor0.0", (0..8).collect::<Vec<u32>>())] {
+        let c = SimConfig {
+            incarnation: Incarnation::Host,
+            reliable: true,
+            controller: true,
+            send_for: Duration::from_micros(400),
+            failures: vec![format!("representative:{name}@200us").parse().unwrap()],
+            ..SimConfig::default()
+        };
+        let r = onepipe_sim::run(&c, &mut |_, _| {}).unwrap();
+        assert_eq!(r.violations, 0, "{name}: {:?}", r.examples);
+        assert!(
+            r.checks.atomicity && r.checks.total_order && r.checks.liveness,
+            "{name}"
+        );
+        let f = r.failure.as_ref().expect("a failure outcome");
+        let timeout_us = c.dead_after_intervals as f64 * c.beacon_interval.as_nanos() as f64 / 1e3;
+        let detected = f.detection_us.expect("reported");
+        assert!(detected >= timeout_us, "{name}: detected after {detected} us");
+        let declared: Vec<u32> = f.failed_processes.iter().map(|p| p.0).collect();
+        assert_eq!(declared, rack, "{name}");
+        assert_eq!(f.stalled_processes, 0, "{name}: {f:?}");
+    }
+}
+
+#[test]
+fn a_representative_fails_only_with_representatives() {
+    let c = SimConfig {
+        failures: vec!["representative:core0@100us".parse().unwrap()],
+        ..SimConfig::default()
+    };
+    let e = onepipe_sim::run(&c, &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("--incarnation host"), "{e}");
+}

@@ -593,6 +593,10 @@ impl Switch {
     /// `switch_recovery.rs`).
     pub fn remove_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
         let half = self.half_of_input(self.port_index(port)?);
+        // A plain switch keeps no barriers: its representative takes the order.
+        if self.representative.is_some() {
+            return Ok(());
+        }
         if self.ports[port as usize].to_process {
             self.quarantine(port as usize);
         }
@@ -625,6 +629,11 @@ impl Switch {
         let i = self.port_index(port)?;
         self.ports[i].cut = true;
         self.ports[i].set_beacon_pending(false, &mut self.beacons_pending);
+        // A plain switch cuts the port in its data plane; its representative, which knows
+        // the last commit barrier, reports it.
+        if self.representative.is_some() {
+            return Ok(());
+        }
         self.kill_input(i);
         // Reported even if its death already was: the controller asked, and waits.
         self.report(i);
@@ -945,7 +954,7 @@ impl Node for Switch {
 
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let p = port as usize;
-        if !self.ports.get(p)?.beacon_pending {
+        if self.representative.is_some() || !self.ports.get(p)?.beacon_pending {
             return None;
         }
         if self.ports[p].cut {
