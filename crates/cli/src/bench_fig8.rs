@@ -53,12 +53,9 @@ pub struct Fig8Args {
 
 pub fn run(args: Fig8Args) -> Result<ExitCode, String> {
     let incarnation = args.incarnation.incarnation();
-    if incarnation == onepipe_proto::Incarnation::Host {
-        return Err(
-            "--incarnation host runs in the simulator (`onepipe sim --incarnation host`); \
-             the benchmark's runtimes do not host representatives yet"
-                .into(),
-        );
+    if incarnation == onepipe_proto::Incarnation::Host && args.rt.runtime == crate::demo::RuntimeKind::Inproc
+    {
+        return Err(crate::demo::HOST_NEEDS_UDP.into());
     }
     let options = Fig8Options {
         runtime: args.rt.runtime.into(),

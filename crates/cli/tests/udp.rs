@@ -315,6 +315,33 @@ fn demo_over_udp_on_the_default_topology_drops_nothing() {
     }
 }
 
+/// Host delegation (paper 6.2.3) over udp: plain switches that only route, a representative
+/// per switch on a socket of its own, and every check still holds with nothing dropped. The
+/// representatives' links are what the switches' registers hear: their removals count.
+#[test]
+fn demo_over_udp_with_host_representatives_drops_nothing() {
+    let v = common::run_json(
+        &[
+            "demo",
+            "--runtime",
+            "udp",
+            "--incarnation",
+            "host",
+            "--seconds",
+            "0.5",
+            "--json",
+        ],
+        None,
+    );
+    assert!(v["delivered"].as_u64().unwrap() > 10_000, "{v}");
+    for counter in ["late_drops", "incomplete_drops", "send_failures", "links_removed"] {
+        assert_eq!(v[counter], 0, "{counter}: {v}");
+    }
+    for check in ["total_order", "fifo", "causality", "no_duplicates", "no_creation"] {
+        assert_eq!(v["checks"][check], true, "{check}: {v}");
+    }
+}
+
 /// Bulk reliable broadcasts over udp (100 KB, 32 processes) overload the fabric: a packet
 /// can wait behind seconds of queued data. With the RTO capped at 20 ms whatever the round
 /// trip (~27 ms), nearly every packet was sent twice, connections went without progress for

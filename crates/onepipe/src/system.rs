@@ -1,19 +1,22 @@
 //! A whole 1Pipe system on the inproc runtime: one switch pipeline running 1Pipe's [`Switch`]
-//! per switch of the topology and
-//! one [`HostNode`] per process, wired as the topology says.
+//! per switch of the topology and one [`HostNode`] per process, wired as the topology says;
+//! with host representatives (`Incarnation::Host`), one [`Representative`] per switch after
+//! the processes, on a link to its switch.
 
 use crate::control::ChannelLink;
 use crate::control_node::Mgmt;
 use crate::host::{Application, HostNode};
-use onepipe_fabric::{Either, Peer, PortDirection, RoutingError, Wiring, routing};
+use onepipe_fabric::{DirectedLink, Either, Peer, PortDirection, RoutingError, Wiring, routing};
+use onepipe_proto::Incarnation;
 use onepipe_proto::endpoint::{Endpoint, EndpointConfig};
-use onepipe_proto::switch::{Switch, SwitchConfig, SwitchNode};
+use onepipe_proto::representative::{FabricNode, Representative, UPLINK};
+use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_runtime::inproc::{Clock, InprocConfig, InprocError, Runtime};
 use onepipe_wire::{Duration, Instant};
 
-/// Any participant of the system: switches on the left, processes on the right, each with its
-/// channel to the controller when there is one.
-pub type Member<A> = Mgmt<Either<Box<SwitchNode>, Box<HostNode<A>>>>;
+/// Any participant of the system: switches (and representatives) on the left, processes on
+/// the right, each with its channel to the controller when there is one.
+pub type Member<A> = Mgmt<Either<Box<FabricNode>, Box<HostNode<A>>>>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemError {
@@ -65,8 +68,8 @@ pub fn start_managed<A: Application>(
     if let Some(ports) = control {
         attach(&mut nodes, ports);
     }
-    let links = wiring.directed_links(config.link_delay);
-    let worker_of = assign_workers(wiring, config.inproc.workers.max(1));
+    let links = links(wiring, config);
+    let worker_of = assign_workers(wiring, config, config.inproc.workers.max(1));
     Ok(Runtime::start(nodes, &links, &worker_of, &config.inproc, clock)?)
 }
 
@@ -82,9 +85,9 @@ pub fn build<A: Application>(
     assert_eq!(apps.len(), wiring.process_count(), "one app per process");
     let tables = routing::build(wiring)?;
     let mut nodes = Vec::with_capacity(wiring.switch_count() + wiring.process_count());
-    for (s, routes) in tables.into_iter().enumerate() {
-        let switch = Switch::new(s, wiring, routes, config.switch.clone(), now).into_node();
-        nodes.push(Mgmt::unmanaged(Either::Left(Box::new(switch))));
+    for (s, routes) in tables.iter().enumerate() {
+        let switch = Switch::new(s, wiring, routes.clone(), config.switch.clone(), now).into_node();
+        nodes.push(fabric_member(Either::Left(Box::new(switch))));
     }
     let count = wiring.process_count() as u32;
     for (p, app) in apps.into_iter().enumerate() {
@@ -99,7 +102,46 @@ pub fn build<A: Application>(
             app,
         }))));
     }
+    if config.switch.incarnation == Incarnation::Host {
+        for (s, routes) in tables.into_iter().enumerate() {
+            let rep = Representative::new(s, wiring, routes, config.switch.clone(), now);
+            nodes.push(fabric_member(Either::Right(Box::new(rep))));
+        }
+    }
     Ok(nodes)
+}
+
+fn fabric_member<A: Application>(node: FabricNode) -> Member<A> {
+    Mgmt::unmanaged(Either::Left(Box::new(node)))
+}
+
+/// Every link between the system's nodes, each with the topology's delay plus
+/// `config.link_delay`: the wiring's, and with host representatives, each switch's link to its
+/// representative (node `switches + processes + s`, at the switch's `representative_port`).
+pub fn links(wiring: &Wiring, config: &SystemConfig) -> Vec<DirectedLink> {
+    let mut links = wiring.directed_links(config.link_delay);
+    if config.switch.incarnation != Incarnation::Host {
+        return links;
+    }
+    let first = wiring.switch_count() + wiring.process_count();
+    for (s, ports) in wiring.switch_ports.iter().enumerate() {
+        // A switch of 65534 ports or more has no representative (its beacons go nowhere).
+        let Some(port) = onepipe_proto::representative_port(ports.len()) else {
+            continue;
+        };
+        let delay = config.link_delay;
+        links.push(DirectedLink {
+            from: (s, port),
+            to: (first + s, UPLINK),
+            delay,
+        });
+        links.push(DirectedLink {
+            from: (first + s, UPLINK),
+            to: (s, port),
+            delay,
+        });
+    }
+    links
 }
 
 /// Connects every node to the controller: `ports` as [`crate::control::ControlPlane::start`]
@@ -113,7 +155,7 @@ pub fn attach<A: Application>(nodes: &mut [Member<A>], ports: Vec<ChannelLink>) 
 /// Keeps each rack (ToR and its processes) on one worker, and each higher switch on the worker
 /// that holds most of the switches below it (ties go round-robin), so that as many links as
 /// possible stay within one worker's cache: a link between workers bounces cache lines.
-fn assign_workers(wiring: &Wiring, workers: usize) -> Vec<usize> {
+fn assign_workers(wiring: &Wiring, config: &SystemConfig, workers: usize) -> Vec<usize> {
     let topo = &wiring.topology;
     let tors: Vec<usize> = (0..topo.switches.len())
         .filter(|&s| topo.switches[s].layer == 1)
@@ -139,6 +181,12 @@ fn assign_workers(wiring: &Wiring, workers: usize) -> Vec<usize> {
     }
     for (p, spec) in wiring.processes.iter().enumerate() {
         worker_of[node_of_process(wiring, p as u32)] = worker_of[spec.tor];
+    }
+    // A representative beside its switch.
+    if config.switch.incarnation == Incarnation::Host {
+        for s in 0..wiring.switch_count() {
+            worker_of.push(worker_of[s]);
+        }
     }
     worker_of
 }

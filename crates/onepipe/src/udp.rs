@@ -492,7 +492,8 @@ pub fn start_local<A: Application>(
     clock: Clock,
 ) -> Result<LocalFabric<A>, UdpSystemError> {
     let nodes = crate::system::build(wiring, config, apps, clock_offsets_ns, clock.now())?;
-    LocalFabric::start(wiring, nodes, udp, clock).map_err(|e| match e {
+    let links = crate::system::links(wiring, config);
+    LocalFabric::start_linked(wiring, nodes, &links, udp, clock).map_err(|e| match e {
         LocalError::Plan(e) => UdpSystemError::Plan(e),
         LocalError::Udp(e) => UdpSystemError::Udp(e),
         e @ LocalError::NodeCount { .. } => unreachable!("system::build makes one node per wiring node: {e}"),

@@ -10,8 +10,8 @@
 //! and host + host processing delay" per hop).
 
 use crate::Incarnation;
-use crate::switch::{Switch, SwitchConfig};
-use onepipe_fabric::{Hints, Node, PortId, Route, Routes, Wiring};
+use crate::switch::{OnePipeProgram, Switch, SwitchConfig, SwitchNode};
+use onepipe_fabric::{Either, Hints, Node, PortId, Route, Routes, Wiring};
 use onepipe_wire::Instant;
 use onepipe_wire::packet::{Opcode, Packet};
 
@@ -132,6 +132,26 @@ impl Node for Representative {
 impl Hints for Representative {
     fn wants_transmit(&self) -> bool {
         self.program.wants_transmit()
+    }
+}
+
+/// A node of a fabric's switching layer: a switch, or (host delegation) a representative.
+pub type FabricNode = Either<Box<SwitchNode>, Box<Representative>>;
+
+/// The 1Pipe program of either: a representative's is the one that aggregates; a plain
+/// switch's only forwards.
+impl OnePipeProgram for FabricNode {
+    fn onepipe(&self) -> &Switch {
+        match self {
+            Either::Left(s) => s.onepipe(),
+            Either::Right(r) => r.program(),
+        }
+    }
+    fn onepipe_mut(&mut self) -> &mut Switch {
+        match self {
+            Either::Left(s) => s.onepipe_mut(),
+            Either::Right(r) => r.program_mut(),
+        }
     }
 }
 

@@ -10,11 +10,11 @@
 
 use super::plan::{AddressPlan, PlanError};
 use super::{
-    Idle, IdlePolicy, Pass, RecvBufs, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers,
+    Idle, IdlePolicy, Pass, RecvBufs, UdpConfig, UdpCounters, UdpDriver, UdpError, park, port_peers_of,
 };
 use crate::inproc::Clock;
 use onepipe_fabric::node::Node;
-use onepipe_fabric::wiring::Wiring;
+use onepipe_fabric::wiring::{DirectedLink, Wiring};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
@@ -61,7 +61,22 @@ pub struct UdpTotals {
 impl<N: Node + 'static> LocalFabric<N> {
     /// Starts `nodes` (one per runtime node of `wiring`: switches first, then processes).
     pub fn start(wiring: &Wiring, nodes: Vec<N>, udp: &UdpConfig, clock: Clock) -> Result<Self, LocalError> {
-        let expected = wiring.switch_count() + wiring.process_count();
+        let links = wiring.directed_links(onepipe_wire::Duration::ZERO);
+        LocalFabric::start_linked(wiring, nodes, &links, udp, clock)
+    }
+
+    /// Starts `nodes` joined by `links`: the runtime nodes of `wiring`, then any more that
+    /// `links` name (host representatives), each on a loopback address of their own.
+    pub fn start_linked(
+        wiring: &Wiring,
+        nodes: Vec<N>,
+        links: &[DirectedLink],
+        udp: &UdpConfig,
+        clock: Clock,
+    ) -> Result<Self, LocalError> {
+        let wired = wiring.switch_count() + wiring.process_count();
+        let linked = links.iter().map(|l| l.from.0.max(l.to.0) + 1).max().unwrap_or(0);
+        let expected = wired.max(linked);
         if nodes.len() != expected {
             return Err(LocalError::NodeCount {
                 nodes: nodes.len(),
@@ -72,12 +87,16 @@ impl<N: Node + 'static> LocalFabric<N> {
         let mut drivers = Vec::with_capacity(nodes.len());
         let mut bound = Vec::with_capacity(nodes.len());
         for n in 0..nodes.len() {
-            let local = SocketAddr::new(plan.node(n).ip(), 0);
+            let ip = match n.checked_sub(wired) {
+                None => plan.node(n).ip(),
+                Some(extra) => super::plan::extra_node(extra)?.ip(),
+            };
+            let local = SocketAddr::new(ip, 0);
             let d = UdpDriver::bind_addr(local, udp)?;
             bound.push(d.local_addr().map_err(UdpError::Io)?);
             drivers.push(d);
         }
-        let peers = port_peers(wiring, |n| bound[n]);
+        let peers = port_peers_of(links, nodes.len(), |n| bound[n]);
         let thread_count = udp.threads.unwrap_or(nodes.len()).clamp(1, nodes.len().max(1));
         let shared = thread_count < nodes.len();
         // Shared threads park on every node's socket: copies of them, since a node's own

@@ -143,8 +143,18 @@ impl Links {
 /// For every runtime node, the address behind each of its ports, `addr(n)` being where node
 /// `n` listens.
 pub fn port_peers(wiring: &Wiring, addr: impl Fn(usize) -> SocketAddr) -> Vec<Vec<Option<SocketAddr>>> {
-    let mut peers = vec![Vec::new(); wiring.switch_count() + wiring.process_count()];
-    for l in wiring.directed_links(onepipe_wire::Duration::ZERO) {
+    let links = wiring.directed_links(onepipe_wire::Duration::ZERO);
+    port_peers_of(&links, wiring.switch_count() + wiring.process_count(), addr)
+}
+
+/// For each of `nodes` nodes, the address behind each of its ports on `links`.
+pub fn port_peers_of(
+    links: &[onepipe_fabric::DirectedLink],
+    nodes: usize,
+    addr: impl Fn(usize) -> SocketAddr,
+) -> Vec<Vec<Option<SocketAddr>>> {
+    let mut peers = vec![Vec::new(); nodes];
+    for l in links {
         let (from, port) = (l.from.0, l.from.1 as usize);
         if peers[from].len() <= port {
             peers[from].resize(port + 1, None);

@@ -55,6 +55,12 @@ fn loopback(second_octet: u8, index: usize) -> Result<SocketAddr, PlanError> {
     Ok(SocketAddr::new(IpAddr::V4(ip), DEFAULT_PORT))
 }
 
+/// Where node `i` beyond the wiring's (a host representative) listens in the default plan:
+/// `127.4.x.y`.
+pub fn extra_node(i: usize) -> Result<SocketAddr, PlanError> {
+    loopback(4, i)
+}
+
 impl AddressPlan {
     pub fn new(wiring: &Wiring) -> Result<AddressPlan, PlanError> {
         let t = &wiring.topology;
