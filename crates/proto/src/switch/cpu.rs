@@ -98,6 +98,7 @@ impl Switch {
         packet: &mut Packet<&mut [u8]>,
         route: Route,
     ) {
+        self.alive(now, port);
         match route {
             Route::Consume => self.punt(now, port, super::heard_barriers(packet, now)),
             Route::Forward(out) => {
@@ -108,6 +109,16 @@ impl Switch {
                 self.counters.spoofed_source += 1
             }
             Route::Drop => self.counters.no_route += 1,
+        }
+    }
+
+    /// A frame came in on `port`: the data plane's port counters, which the CPU reads, show
+    /// the link alive, whatever the CPU has taken of its beacons. In a lossless fabric a
+    /// beacon waits behind data held for a full output (inproc); a CPU that judged links by
+    /// beacons alone timed busy links out by the dozen per second.
+    pub(super) fn alive(&mut self, now: Instant, port: usize) {
+        if let Some(p) = self.ports.get_mut(port) {
+            p.last_heard = p.last_heard.max(now);
         }
     }
 

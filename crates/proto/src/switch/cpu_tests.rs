@@ -124,3 +124,28 @@ fn a_chip_has_no_cpu_agent() {
     let s = Switch::new(0, &wiring, routes, SwitchConfig::default(), t(0));
     assert_eq!(s.cpu_status(), None);
 }
+
+/// Data coming in on a link, forwarded or waiting for a full output, shows the CPU that the
+/// link lives (the data plane's port counters), though only beacons move its register. On the
+/// lossless inproc runtime, beacons waiting behind held data had busy links removed as dead.
+#[test]
+fn data_keeps_a_link_alive_without_moving_its_register() {
+    let mut s = cpu_switch(3);
+    let dead_after_ns = s.config.dead_after().as_nanos();
+    let mut now = 0;
+    while now <= 3 * dead_after_ns {
+        pass(&mut s, now, 0, data(0, 2, now, now));
+        s.handle_stalled(t(now + 1), 1, &data(1, 2, now, now));
+        pass(&mut s, now, 2, beacon(now));
+        s.handle_timeout(t(now));
+        for port in 0..3 {
+            beacons_out(&mut s, now, port);
+        }
+        now += INTERVAL_NS;
+    }
+    let state = |port: PortId| s.inputs(Instant::ZERO).find(|r| r.port == port).unwrap().state;
+    assert_eq!(state(0), InputState::Live, "forwarded data");
+    assert_eq!(state(1), InputState::Live, "data held for a full output");
+    assert_eq!(register(&s, 0), t(0), "no beacon, no barrier");
+    assert_eq!(s.counters().links_removed, 0);
+}

@@ -926,9 +926,15 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return;
         };
-        // A CPU takes beacons when they are handled, not while they wait in the data plane; a
-        // plain switch takes none.
-        if self.cpu.is_some() || self.representative.is_some() {
+        // A CPU takes beacons when they are handled, not while they wait in the data plane,
+        // but sees the link alive; a plain switch takes nothing.
+        if self.representative.is_some() {
+            return;
+        }
+        if self.cpu.is_some() {
+            if self.ports.get(port as usize).is_some_and(|p| !p.cut) {
+                self.alive(now, port as usize);
+            }
             return;
         }
         if self.ports.get(port as usize).is_some_and(|p| !p.cut) && packet.check_header().is_ok() {
