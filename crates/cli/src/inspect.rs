@@ -6,7 +6,7 @@
 
 use crate::flags::JsonFlag;
 use clap::Args;
-use onepipe::status::{Skew, Stall, SwitchStatus, holding_back, skew};
+use onepipe::status::{CpuReport, Skew, Stall, SwitchStatus, holding_back, lagging_cpu, skew};
 use onepipe::supervise::status_dir;
 use onepipe_fabric::Topology;
 use onepipe_wire::Duration;
@@ -24,6 +24,10 @@ pub struct InspectArgs {
     /// A barrier lagging its switch's clock by more than this counts as stalled
     #[arg(long, default_value_t = 100.0, value_parser = crate::bounds::float(0.0, crate::bounds::MILLIS_MAX as f64))]
     stall_ms: f64,
+    /// With `switch_cpu_delay_us` in the file: a switch CPU whose last beacon waited this much
+    /// longer than that delay is named as falling behind
+    #[arg(long, default_value_t = 1000.0, value_parser = crate::bounds::float(0.0, crate::bounds::MICROS_MAX))]
+    cpu_lag_us: f64,
     /// Read `DIR/NAME.json` for each switch instead of what `onepipe up` started: the files
     /// that switches run by hand write with `onepipe switch --status-file` (across machines,
     /// collect them in one directory)
@@ -43,6 +47,15 @@ struct Inspection {
     /// The clock skew between processes, as measured by the switches of one machine, or of
     /// several joined through links between them (`onepipe::status::skew`).
     skew: Option<Skew>,
+    /// The switch CPU furthest behind, if one waits past `--cpu-lag-us` (paper 6.2.2).
+    lagging_cpu: Option<LaggingCpu>,
+}
+
+#[derive(Serialize)]
+struct LaggingCpu {
+    switch: String,
+    #[serde(flatten)]
+    cpu: CpuReport,
 }
 
 pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
@@ -82,7 +95,13 @@ pub fn run(args: InspectArgs) -> Result<ExitCode, String> {
         }
     }
     let threshold = Duration::from_nanos((args.stall_ms * 1e6) as u64);
+    let cpu_threshold =
+        Duration::from_nanos(topology.switch_cpu_delay_ns.unwrap_or(0) + (args.cpu_lag_us * 1e3) as u64);
     let inspection = Inspection {
+        lagging_cpu: lagging_cpu(&switches, cpu_threshold).map(|(name, cpu)| LaggingCpu {
+            switch: name.to_string(),
+            cpu: cpu.clone(),
+        }),
         holding_back: holding_back(&switches, threshold),
         skew: skew(&switches),
         switches,
@@ -192,6 +211,12 @@ fn print(i: &Inspection, stall_ms: f64) {
                 ))
         ),
         None => println!("barriers flow: no barrier lags more than {stall_ms} ms"),
+    }
+    if let Some(c) = &i.lagging_cpu {
+        println!(
+            "the switch CPU of {} falls behind: its last beacon waited {:.1} us (longest {:.1} us), {} waiting, {} dropped from a full queue",
+            c.switch, c.cpu.lag_last_us, c.cpu.lag_max_us, c.cpu.backlog, c.cpu.overflow_drops
+        );
     }
     match &i.skew {
         Some(k) => {

@@ -372,3 +372,55 @@ fn bulk_reliable_broadcasts_over_udp_give_nothing_up() {
     // Probes of blocked links back off: probing every 20 ms overran inboxes (2-16 per run).
     assert_eq!(v["udp"]["overrun_datagrams"], 0, "{v}");
 }
+
+/// A switch CPU that falls behind (paper 6.2.2) is named by `onepipe inspect`: its last beacon
+/// waited past the file's `switch_cpu_delay_us` by more than `--cpu-lag-us`. Reports as the
+/// switches write them (`onepipe switch --status-file`), read from `--status-dir`.
+#[test]
+fn inspect_names_the_switch_cpu_that_falls_behind() {
+    let dir = std::env::temp_dir().join(format!("onepipe-cpu-lag-{}", std::process::id()));
+    let statuses = dir.join("status");
+    std::fs::create_dir_all(&statuses).unwrap();
+    let file = dir.join("t.toml");
+    std::fs::write(
+        &file,
+        "switch_cpu_delay_us = 100\n[[switch]]\nname = \"tor0\"\nhosts = 2\n\
+         [[switch]]\nname = \"tor1\"\nhosts = 2\n[[switch]]\nname = \"spine\"\n\
+         [[link]]\nbetween = [\"tor0\", \"spine\"]\n[[link]]\nbetween = [\"tor1\", \"spine\"]\n",
+    )
+    .unwrap();
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for (node, lag_last_us) in [("tor0", 120.0), ("tor1", 900.0), ("spine", 1_400.0)] {
+        let status = onepipe::status::SwitchStatus {
+            node: node.into(),
+            at_ns: now_ns,
+            cpu: Some(onepipe::status::CpuReport {
+                lag_last_us,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        std::fs::write(
+            statuses.join(format!("{node}.json")),
+            serde_json::to_vec(&status).unwrap(),
+        )
+        .unwrap();
+    }
+    let inspect = |lag_us: &str| {
+        let out = common::onepipe()
+            .args(["inspect", "--json", "--cpu-lag-us", lag_us, "--status-dir"])
+            .arg(&statuses)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(inspect("1000")["lagging_cpu"]["switch"], "spine");
+    // 1400 us is within 100 + 1500: nobody is behind.
+    assert!(inspect("1500")["lagging_cpu"].is_null());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

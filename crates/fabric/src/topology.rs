@@ -113,6 +113,11 @@ pub struct Topology {
     /// that authenticate every udp datagram (docs/udp.md, "Authentication"). `None`: the
     /// environment's `ONEPIPE_KEY_FILE`, or a key made for the topology.
     pub key_file: Option<std::path::PathBuf>,
+    /// `switch_cpu_delay_us = D`: the switches aggregate barriers on their CPUs, each beacon
+    /// taken D us after it arrived (1Pipe's switch-CPU incarnation, docs/incarnations.md). In
+    /// the file, so that every switch and process of a fabric agrees: processes must not take
+    /// barriers from data packets that switch CPUs do not stamp. `None`: switching chips.
+    pub switch_cpu_delay_ns: Option<u64>,
 }
 
 /// What is wrong with a topology; each names the offending element.
@@ -190,6 +195,7 @@ struct FileTopology {
     link: Vec<FileLink>,
     controller: Option<FileController>,
     key_file: Option<String>,
+    switch_cpu_delay_us: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -589,6 +595,7 @@ impl Topology {
             links,
             controller: file.controller.map(FileController::spec).transpose()?,
             key_file: file.key_file.map(Into::into),
+            switch_cpu_delay_ns: cpu_delay_ns(file.switch_cpu_delay_us)?,
         };
         t.assign_layers()?;
         for (i, declared) in declared_layers.into_iter().enumerate() {
@@ -763,6 +770,17 @@ fn claim(names: &mut HashMap<String, Named>, name: &str, what: Named) -> Result<
     Ok(())
 }
 
+/// A switch CPU's delay per beacon from the file, in ns: at most a second.
+fn cpu_delay_ns(us: Option<f64>) -> Result<Option<u64>, TopologyError> {
+    match us {
+        None => Ok(None),
+        Some(us) if us.is_finite() && (0.0..=1e6).contains(&us) => Ok(Some((us * 1e3).round() as u64)),
+        Some(us) => Err(TopologyError::Syntax(format!(
+            "switch_cpu_delay_us = {us}: must be between 0 and 1000000 (a second)"
+        ))),
+    }
+}
+
 /// Small helper for presets.
 struct Builder {
     t: Topology,
@@ -778,6 +796,7 @@ impl Builder {
                 links: Vec::new(),
                 controller: None,
                 key_file: None,
+                switch_cpu_delay_ns: None,
             },
         }
     }
@@ -905,6 +924,18 @@ mod tests {
         assert_eq!(tls.etcd_files.ca_file, Some("ca.pem".into()));
         assert!(message("replicas = -1").contains("invalid topology file"));
         assert!(message("etcd = 5").contains("invalid topology file"));
+    }
+
+    /// The switch-CPU incarnation is the file's, for every switch and process alike.
+    #[test]
+    fn switch_cpus_are_named_by_the_file_with_their_delay() {
+        assert_eq!(Topology::from_toml(GOOD).unwrap().switch_cpu_delay_ns, None);
+        let t = Topology::from_toml(&format!("switch_cpu_delay_us = 7.5\n{GOOD}")).unwrap();
+        assert_eq!(t.switch_cpu_delay_ns, Some(7_500));
+        for bad in ["-1", "2e6", "nan"] {
+            let e = Topology::from_toml(&format!("switch_cpu_delay_us = {bad}\n{GOOD}"));
+            assert!(e.is_err(), "{bad}: {e:?}");
+        }
     }
 
     #[test]

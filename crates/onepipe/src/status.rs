@@ -69,6 +69,34 @@ pub struct SwitchStatus {
     /// Which clock the switch reads: its machine's boot id (see [`Skew`]); empty if unknown.
     #[serde(default)]
     pub clock_id: String,
+    /// The switch CPU that aggregates its barriers, if its data plane only forwards (paper
+    /// 6.2.2): how far behind the beacons it takes are.
+    #[serde(default)]
+    pub cpu: Option<CpuReport>,
+}
+
+/// A switch CPU's queue of punted beacons ([`onepipe_proto::switch::CpuStatus`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// Beacons waiting for the CPU.
+    pub backlog: usize,
+    /// How long the last beacon taken waited, and the longest any waited, in us.
+    pub lag_last_us: f64,
+    pub lag_max_us: f64,
+    /// Beacons dropped because the CPU's queue was full.
+    pub overflow_drops: u64,
+}
+
+/// The switch CPU furthest behind: the one whose last beacon waited longest, if it waited
+/// past `threshold`. (Overflow drops count since the start, a burst at startup included: they
+/// are shown, not judged.)
+pub fn lagging_cpu(statuses: &[SwitchStatus], threshold: Duration) -> Option<(&str, &CpuReport)> {
+    let threshold_us = threshold.as_nanos() as f64 / 1e3;
+    statuses
+        .iter()
+        .filter_map(|s| Some((s.node.as_str(), s.cpu.as_ref()?)))
+        .filter(|(_, c)| c.lag_last_us > threshold_us)
+        .max_by(|a, b| a.1.lag_last_us.total_cmp(&b.1.lag_last_us))
 }
 
 /// How [`SwitchStatus::of`]'s `peers` name a process behind a port (`process P`).
@@ -285,6 +313,12 @@ impl SwitchStatus {
                 .collect(),
             lagging_port: switch.lagging_input().map(|r| r.port),
             clock_id: String::new(),
+            cpu: switch.cpu_status().map(|c| CpuReport {
+                backlog: c.backlog,
+                lag_last_us: c.lag_last_ns as f64 / 1e3,
+                lag_max_us: c.lag_max_ns as f64 / 1e3,
+                overflow_drops: c.overflow_drops,
+            }),
         }
     }
 
@@ -349,6 +383,37 @@ pub fn holding_back(statuses: &[SwitchStatus], threshold: Duration) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Paper 6.2.2: a switch CPU that falls behind is named, the one furthest behind first;
+    /// CPUs keeping up, and chips, are not.
+    #[test]
+    fn the_switch_cpu_furthest_behind_is_named() {
+        let cpu = |node: &str, lag_last_us: f64, overflow_drops: u64| SwitchStatus {
+            node: node.into(),
+            cpu: Some(CpuReport {
+                lag_last_us,
+                overflow_drops,
+                ..CpuReport::default()
+            }),
+            ..SwitchStatus::default()
+        };
+        let chip = SwitchStatus {
+            node: "chip".into(),
+            ..SwitchStatus::default()
+        };
+        let ms = Duration::from_millis(1);
+        let keeping_up = [cpu("tor0", 5.0, 0), chip.clone()];
+        assert!(lagging_cpu(&keeping_up, ms).is_none());
+        let behind = [
+            cpu("tor0", 5.0, 0),
+            cpu("spine", 2_500.0, 0),
+            cpu("tor1", 1_800.0, 0),
+            chip,
+        ];
+        assert_eq!(lagging_cpu(&behind, ms).map(|(n, _)| n), Some("spine"));
+        let dropped_once = [cpu("tor0", 5.0, 3)];
+        assert!(lagging_cpu(&dropped_once, ms).is_none());
+    }
 
     fn link(port: u16, peer: &str, lag: Option<f64>) -> LinkStatus {
         LinkStatus {

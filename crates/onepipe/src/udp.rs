@@ -101,10 +101,13 @@ pub struct UdpOptions {
     pub incarnation: onepipe_proto::Incarnation,
 }
 
+fn topology_cpu_delay(topology: &Topology) -> Option<Duration> {
+    topology.switch_cpu_delay_ns.map(Duration::from_nanos)
+}
+
 impl UdpOptions {
     pub fn new(topology: Topology) -> UdpOptions {
         UdpOptions {
-            topology,
             processes_per_host: 1,
             beacon_interval: BEACON_INTERVAL,
             dead_after_intervals: 1_000,
@@ -120,7 +123,12 @@ impl UdpOptions {
             rto_min: RTO_MIN,
             promise_lead: Some(PROMISE_LEAD),
             time_ahead_max: onepipe_proto::plausible::TIME_AHEAD_MAX,
-            incarnation: onepipe_proto::Incarnation::Chip,
+            // From the file, which every switch and process of the fabric reads.
+            incarnation: match topology_cpu_delay(&topology) {
+                Some(delay) => onepipe_proto::Incarnation::SwitchCpu { delay },
+                None => onepipe_proto::Incarnation::Chip,
+            },
+            topology,
         }
     }
 

@@ -328,6 +328,7 @@ const BOUNDS: &[(&str, &str, &str, &str)] = &[
     ("up", "--switch-clock-offset", "s=3600000000", "s=3600000001"),
     ("up", "--switch-clock-offset", "s=-3600000000", "s=-3600000001"),
     ("inspect", "--stall-ms", "3600000", "3600001"),
+    ("inspect", "--cpu-lag-us", "10000000", "10000001"),
     ("cut-link", "--processes-per-host", "1024", "1025"),
     ("demo", "--time-ahead-max-ms", "140737488.355328", "140737489"),
     ("sim", "--time-ahead-max-ms", "140737488.355328", "140737489"),
