@@ -13,6 +13,7 @@ pub use fault::{Fault, FaultAction, FaultTarget};
 pub mod baseline;
 pub mod campaign;
 pub mod config;
+pub mod dctcp;
 pub mod fig10;
 pub mod fig11;
 pub mod figures;
