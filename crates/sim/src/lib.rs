@@ -16,6 +16,7 @@ pub mod config;
 pub mod dctcp;
 pub mod fig10;
 pub mod fig11;
+pub mod fig12;
 pub mod figures;
 pub mod large_message;
 pub mod latency_model;

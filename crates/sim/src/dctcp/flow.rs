@@ -43,6 +43,8 @@ pub struct Sender {
     /// When the oldest unacknowledged frame times out.
     rto_at: Option<Instant>,
     start_at: Instant,
+    /// The start timer has fired: from then on the node's link asks for frames.
+    started: bool,
     pub counters: FlowCounters,
 }
 
@@ -66,6 +68,7 @@ impl Sender {
             dup_acks: 0,
             rto_at: None,
             start_at,
+            started: false,
             counters: FlowCounters::default(),
         }
     }
@@ -174,12 +177,14 @@ impl Sender {
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.rto_at {
             Some(t) => Some(t),
-            None if self.snd_max == 0 => Some(self.start_at),
+            // Once: a timer that stayed due until the link had room would fire forever.
+            None if !self.started => Some(self.start_at),
             None => None,
         }
     }
 
     pub fn handle_timeout(&mut self, now: Instant, config: &DctcpConfig) {
+        self.started |= now >= self.start_at;
         let Some(at) = self.rto_at else {
             return;
         };
