@@ -177,3 +177,71 @@ impl Flows {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(src: u32, dst: u32, seq: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; 100];
+        let r = Repr {
+            ack: false,
+            ce: false,
+            ece: false,
+            src,
+            dst,
+            flow: 0,
+            seq,
+        };
+        let len = r.emit(&mut buf, 100).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// The ACK queue is bounded: an ACK that finds it full is dropped and counted, and the
+    /// next (cumulative) one still says everything.
+    #[test]
+    fn a_full_ack_queue_drops_and_counts() {
+        let config = DctcpConfig {
+            acks_queued_max: 1,
+            ..DctcpConfig::default()
+        };
+        let mut f = Flows::to(1, &[], &config, Instant::ZERO);
+        let now = Instant::from_nanos(1);
+        f.handle_frame(now, &data(0, 1, 0));
+        f.handle_frame(now, &data(0, 1, 1));
+        assert_eq!(f.counters.acks_dropped, 1);
+        let mut buf = [0u8; 64];
+        let len = f.poll_transmit(now, &mut buf).unwrap();
+        assert_eq!(Repr::parse(&buf[..len]).unwrap().seq, 1);
+        f.handle_frame(now, &data(0, 1, 2));
+        let len = f.poll_transmit(now, &mut buf).unwrap();
+        assert_eq!(Repr::parse(&buf[..len]).unwrap().seq, 3);
+        f.handle_frame(now, &data(0, 2, 3));
+        assert_eq!(f.counters.frames_refused, 1, "a frame for another host");
+        f.invariants();
+    }
+
+    /// Destinations are other hosts, the same for a seed, and spread over the hosts.
+    #[test]
+    fn flows_go_to_random_other_hosts_fixed_by_the_seed() {
+        let config = DctcpConfig {
+            flows_per_host: 64,
+            ..DctcpConfig::default()
+        };
+        let dsts = |seed| -> Vec<u32> {
+            Flows::new(3, 8, &config, seed, Instant::ZERO)
+                .senders()
+                .iter()
+                .map(|s| s.dst)
+                .collect()
+        };
+        let a = dsts(1);
+        assert_eq!(a.len(), 64);
+        assert!(a.iter().all(|&d| d != 3 && d < 8));
+        assert_eq!(a, dsts(1));
+        assert_ne!(a, dsts(2));
+        assert_eq!((0..8).filter(|h| a.contains(h)).count(), 7);
+        assert!(Flows::new(0, 1, &config, 1, Instant::ZERO).senders().is_empty());
+    }
+}
