@@ -81,6 +81,8 @@ pub struct Fig8Options {
     /// their thread; 0 turns promises off (docs/ordering.md, "Promises") [default: each
     /// runtime's own: off inproc, 5000 udp]
     pub promise_lead_us: Option<f64>,
+    /// Where 1Pipe's barriers are aggregated (paper 6.2; docs/incarnations.md)
+    pub incarnation: onepipe_proto::Incarnation,
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -120,6 +122,8 @@ pub struct Flatness {
 #[derive(Serialize)]
 pub struct Fig8Report {
     pub runtime: &'static str,
+    /// Where 1Pipe's barriers were aggregated: chip, or cpu (paper 6.2).
+    pub incarnation: &'static str,
     /// udp runtime: OS threads the nodes ran on (0: a thread per node).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub udp_threads: Option<usize>,
@@ -257,6 +261,7 @@ pub fn run(args: &Fig8Options, bar: &ProgressBar) -> Result<Fig8Report, String> 
         .and_then(|l| udp_ratios(&rows, l, ordering_cost.as_ref()));
     let report = Fig8Report {
         runtime: if udp { "udp" } else { "inproc" },
+        incarnation: args.incarnation.label(),
         udp_threads: udp.then(|| udp_threads(args)),
         topology: "single switch, one port per process",
         message_bytes: MESSAGE_BYTES,
@@ -350,6 +355,7 @@ fn onepipe_row(
         // The same closed loop as the baselines' (`--window`), so that no system is measured
         // with every queue of the fabric full while the others keep theirs short.
         window_broadcasts: Some(window(args, processes)),
+        incarnation: args.incarnation,
         ..DemoConfig::default()
     };
     let ordering = system != "unordered";

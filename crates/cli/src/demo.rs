@@ -192,11 +192,18 @@ fn config_from(args: &DemoArgs) -> Result<DemoConfig, String> {
         link_bits_per_s: (args.link_gbps > 0.0).then_some((args.link_gbps * 1e9) as u64),
         ecn_threshold_bytes: args.ecn_threshold_bytes,
         time_ahead_max: args.time_ahead.duration()?,
-        incarnation: args.incarnation.incarnation()?,
+        incarnation: args.incarnation.incarnation(),
         ..DemoConfig::default()
     };
     if let Some(w) = args.workers {
         c.workers = w;
+    }
+    if c.incarnation == onepipe_proto::Incarnation::Host {
+        return Err(
+            "--incarnation host runs in the simulator (`onepipe sim --incarnation host`); \
+             the demo's runtimes do not host representatives yet"
+                .into(),
+        );
     }
     if !args.fail.is_empty() {
         if !args.reliable || args.rt.runtime == RuntimeKind::Udp {

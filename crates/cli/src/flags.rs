@@ -327,7 +327,8 @@ pub enum IncarnationKind {
     Chip,
     /// Switch CPUs: switches only forward; a CPU agent per switch aggregates beacons
     Cpu,
-    /// Host representatives: not built yet
+    /// Host representatives (paper 6.2.3): switches that only route, a host per switch
+    /// aggregating its beacons
     Host,
 }
 
@@ -344,16 +345,13 @@ pub struct IncarnationFlags {
 }
 
 impl IncarnationFlags {
-    pub fn incarnation(&self) -> Result<onepipe_proto::Incarnation, String> {
+    pub fn incarnation(&self) -> onepipe_proto::Incarnation {
         match self.incarnation {
-            IncarnationKind::Chip => Ok(onepipe_proto::Incarnation::Chip),
-            IncarnationKind::Cpu => Ok(onepipe_proto::Incarnation::SwitchCpu {
+            IncarnationKind::Chip => onepipe_proto::Incarnation::Chip,
+            IncarnationKind::Cpu => onepipe_proto::Incarnation::SwitchCpu {
                 delay: crate::demo::us(self.cpu_delay_us),
-            }),
-            IncarnationKind::Host => Err(
-                "--incarnation host: host representatives are not built yet (issue 47); use chip or cpu"
-                    .into(),
-            ),
+            },
+            IncarnationKind::Host => onepipe_proto::Incarnation::Host,
         }
     }
 }

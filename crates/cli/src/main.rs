@@ -48,7 +48,7 @@ enum Command {
     #[command(subcommand)]
     Bench(bench::BenchCommand),
     /// The deterministic simulator: one seeded run, replayable exactly
-    Sim(sim::SimArgs),
+    Sim(Box<sim::SimArgs>),
     /// Run one switch of a topology file over UDP (until Ctrl-C or SIGTERM)
     Switch(fabric::SwitchArgs),
     /// Run the controller of a topology file's [controller] over UDP: switches and processes
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Bench(cmd) => bench::run(cmd),
-        Command::Sim(args) => sim::run(args),
+        Command::Sim(args) => sim::run(*args),
         Command::Switch(args) => fabric::switch(args),
         Command::Controller(args) => fabric::controller(args),
         Command::Up(args) => fabric::up(args),

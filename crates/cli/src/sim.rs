@@ -171,6 +171,9 @@ pub struct RunArgs {
     /// CPU time of a host per frame sent or received (bounds a process's message rate)
     #[arg(long, default_value = "65ns", value_parser = time)]
     host_frame_cost: Duration,
+    /// With --incarnation host: CPU time of a switch's representative per beacon in or out
+    #[arg(long, default_value = "40ns", value_parser = time)]
+    representative_frame_cost: Duration,
     #[arg(long, default_value_t = 1 << 20, value_parser = crate::bounds::int::<usize>(1..=crate::bounds::BYTES_MAX))]
     queue_capacity_bytes: usize,
     #[arg(long, default_value_t = 100 * 1024, value_parser = crate::bounds::int::<usize>(0..=crate::bounds::BYTES_MAX))]
@@ -193,7 +196,7 @@ pub struct RunArgs {
     /// Loss, duplication and reordering stop this long after traffic starts (default: never)
     #[arg(long, value_parser = time)]
     faults_for: Option<Duration>,
-    /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D] (T after traffic starts, D how long); repeatable
+    /// A failure: link:A-B@T[+D], switch:NAME@T[+D], host:P@T[+D], representative:NAME@T[+D] (the host representative of switch NAME, with --incarnation host; T after traffic starts, D how long); repeatable
     #[arg(long = "fail")]
     failures: Vec<Failure>,
     /// A host's clock steps, as NTP steps a clock: host:P@T+D (forward) or host:P@T-D (back), T
@@ -263,6 +266,8 @@ pub struct RunArgs {
     #[command(flatten)]
     rng: SeedFlag,
     #[command(flatten)]
+    incarnation: crate::flags::IncarnationFlags,
+    #[command(flatten)]
     output: JsonFlag,
 }
 
@@ -292,6 +297,7 @@ impl RunArgs {
             switch_delay: self.switch_delay,
             host_nic_delay: self.host_nic_delay,
             host_frame_cost: self.host_frame_cost,
+            representative_frame_cost: self.representative_frame_cost,
             queue_capacity_bytes: self.queue_capacity_bytes,
             ecn_threshold_bytes: self.ecn_threshold_bytes,
             mtu_bytes: self.mtu_bytes,
@@ -329,6 +335,7 @@ impl RunArgs {
             settle: self.settle,
             events_max: self.events_max,
             memory_bytes_max: self.memory_mb_max.saturating_mul(1 << 20),
+            incarnation: self.incarnation.incarnation(),
             ..SimConfig::default()
         })
     }

@@ -40,6 +40,20 @@ fn seeded_run_reports_and_replays_exactly() {
     assert_eq!(a["events"], b["events"]);
 }
 
+/// Every incarnation of paper 6.2 runs from the command line and keeps every check; the
+/// demo's runtimes refuse host representatives, which only the simulator has.
+#[test]
+fn each_incarnation_runs_and_keeps_every_check() {
+    for incarnation in ["chip", "cpu", "host"] {
+        let v = json(&["sim", "--send", "100us", "--incarnation", incarnation, "--json"]);
+        assert_eq!(v["violations"], 0, "{incarnation}: {v}");
+        assert!(v["delivered"].as_u64().unwrap() > 100, "{incarnation}: {v}");
+    }
+    let out = onepipe(&["demo", "--incarnation", "host"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("onepipe sim --incarnation host"));
+}
+
 #[test]
 fn campaign_reports_seeds_and_failing_seeds() {
     let v = json(&["sim", "campaign", "--seeds", "4", "--first-seed", "11", "--json"]);

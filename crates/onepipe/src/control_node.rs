@@ -364,6 +364,10 @@ pub struct ControllerNode<S: Store = MemoryStore> {
     queues: Vec<MgmtQueue<ControlMsg>>,
     queued: usize,
     switches: usize,
+    processes: usize,
+    /// Node index of switch 0's host representative (`Incarnation::Host`): representatives
+    /// speak and are spoken to as their switches, whose orders they get too.
+    representatives_from: Option<usize>,
     pub timeline: ControlTimeline,
     events: VecDeque<ControlEvent>,
     /// The last error of the log: an input it could not take is not acted on (write-ahead).
@@ -396,6 +400,8 @@ impl<S: Store> ControllerNode<S> {
                 .collect(),
             queued: 0,
             switches: wiring.switch_count(),
+            processes: wiring.process_count(),
+            representatives_from: None,
             timeline: ControlTimeline::default(),
             events: VecDeque::new(),
             store_error: None,
@@ -410,6 +416,23 @@ impl<S: Store> ControllerNode<S> {
         self.service.controller()
     }
 
+    /// Host delegation (paper 6.2.3): switch `s`'s representative is node `first + s`, at
+    /// this node's port of that number. It reports for its switch, and gets every order its
+    /// switch gets: the switch cuts ports and takes routes in its data plane, the
+    /// representative changes its registers.
+    pub fn with_representatives(mut self, first: usize) -> Self {
+        let end = first + self.switches;
+        self.queues
+            .resize_with(end.max(self.queues.len()), MgmtQueue::default);
+        self.representatives_from = Some(first);
+        self
+    }
+
+    /// The nodes that act for switch `s`: the switch, and its representative if any.
+    fn nodes_of_switch(&self, s: usize) -> impl Iterator<Item = usize> {
+        std::iter::once(s).chain(self.representatives_from.and_then(|first| first.checked_add(s)))
+    }
+
     /// What happened since the last call, oldest first.
     pub fn take_events(&mut self) -> Vec<ControlEvent> {
         self.events.drain(..).collect()
@@ -418,7 +441,12 @@ impl<S: Store> ControllerNode<S> {
     /// Asks every member to say again what it said before ([`ControlMsg::Hello`]): for a
     /// controller that (re)starts while the others run, and missed what they said meanwhile.
     pub fn greet(&mut self) {
-        for node in 0..self.queues.len() {
+        for s in 0..self.switches {
+            for node in self.nodes_of_switch(s).collect::<Vec<_>>() {
+                self.push(node, ControlMsg::Hello);
+            }
+        }
+        for node in self.switches..self.switches + self.processes {
             self.push(node, ControlMsg::Hello);
         }
     }
@@ -485,11 +513,14 @@ impl<S: Store> ControllerNode<S> {
                 _ => {}
             }
             let (to, msg) = ControlMsg::order(out);
-            let node = match to {
-                Member::Switch(s) => s,
-                Member::Process(p) => self.switches + p as usize,
-            };
-            self.push(node, msg);
+            match to {
+                Member::Switch(s) => {
+                    for node in self.nodes_of_switch(s).collect::<Vec<_>>() {
+                        self.push(node, msg.clone());
+                    }
+                }
+                Member::Process(p) => self.push(self.switches + p as usize, msg),
+            }
         }
         let failures = self.service.controller().failures();
         let known = &self.timeline.failures;
@@ -515,7 +546,7 @@ impl<S: Store> ControllerNode<S> {
         for s in 0..self.switches {
             self.push(s, ControlMsg::Avoid(down.clone()));
         }
-        for node in self.switches..self.queues.len() {
+        for node in self.switches..self.switches + self.processes {
             self.push(node, ControlMsg::PathsChanged);
         }
     }
@@ -569,11 +600,11 @@ impl<S: Store + Send> Node for ControllerNode<S> {
             | Input::Heard { member, .. }
             | Input::Implausible { member, .. } => member,
         };
-        let from = match member {
-            Member::Switch(s) => s,
-            Member::Process(p) => self.switches + p as usize,
+        let speaks_for = match member {
+            Member::Switch(s) => self.nodes_of_switch(s).any(|n| n == port as usize),
+            Member::Process(p) => self.switches + p as usize == port as usize,
         };
-        if from != port as usize {
+        if !speaks_for {
             return self.refuse(now, port, format!("{input:?} names another member"));
         }
         if let Input::LinkDown {
@@ -668,6 +699,35 @@ pub fn management_links(wiring: &Wiring, controller: usize, delay: Duration) -> 
         });
     }
     links
+}
+
+/// The management links between the controller (node `controller`) and the host
+/// representatives of every switch, nodes `first..first + switches`
+/// ([`ControllerNode::with_representatives`]): a representative's management port is 1, one
+/// past its link to its switch.
+pub fn representative_management_links(
+    switches: usize,
+    first: usize,
+    controller: usize,
+    delay: Duration,
+) -> Vec<DirectedLink> {
+    let mgmt = onepipe_proto::representative::UPLINK + 1;
+    (first..first + switches)
+        .flat_map(|node| {
+            [
+                DirectedLink {
+                    from: (node, mgmt),
+                    to: (controller, node as PortId),
+                    delay,
+                },
+                DirectedLink {
+                    from: (controller, node as PortId),
+                    to: (node, mgmt),
+                    delay,
+                },
+            ]
+        })
+        .collect()
 }
 
 /// The management port of node `node`: switches number their fabric ports from 0, a process

@@ -21,6 +21,13 @@ pub enum Incarnation {
     Host,
 }
 
+/// The port of a switch that leads to its host representative (`Incarnation::Host`): two
+/// past its fabric ports, since one past is its management port. `None` past the port
+/// numbers (a switch of 65534 ports or more).
+pub fn representative_port(fabric_ports: usize) -> Option<onepipe_fabric::PortId> {
+    onepipe_fabric::PortId::try_from(fabric_ports + 1).ok()
+}
+
 impl Incarnation {
     /// Whether data packets carry barriers a receiver may take: only a chip stamps them on
     /// every hop. Elsewhere a data packet still holds what its sender wrote, a bound for its

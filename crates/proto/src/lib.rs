@@ -21,6 +21,7 @@ pub mod mgmt_outbox;
 pub mod plausible;
 pub mod reliable;
 pub mod reorder;
+pub mod representative;
 mod scatter;
 pub mod send_failure;
 pub mod switch;
@@ -28,5 +29,5 @@ pub mod switch;
 mod test_packets;
 
 pub use endpoint::{Delivery, EndpointEvent, FailureReason, ProcessFailureError, SendError, SendFailure};
-pub use incarnation::Incarnation;
+pub use incarnation::{Incarnation, representative_port};
 pub use onepipe_wire::{Duration, Instant};

@@ -309,6 +309,7 @@ fn describe(f: &Failure) -> String {
         FailTarget::Link(a, b) => format!("link:{a}-{b}"),
         FailTarget::Switch(s) => format!("switch:{s}"),
         FailTarget::Restart(s) => format!("restart:{s}"),
+        FailTarget::Representative(s) => format!("representative:{s}"),
         FailTarget::Process(p) => format!("host:{p}"),
     };
     match f.lasts {
@@ -381,7 +382,10 @@ fn declared_beyond_faults(config: &SimConfig, r: &SimReport) -> Option<String> {
     for failure in &config.failures {
         match failure.target {
             FailTarget::Process(p) => injected.push(p),
-            FailTarget::Link(..) | FailTarget::Switch(_) | FailTarget::Restart(_) => return None,
+            FailTarget::Link(..)
+            | FailTarget::Switch(_)
+            | FailTarget::Restart(_)
+            | FailTarget::Representative(_) => return None,
         }
     }
     let extra: Vec<u32> = f

@@ -18,6 +18,9 @@ pub enum FailTarget {
     Restart(String),
     /// A process (its host's endpoint).
     Process(u32),
+    /// The host representative of a switch, by the switch's name (`Incarnation::Host`): the
+    /// switch goes on forwarding.
+    Representative(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +55,7 @@ impl std::str::FromStr for Failure {
                 FailTarget::Link(a.to_string(), b.to_string())
             }
             "switch" => FailTarget::Switch(name.to_string()),
+            "representative" => FailTarget::Representative(name.to_string()),
             "restart" if lasts.is_none() => {
                 return Err(format!(
                     "failure `{s}`: a restart names how long the switch is down (restart:NAME@T+D)"
@@ -64,7 +68,7 @@ impl std::str::FromStr for Failure {
             ),
             _ => {
                 return Err(format!(
-                    "failure `{s}`: unknown kind `{kind}` (link, switch, restart, host)"
+                    "failure `{s}`: unknown kind `{kind}` (link, switch, restart, host, representative)"
                 ));
             }
         };
@@ -184,6 +188,8 @@ pub struct SimConfig {
     /// One-way delay of a process's NIC and network stack, added to its link to the ToR.
     pub host_nic_delay: Duration,
     pub host_frame_cost: Duration,
+    /// CPU time of a host representative per beacon in or out (`Incarnation::Host`).
+    pub representative_frame_cost: Duration,
     pub queue_capacity_bytes: usize,
     pub ecn_threshold_bytes: usize,
     pub mtu_bytes: usize,
@@ -266,6 +272,10 @@ impl Default for SimConfig {
             switch_delay: Duration::from_nanos(700),
             host_nic_delay: Duration::from_nanos(550),
             host_frame_cost: Duration::from_nanos(65),
+            // Paper 7.4 (Fig. 13a): a host core sustains the beacons of a 32-port switch at 3 us,
+            // a beacon in and one out per port and interval: at most 47 ns per beacon. A
+            // process's 65 ns (its stack) would not keep up with a ToR of 32 processes.
+            representative_frame_cost: Duration::from_nanos(40),
             queue_capacity_bytes: 1 << 20,
             ecn_threshold_bytes: 100 * 1024,
             mtu_bytes: 1500,
@@ -457,7 +467,12 @@ impl SimConfig {
                 "recovers the reliable service only; add --reliable",
             ));
         }
-        let pauses = |f: &Failure| matches!(f.target, FailTarget::Switch(_) | FailTarget::Process(_));
+        let pauses = |f: &Failure| {
+            matches!(
+                f.target,
+                FailTarget::Switch(_) | FailTarget::Process(_) | FailTarget::Representative(_)
+            )
+        };
         if self.controller && self.failures.iter().any(|f| f.lasts.is_some() && pauses(f)) {
             return Err(bad(
                 "failures",
@@ -482,6 +497,14 @@ impl SimConfig {
         }
         self.validate_time_ahead()?;
         for f in &self.failures {
+            if matches!(f.target, FailTarget::Representative(_))
+                && self.incarnation != onepipe_proto::Incarnation::Host
+            {
+                return Err(bad(
+                    "failures",
+                    "a representative fails only with host representatives (--incarnation host)",
+                ));
+            }
             if let FailTarget::Process(p) = f.target
                 && p as u64 >= processes
             {

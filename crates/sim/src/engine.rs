@@ -39,6 +39,11 @@ pub enum Role {
     Host,
     /// The failure controller: a server CPU of its own, charged `controller_frame_cost`.
     Controller,
+    /// A switch's host representative (paper 6.2.3) on `cores` cores of its own, charged
+    /// `representative_frame_cost` per beacon on one of them.
+    Representative {
+        cores: u32,
+    },
 }
 
 /// Parameters of the link and node model, shared by every link and node.
@@ -60,6 +65,8 @@ pub struct Model {
     /// CPU time the controller spends per unit of work in a frame it receives or sends
     /// ([`Node::work_units`]); zero means an infinitely fast controller.
     pub controller_frame_cost: Duration,
+    /// CPU time a host representative spends per beacon it receives or sends.
+    pub representative_frame_cost: Duration,
     /// Time a switch's program is busy per frame it takes in (a frame it does not forward) or
     /// originates, one frame at a time: a rate per switch for the work of its program (a
     /// key-value switch's queries), for fabrics whose switches, not their links, are the
@@ -92,6 +99,7 @@ impl Default for Model {
             switch_delay: Duration::from_nanos(500),
             host_frame_cost: Duration::ZERO,
             controller_frame_cost: Duration::ZERO,
+            representative_frame_cost: Duration::ZERO,
             switch_frame_cost: Duration::ZERO,
             loss: 0.0,
             duplicate: 0.0,
@@ -109,6 +117,9 @@ impl Model {
         match role {
             Role::Host => self.host_frame_cost,
             Role::Controller => self.controller_frame_cost,
+            Role::Representative { cores } => {
+                Duration::from_nanos(self.representative_frame_cost.as_nanos() / cores.max(1) as u64)
+            }
             Role::Switch => self.switch_frame_cost,
         }
     }

@@ -179,8 +179,12 @@ pub(crate) fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
 pub(crate) const SERVICES: [Service; 3] = [Service::BestEffort, Service::Reliable, Service::Unordered];
 
 /// The incarnations Fig. 9a compares (paper 6.2), with the switch CPU's delay.
-fn incarnations(cpu_delay: Duration) -> [Incarnation; 2] {
-    [Incarnation::Chip, Incarnation::SwitchCpu { delay: cpu_delay }]
+fn incarnations(cpu_delay: Duration) -> [Incarnation; 3] {
+    [
+        Incarnation::Chip,
+        Incarnation::SwitchCpu { delay: cpu_delay },
+        Incarnation::Host,
+    ]
 }
 
 /// A series' label: the service, and where barriers are aggregated unless on a chip.
@@ -228,8 +232,7 @@ pub fn fig9a(
             let (topology, per_host) = paper_placement(x as u32);
             crate::latency_model::switches_on_longest_path(&topology, per_host)
         },
-        defaults.beacon_interval,
-        defaults.skew_mean,
+        &defaults,
     );
     let plots = vec![Plot {
         title: "Fig. 9a: idle delivery latency (mean)".into(),

@@ -1,9 +1,12 @@
-//! The paper's latency model of the incarnations (6.2): base delay + CPU delay x hops + beacon
-//! interval / 2 + clock skew, with no CPU delay on a chip. A receiver delivers a message once
+//! The paper's latency model of the incarnations (6.2): base delay + per-switch delay x hops +
+//! beacon interval / 2 + clock skew. The per-switch delay is nothing on a chip, the CPU delay
+//! on a switch CPU, and the detour on a host representative (6.2.3: "RTT between switch and
+//! host + host processing delay"). A receiver delivers a message once
 //! the barrier of every sender has passed it, and the last barrier to come is the farthest
 //! sender's: base and hops are those of the fabric's longest path, whatever the message's own.
 //! The base is measured, as the unordered run's largest latency on the same idle fabric.
 
+use crate::SimConfig;
 use crate::figures::Row;
 use onepipe_fabric::routing::{self, NextHops};
 use onepipe_fabric::{Peer, Topology, Wiring};
@@ -63,20 +66,29 @@ fn switches_between(wiring: &Wiring, routes: &[routing::Routes], src: u32, dst: 
     wiring.switch_count() as u32
 }
 
-/// The model's best-effort latency for `incarnation`, given the unordered latency of the longest
-/// path measured on the same fabric.
+/// What aggregating a beacon adds at each switch it crosses, on the simulator's links and
+/// nodes of `c`. A representative's detour: the switch-to-host link both ways, the host's work
+/// on the beacon in and out, and the switch's pipeline a second time.
+pub fn per_switch_delay(incarnation: Incarnation, c: &SimConfig) -> Duration {
+    match incarnation {
+        Incarnation::Chip | Incarnation::SwitchCpu { .. } => incarnation.cpu_delay(),
+        Incarnation::Host => {
+            (c.link_delay + c.host_nic_delay + c.representative_frame_cost).saturating_mul(2) + c.switch_delay
+        }
+    }
+}
+
+/// The model's best-effort latency given the unordered latency of the longest path measured
+/// on the same fabric.
 pub fn best_effort_latency_us(
     unordered_us: f64,
-    incarnation: Incarnation,
+    per_switch: Duration,
     switches_on_path: u32,
     beacon_interval: Duration,
     skew_mean: Duration,
 ) -> f64 {
     let us = |d: Duration| d.as_nanos() as f64 / 1e3;
-    unordered_us
-        + us(incarnation.cpu_delay()) * switches_on_path as f64
-        + us(beacon_interval) / 2.0
-        + us(skew_mean)
+    unordered_us + us(per_switch) * switches_on_path as f64 + us(beacon_interval) / 2.0 + us(skew_mean)
 }
 
 /// A model point for every best-effort row of `rows` that has an unordered row at its x.
@@ -84,8 +96,7 @@ pub fn model_points(
     rows: &[Row],
     series: &[(String, Incarnation)],
     switches_at: impl Fn(f64) -> u32,
-    beacon_interval: Duration,
-    skew_mean: Duration,
+    config: &SimConfig,
 ) -> Vec<ModelPoint> {
     let mut out = Vec::new();
     for r in rows {
@@ -98,10 +109,10 @@ pub fn model_points(
         let switches = switches_at(r.x);
         let model = best_effort_latency_us(
             unordered.latency_us.max,
-            incarnation,
+            per_switch_delay(incarnation, config),
             switches,
-            beacon_interval,
-            skew_mean,
+            config.beacon_interval,
+            config.skew_mean,
         );
         out.push(ModelPoint {
             series: r.series.clone(),

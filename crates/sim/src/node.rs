@@ -1,9 +1,11 @@
-//! What a simulated node is: a switch, a process, or the controller.
+//! What a simulated node is: a switch, a process, the controller, or a switch's host
+//! representative (host delegation, paper 6.2.3).
 
 use crate::dctcp::WithBackground;
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
 use onepipe_fabric::{Hints, Node, PortId, Route};
+use onepipe_proto::representative::Representative;
 use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchNode};
 use onepipe_wire::Instant;
 
@@ -13,12 +15,20 @@ pub enum SimNode {
     Switch(Box<WithBackground<Mgmt<SwitchNode>>>),
     Host(Box<WithBackground<Mgmt<SimHost>>>),
     Controller(Box<ControllerNode>),
+    Representative(Box<Mgmt<Representative>>),
 }
 
 impl SimNode {
     pub fn switch(&self) -> Option<&Switch> {
         match self {
             SimNode::Switch(s) => Some(s.inner.node.onepipe()),
+            _ => None,
+        }
+    }
+    /// The 1Pipe program of a host representative.
+    pub fn representative(&self) -> Option<&Switch> {
+        match self {
+            SimNode::Representative(r) => Some(r.node.program()),
             _ => None,
         }
     }
@@ -62,6 +72,7 @@ impl SimNode {
                 h.invariants();
             }
             SimNode::Controller(c) => c.controller().invariants(),
+            SimNode::Representative(r) => r.node.invariants(),
         }
     }
 }
@@ -73,6 +84,7 @@ macro_rules! each {
             SimNode::Switch($n) => $e,
             SimNode::Host($n) => $e,
             SimNode::Controller($n) => $e,
+            SimNode::Representative($n) => $e,
         }
     };
 }

@@ -9,12 +9,16 @@ use crate::engine::{Budget, Engine, EngineError, Model, RestartFn, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
 use crate::traffic::{Generator, Traffic};
-use onepipe::control_node::{ControllerNode, Mgmt, RouteCache, management_links, mgmt_port};
+use onepipe::control_node::{
+    ControllerNode, Mgmt, RouteCache, management_links, mgmt_port, representative_management_links,
+};
 use onepipe_check::{ProcessLog, check_all, check_atomicity, check_no_loss};
 use onepipe_fabric::{Wiring, routing};
+use onepipe_proto::Incarnation;
 use onepipe_proto::controller::Member;
 use onepipe_proto::endpoint::EndpointConfig;
 use onepipe_proto::hash::SplitMix;
+use onepipe_proto::representative::Representative;
 use onepipe_proto::switch::{Switch, SwitchConfig};
 use onepipe_wire::Instant;
 use serde::Serialize;
@@ -423,22 +427,43 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     let model = model_for(config, send_from);
     let mut links = links_for(&wiring, config);
+    let host = config.incarnation == Incarnation::Host;
     if config.controller {
         let index = nodes.len();
-        if index > onepipe_fabric::PortId::MAX as usize {
+        // Representatives come after the controller, a port of its own each.
+        let last = index + if host { wiring.switch_count() } else { 0 };
+        if last > onepipe_fabric::PortId::MAX as usize {
             return Err(SimError::Wiring(format!(
-                "the controller has a port per node and {index} nodes are too many"
+                "the controller has a port per node and {last} nodes are too many"
             )));
         }
-        let controller = ControllerNode::new(&wiring, config.controller_config, START);
-        nodes.push((SimNode::Controller(Box::new(controller)), Role::Controller));
+        let mut controller = ControllerNode::new(&wiring, config.controller_config, START);
         links.extend(management_links(&wiring, index, config.control_delay));
+        if host {
+            controller = controller.with_representatives(index + 1);
+            links.extend(representative_management_links(
+                wiring.switch_count(),
+                index + 1,
+                index,
+                config.control_delay,
+            ));
+        }
+        nodes.push((SimNode::Controller(Box::new(controller)), Role::Controller));
     }
+    if host {
+        let on = config.controller.then_some(&routes_avoiding);
+        add_representatives(&wiring, config, &switch_config, on, &mut nodes, &mut links)?;
+    }
+    // Host representatives, if any, are the last nodes, one per switch.
+    let representatives_from = nodes.len().saturating_sub(wiring.switch_count());
     let mut engine = Engine::new(nodes, &links, model, config.seed, START)?;
     for f in &config.failures {
         let target = match &f.target {
             FailTarget::Process(p) => FaultTarget::Node(wiring.node_of_process(*p) as u32),
             FailTarget::Switch(name) => FaultTarget::Node(switch_index(&wiring, name)? as u32),
+            FailTarget::Representative(name) => {
+                FaultTarget::Node((representatives_from + switch_index(&wiring, name)?) as u32)
+            }
             FailTarget::Restart(name) => FaultTarget::Restart(switch_index(&wiring, name)? as u32),
             FailTarget::Link(a, b) => {
                 let (a, b) = (switch_index(&wiring, a)?, switch_index(&wiring, b)?);
@@ -495,6 +520,57 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     Ok((engine, wiring, times))
 }
 
+/// Ports whose beacons one core of a representative takes (paper Fig. 13a).
+const REPRESENTATIVE_PORTS_PER_CORE: usize = 32;
+
+/// Host delegation (paper 6.2.3): a representative per switch, after every other node, on a
+/// link to a port of its switch two past the fabric ports (`representative_port`), as far
+/// from it as a process is from its ToR.
+fn add_representatives(
+    wiring: &Wiring,
+    config: &SimConfig,
+    switch_config: &SwitchConfig,
+    managed: Option<&onepipe::control_node::SharedRoutes>,
+    nodes: &mut Vec<(SimNode, Role)>,
+    links: &mut Vec<onepipe_fabric::DirectedLink>,
+) -> Result<(), SimError> {
+    let tables = routing::build(wiring).map_err(|e| SimError::Wiring(e.to_string()))?;
+    let delay = config.link_delay + config.host_nic_delay;
+    for (s, routes) in tables.into_iter().enumerate() {
+        let port = onepipe_proto::representative_port(wiring.switch_ports[s].len()).ok_or_else(|| {
+            SimError::Wiring(format!("switch {s} has no port number left for a representative"))
+        })?;
+        let index = nodes.len();
+        let rep = Representative::new(s, wiring, routes, switch_config.clone(), START);
+        let uplink = onepipe_proto::representative::UPLINK;
+        let rep = match managed {
+            Some(routes) => Mgmt::managed(rep, Member::Switch(s), uplink + 1, routes.clone()),
+            None => Mgmt::unmanaged(rep),
+        };
+        // Paper Fig. 13a sizes a representative for a 32-port switch: one core at 3 us. A
+        // ToR of more processes gets a core per 32 ports (the paper's testbed had NIC
+        // representatives aggregate each host's processes first, which is not modelled).
+        let cores = wiring.switch_ports[s]
+            .len()
+            .div_ceil(REPRESENTATIVE_PORTS_PER_CORE) as u32;
+        nodes.push((
+            SimNode::Representative(Box::new(rep)),
+            Role::Representative { cores },
+        ));
+        links.push(onepipe_fabric::DirectedLink {
+            from: (s, port),
+            to: (index, uplink),
+            delay,
+        });
+        links.push(onepipe_fabric::DirectedLink {
+            from: (index, uplink),
+            to: (s, port),
+            delay,
+        });
+    }
+    Ok(())
+}
+
 /// Schedules forged beacon `f` on the link between its process and the process's ToR.
 fn forge_beacon(
     engine: &mut Engine<SimNode>,
@@ -533,6 +609,7 @@ pub(crate) fn model_for(config: &SimConfig, send_from: Instant) -> Model {
         ecn_threshold_bytes: config.ecn_threshold_bytes,
         switch_delay: config.switch_delay,
         host_frame_cost: config.host_frame_cost,
+        representative_frame_cost: config.representative_frame_cost,
         controller_frame_cost: config.controller_frame_cost,
         switch_frame_cost: onepipe_wire::Duration::ZERO,
         loss: config.loss,

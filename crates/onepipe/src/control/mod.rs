@@ -312,6 +312,19 @@ impl Manage for Switch {
     }
 }
 
+/// A host representative (paper 6.2.3) is managed as the switch it stands for.
+impl Manage for onepipe_proto::representative::Representative {
+    fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
+        self.program_mut().exchange(now, port);
+    }
+    fn hello(&mut self, port: &mut ControlPort) {
+        self.program_mut().hello(port);
+    }
+    fn controlled(&mut self) {
+        self.program_mut().controlled();
+    }
+}
+
 impl<A: Application> Manage for HostNode<A> {
     fn exchange(&mut self, now: Instant, port: &mut ControlPort) {
         port.exchange_endpoint(now, &mut self.endpoint);

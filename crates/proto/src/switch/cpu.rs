@@ -95,12 +95,15 @@ impl Switch {
         &mut self,
         now: Instant,
         port: usize,
-        packet: &Packet<&mut [u8]>,
+        packet: &mut Packet<&mut [u8]>,
         route: Route,
     ) {
         match route {
             Route::Consume => self.punt(now, port, super::heard_barriers(packet, now)),
-            Route::Forward(_) => self.counters.forwarded += 1,
+            Route::Forward(out) => {
+                packet.set_link_id(self.ports[out as usize].peer_port);
+                self.counters.forwarded += 1
+            }
             Route::Drop if !self.source_matches(port as u16, packet.src()) => {
                 self.counters.spoofed_source += 1
             }

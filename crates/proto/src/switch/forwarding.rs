@@ -3,7 +3,7 @@
 use super::Switch;
 use crate::hash::mix64;
 use onepipe_fabric::routing::{NextHops, NoRoute};
-use onepipe_fabric::{PortDirection, PortId};
+use onepipe_fabric::{PortDirection, PortId, Route};
 use onepipe_wire::packet::Packet;
 
 impl Switch {
@@ -16,6 +16,21 @@ impl Switch {
     /// not checked: they name no source and speak only for their link.
     pub fn source_matches(&self, port: PortId, src: u32) -> bool {
         self.routes.leads_to(src, port)
+    }
+
+    /// Where a data packet (data, NAK, prepare, ACK) goes: toward its destination, if its
+    /// source may send in on `port`.
+    pub(super) fn route_data(&self, port: PortId, packet: &Packet<&[u8]>) -> Route {
+        if !self.source_matches(port, packet.src()) {
+            return Route::Drop;
+        }
+        match self.choose_output(port as usize, packet) {
+            // Nothing reaches a cut neighbour: a quarantined process must not hear commit
+            // barriers before it recovers.
+            Ok(out) if self.ports[out].cut => Route::Drop,
+            Ok(out) => Route::Forward(out as PortId),
+            Err(_) => Route::Drop,
+        }
     }
 
     pub(super) fn choose_output(&self, in_port: usize, packet: &Packet<&[u8]>) -> Result<usize, NoRoute> {

@@ -316,6 +316,8 @@ pub struct Switch {
     implausible_inputs: Vec<ImplausibleInput>,
     /// The switch CPU of a data plane that only forwards (`Incarnation::SwitchCpu`).
     cpu: Option<cpu::CpuAgent>,
+    /// The port to the host representative of a plain switch (`Incarnation::Host`, plain.rs).
+    representative: Option<PortId>,
     counters: SwitchCounters,
 }
 
@@ -382,6 +384,9 @@ impl Switch {
             implausible_inputs: vec![ImplausibleInput::default(); ports.len()],
             cpu: matches!(config.incarnation, Incarnation::SwitchCpu { .. })
                 .then(|| cpu::CpuAgent::new(ports.len())),
+            representative: (config.incarnation == Incarnation::Host)
+                .then(|| crate::representative_port(ports.len()))
+                .flatten(),
             config,
             routes,
             ports,
@@ -401,6 +406,11 @@ impl Switch {
 
     pub fn counters(&self) -> &SwitchCounters {
         &self.counters
+    }
+
+    /// Its fabric ports (the management and representative ports not counted).
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
     }
 
     fn half_of_input(&self, port: usize) -> Half {
@@ -583,6 +593,10 @@ impl Switch {
     /// `switch_recovery.rs`).
     pub fn remove_input(&mut self, port: PortId) -> Result<(), NoSuchPort> {
         let half = self.half_of_input(self.port_index(port)?);
+        // A plain switch keeps no barriers: its representative takes the order.
+        if self.representative.is_some() {
+            return Ok(());
+        }
         if self.ports[port as usize].to_process {
             self.quarantine(port as usize);
         }
@@ -615,6 +629,11 @@ impl Switch {
         let i = self.port_index(port)?;
         self.ports[i].cut = true;
         self.ports[i].set_beacon_pending(false, &mut self.beacons_pending);
+        // A plain switch cuts the port in its data plane; its representative, which knows
+        // the last commit barrier, reports it.
+        if self.representative.is_some() {
+            return Ok(());
+        }
         self.kill_input(i);
         // Reported even if its death already was: the controller asked, and waits.
         self.report(i);
@@ -817,6 +836,9 @@ impl Node for Switch {
         let Ok(opcode) = packet.check_header() else {
             return Route::Drop;
         };
+        if let Some(rep) = self.representative {
+            return self.classify_plain(port, opcode, &packet, rep);
+        }
         if self.ports.get(port as usize).is_none_or(|p| p.cut) {
             return Route::Drop;
         }
@@ -832,18 +854,7 @@ impl Node for Switch {
         }
         match opcode {
             Opcode::Beacon => Route::Consume,
-            Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack => {
-                if !self.source_matches(port, packet.src()) {
-                    return Route::Drop;
-                }
-                match self.choose_output(port as usize, &packet) {
-                    // Nothing reaches a cut neighbour: a quarantined process must not hear
-                    // commit barriers before it recovers.
-                    Ok(out) if self.ports[out].cut => Route::Drop,
-                    Ok(out) => Route::Forward(out as PortId),
-                    Err(_) => Route::Drop,
-                }
-            }
+            Opcode::Data | Opcode::Nak | Opcode::Prepare | Opcode::Ack => self.route_data(port, &packet),
         }
     }
 
@@ -855,7 +866,15 @@ impl Node for Switch {
         };
         // `classify` checked these same bytes for a Forward or Consume; only a Drop may be
         // malformed rather than unroutable.
-        if port >= self.ports.len() || (route == Route::Drop && packet.check_header().is_err()) {
+        if route == Route::Drop && packet.check_header().is_err() {
+            self.counters.malformed += 1;
+            return;
+        }
+        if let Some(rep) = self.representative {
+            self.handle_plain(port as PortId, &mut packet, route, rep);
+            return;
+        }
+        if port >= self.ports.len() {
             self.counters.malformed += 1;
             return;
         }
@@ -865,7 +884,7 @@ impl Node for Switch {
             return;
         }
         if self.cpu.is_some() {
-            self.handle_forward_only(now, port, &packet, route);
+            self.handle_forward_only(now, port, &mut packet, route);
             self.check_invariants();
             return;
         }
@@ -907,8 +926,9 @@ impl Node for Switch {
         let Ok(packet) = Packet::new_checked(frame) else {
             return;
         };
-        // A CPU takes beacons when they are handled, not while they wait in the data plane.
-        if self.cpu.is_some() {
+        // A CPU takes beacons when they are handled, not while they wait in the data plane; a
+        // plain switch takes none.
+        if self.cpu.is_some() || self.representative.is_some() {
             return;
         }
         if self.ports.get(port as usize).is_some_and(|p| !p.cut) && packet.check_header().is_ok() {
@@ -934,7 +954,7 @@ impl Node for Switch {
 
     fn poll_transmit(&mut self, now: Instant, port: PortId, buf: &mut [u8]) -> Option<usize> {
         let p = port as usize;
-        if !self.ports.get(p)?.beacon_pending {
+        if self.representative.is_some() || !self.ports.get(p)?.beacon_pending {
             return None;
         }
         if self.ports[p].cut {
@@ -958,11 +978,17 @@ impl Node for Switch {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        if self.representative.is_some() {
+            return None;
+        }
         let cpu_due = self.cpu.as_ref().and_then(|c| c.next_due());
         Some(cpu_due.map_or(self.next_tick, |d| d.min(self.next_tick)))
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if self.representative.is_some() {
+            return;
+        }
         self.run_cpu(now);
         if now < self.next_tick {
             self.check_invariants();
@@ -1046,6 +1072,7 @@ impl Hints for Switch {
 mod budget;
 mod cpu;
 mod forwarding;
+mod plain;
 pub use cpu::CpuStatus;
 mod plausible;
 mod recovery;

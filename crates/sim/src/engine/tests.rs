@@ -19,7 +19,7 @@ impl Node for Probe {
         match self.role {
             Role::Switch if self.consume => Route::Consume,
             Role::Switch => Route::Forward(1),
-            Role::Host | Role::Controller => Route::Consume,
+            Role::Host | Role::Controller | Role::Representative { .. } => Route::Consume,
         }
     }
 
@@ -195,7 +195,7 @@ impl Node for Classed {
     fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
         match self.role {
             Role::Switch => Route::Forward(1),
-            Role::Host | Role::Controller => Route::Consume,
+            Role::Host | Role::Controller | Role::Representative { .. } => Route::Consume,
         }
     }
 
