@@ -36,6 +36,9 @@ enum SimCommand {
     /// Paper Fig. 11: reorder overhead vs reordering delay: the buffer in the simulator, the
     /// delivery rate of the real receive path on this CPU
     Fig11(crate::sim_figures::Fig11Args),
+    /// Paper Fig. 12: latency vs background DCTCP flows per host (a) and vs the ToRs'
+    /// oversubscription (b)
+    Fig12(crate::sim_figures::Fig12Args),
     /// Paper 7.2: what one 1 MB message adds to the latency of small messages
     LargeMessage(crate::sim_figures::LargeMessageArgs),
     /// Paper Fig. 13: beacon bandwidth overhead (and latency) vs beacon interval
@@ -347,6 +350,7 @@ pub fn run(args: SimArgs) -> Result<ExitCode, String> {
         Some(SimCommand::Fig9b(a)) => figure(&a, "fig9b"),
         Some(SimCommand::Fig10(a)) => crate::sim_figures::fig10(&a),
         Some(SimCommand::Fig11(a)) => crate::sim_figures::fig11(&a),
+        Some(SimCommand::Fig12(a)) => crate::sim_figures::fig12(&a),
         Some(SimCommand::LargeMessage(a)) => crate::sim_figures::large_message(&a),
         Some(SimCommand::Fig13(a)) => figure(&a, "fig13"),
         Some(SimCommand::Scale(a)) => figure(&a, "scale"),

@@ -1,6 +1,6 @@
-//! `onepipe sim fig10|fig11|large-message`: paper Figs. 10 and 11 and the 1 MB message
-//! (section 7.2), parsed and printed; the sweeps are in `onepipe_sim::{fig10, fig11,
-//! large_message}` and `onepipe_bench::{fig11, reorder_cost}`.
+//! `onepipe sim fig10|fig11|fig12|large-message`: paper Figs. 10, 11 and 12 and the 1 MB
+//! message (section 7.2), parsed and printed; the sweeps are in `onepipe_sim::{fig10, fig11,
+//! fig12, large_message}` and `onepipe_bench::{fig11, reorder_cost}`.
 
 use crate::flags::JsonFlag;
 use onepipe_bench::reorder_cost::{DELAY_US_MAX, ReorderCostOptions};
@@ -37,6 +37,27 @@ pub struct Fig11Args {
     #[arg(long, default_value_t = 64, value_parser = crate::bounds::int::<usize>(8..=1400))]
     host_message_bytes: usize,
     /// Directory for fig11.json and fig11.png
+    #[arg(long, default_value = "figures")]
+    out: PathBuf,
+    #[command(flatten)]
+    output: JsonFlag,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Fig12Args {
+    /// Panel (a): background DCTCP flows per host, on a fabric without oversubscription
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,5,10", value_parser = crate::bounds::int::<u32>(0..=onepipe_sim::dctcp::FLOWS_PER_HOST_MAX as u64))]
+    flows: Vec<u32>,
+    /// Panel (b): oversubscription of the ToRs' uplinks (1: none)
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", value_parser = crate::bounds::float(1.0, 64.0))]
+    ratios: Vec<f64>,
+    /// Panel (b): background flows per host
+    #[arg(long, default_value_t = 2, value_parser = crate::bounds::int::<u32>(0..=onepipe_sim::dctcp::FLOWS_PER_HOST_MAX as u64))]
+    ratio_flows: u32,
+    /// Processes, placed as in Fig. 9a (16: two racks; 32 and more: the testbed)
+    #[arg(long, default_value_t = 32, value_parser = crate::bounds::int::<u32>(2..=512))]
+    processes: u32,
+    /// Directory for fig12.json and fig12.png
     #[arg(long, default_value = "figures")]
     out: PathBuf,
     #[command(flatten)]
@@ -192,6 +213,63 @@ fn print_fig11(fig: &onepipe_bench::fig11::Fig11) {
             mb(r.reorder_bytes_peak as f64),
             r.messages,
             paper.map_or("-".into(), |p| format!("{:.1}", p.1))
+        );
+    }
+}
+
+pub fn fig12(args: &Fig12Args) -> Result<ExitCode, String> {
+    let bar = bar(args.output.json, 3 * (args.flows.len() + args.ratios.len()));
+    let fig = onepipe_sim::fig12::fig12(
+        args.processes,
+        &args.flows,
+        &args.ratios,
+        args.ratio_flows,
+        &mut |r| {
+            bar.set_message(format!(
+                "{} with {} flows, {}:1",
+                r.row.series, r.flows_per_host, r.oversubscription
+            ));
+            bar.inc(1);
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    let json = serde_json::to_string_pretty(&fig).expect("serializable");
+    let (json_path, png_path) = write_figure(&args.out, fig.name, &json, &fig.plots)?;
+    if args.output.json {
+        println!("{json}");
+    } else {
+        print_fig12(&fig);
+        println!("wrote {} and {}", json_path.display(), png_path.display());
+    }
+    Ok(verdict(
+        fig.rows.iter().map(|r| r.row.violations).sum(),
+        &json_path,
+    ))
+}
+
+fn print_fig12(fig: &onepipe_sim::fig12::Fig12) {
+    println!(
+        "{} processes on {}, ECN threshold {} bytes; paper: +30 us (best effort), +50 us (reliable) at 10 flows",
+        fig.processes, fig.topology, fig.ecn_threshold_bytes
+    );
+    println!(
+        "{:<5} {:<10} {:>5} {:>6} {:>9} {:>8} {:>9} {:>8} {:>9} {:>5}",
+        "panel", "series", "flows", "ratio", "mean us", "p99 us", "inflation", "bg Gbps", "peak KB", "viol"
+    );
+    for r in &fig.rows {
+        println!(
+            "{:<5} {:<10} {:>5} {:>6} {:>9.2} {:>8.2} {:>9} {:>8.1} {:>9.0} {:>5}",
+            r.panel,
+            r.row.series,
+            r.flows_per_host,
+            r.oversubscription,
+            r.row.latency_us.mean,
+            r.row.latency_us.p99,
+            r.inflation_us_mean.map_or("-".into(), |v| format!("{v:+.1}")),
+            r.background_goodput_gbps_per_host,
+            r.peak_queue_bytes as f64 / 1e3,
+            r.row.violations
         );
     }
 }

@@ -1,5 +1,5 @@
-//! `onepipe sim fig10|fig11|large-message` end to end, each on a small point: the JSON's shape,
-//! the PNG, and what the models predict (paper 7.2).
+//! `onepipe sim fig10|fig11|fig12|large-message` end to end, each on a small point: the
+//! JSON's shape, the PNG, and what the models predict (paper 7.2).
 
 mod common;
 
@@ -103,4 +103,48 @@ fn a_large_message_delays_others_by_its_serialization_time() {
     let small = json(&["sim", "large-message", "--bytes", "100000", "--json"]);
     let added_small = small["added_us_max"].as_f64().unwrap();
     assert!(added_small < added / 4.0, "{small}");
+}
+
+/// Paper Fig. 12 on two racks: rows for both panels and every service, the paper's inflation
+/// beside them, and background flows that add latency over the idle point.
+#[test]
+fn fig12_background_flows_and_oversubscription_add_latency() {
+    let dir = out_dir("fig12");
+    let v = json(&[
+        "sim",
+        "fig12",
+        "--processes",
+        "16",
+        "--flows",
+        "0,4",
+        "--ratios",
+        "4",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 9, "{v}");
+    let at = |panel: &str, series: &str, flows: u64| {
+        rows.iter()
+            .find(|r| r["panel"] == panel && r["series"] == series && r["flows_per_host"] == flows)
+            .unwrap_or_else(|| panic!("no {panel} {series} {flows} in {v}"))
+    };
+    for series in ["1pipe-be", "1pipe-r", "unordered"] {
+        assert_eq!(at("a", series, 0)["inflation_us_mean"], 0.0);
+        let busy = at("a", series, 4);
+        assert!(busy["inflation_us_mean"].as_f64().unwrap() > 1.0, "{busy}");
+        assert!(
+            busy["background_goodput_gbps_per_host"].as_f64().unwrap() > 10.0,
+            "{busy}"
+        );
+        assert_eq!(at("b", series, 2)["oversubscription"], 4.0);
+    }
+    for r in rows {
+        assert_eq!(r["violations"], 0, "{r}");
+    }
+    assert_eq!(v["paper_inflation_us"][0][1], 30.0);
+    assert!(dir.join("fig12.json").exists());
+    assert_png(&dir.join("fig12.png"));
+    let _ = std::fs::remove_dir_all(&dir);
 }

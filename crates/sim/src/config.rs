@@ -249,6 +249,9 @@ pub struct SimConfig {
     pub controller_frame_cost: Duration,
     /// Where barriers are aggregated (paper 6.2): switching chips, switch CPUs, or hosts.
     pub incarnation: onepipe_proto::Incarnation,
+    /// Long-lived DCTCP flows between hosts beside 1Pipe's traffic (paper Fig. 12); none by
+    /// default.
+    pub background: crate::dctcp::DctcpConfig,
 }
 
 impl Default for SimConfig {
@@ -307,6 +310,7 @@ impl Default for SimConfig {
             controller_config: microsecond_controller(),
             controller_frame_cost: Duration::from_micros(1),
             incarnation: onepipe_proto::Incarnation::Chip,
+            background: crate::dctcp::DctcpConfig::default(),
         }
     }
 }
@@ -366,6 +370,7 @@ impl SimConfig {
         if self.beacon_interval == Duration::ZERO {
             return Err(bad("beacon_interval", "must be positive"));
         }
+        self.background.check().map_err(|e| bad("background", e))?;
         if self.drift_ppb_max as i64 > onepipe_proto::clock::DRIFT_PPB_MAX {
             return Err(bad(
                 "drift_ppb_max",

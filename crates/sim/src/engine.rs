@@ -82,6 +82,11 @@ pub struct Model {
     pub reorder_delay: Duration,
     /// Loss, duplication and reordering stop at this time (faults heal).
     pub faults_until: Instant,
+    /// A switch may originate a frame (a beacon) on a port that is busy or has a queue: its
+    /// frame joins the queue's tail, as a switch's own packets do. Without it a switch is
+    /// asked only when the port is idle, which is the same while queues are short but starves
+    /// its beacons behind a standing queue of background traffic (paper Fig. 12).
+    pub originate_behind_queues: bool,
 }
 
 impl Default for Model {
@@ -101,6 +106,7 @@ impl Default for Model {
             reorder: 0.0,
             reorder_delay: Duration::from_micros(2),
             faults_until: Instant::from_nanos(u64::MAX),
+            originate_behind_queues: false,
         }
     }
 }
@@ -419,6 +425,18 @@ impl<N: Node> Engine<N> {
         self.nodes.iter().map(|s| &s.node)
     }
 
+    /// Bytes queued at `node`'s output `port` now (the frame on the wire not counted); 0 for a
+    /// port that does not exist.
+    pub fn queue_bytes(&self, node: usize, port: PortId) -> usize {
+        let Some(s) = self.nodes.get(node) else {
+            return 0;
+        };
+        if port >= s.port_count {
+            return 0;
+        }
+        self.ports[(s.first_port + port as u32) as usize].queue.bytes()
+    }
+
     /// The directed links out of `node`'s ports, for fault injection by name.
     pub fn links_between(&self, a: usize, b: usize) -> Vec<u32> {
         let mut out = Vec::new();
@@ -572,7 +590,9 @@ impl<N: Node> Engine<N> {
             return;
         }
         self.stats.frames_delivered += 1;
+        // A frame of no work (background traffic on another core) skips the CPU's queue.
         let costs = self.model.cpu_cost(s.role) > Duration::ZERO
+            && s.node.work_units(&frame) > 0
             && !(s.role == Role::Switch
                 && matches!(s.node.classify(self.now, port, &frame), Route::Forward(_)));
         if costs {
@@ -699,12 +719,16 @@ impl<N: Node> Engine<N> {
         self.arm_timer(node);
     }
 
-    /// Asks the node for frames while its port is idle and has nothing queued.
+    /// Asks the node for frames while its port is idle and has nothing queued; a switch
+    /// that may originate behind queues is asked once whatever the port holds.
     fn pull(&mut self, port: u32) -> bool {
         let mut sent = false;
+        let p = &self.ports[port as usize];
+        let behind = self.model.originate_behind_queues && self.nodes[p.node as usize].role == Role::Switch;
         loop {
             let p = &self.ports[port as usize];
-            if p.busy || !p.queue.is_empty() || p.link.is_none() {
+            let idle = !p.busy && p.queue.is_empty();
+            if p.link.is_none() || !(idle || behind && !sent) {
                 return sent;
             }
             let (node, local) = (p.node, p.port);

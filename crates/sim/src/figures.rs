@@ -114,7 +114,7 @@ pub fn paper_placement(processes: u32) -> (Topology, u32) {
 
 /// An idle system's latency: each process sends a message to one random process every
 /// `gap` (the paper's Fig. 9a load), on switching chips.
-fn light(processes: u32, service: Service) -> SimConfig {
+pub(crate) fn light(processes: u32, service: Service) -> SimConfig {
     let (topology, processes_per_host) = paper_placement(processes);
     let mut c = SimConfig {
         topology,
@@ -129,7 +129,7 @@ fn light(processes: u32, service: Service) -> SimConfig {
     c
 }
 
-fn row(series: &str, x: f64, r: &SimReport) -> Row {
+pub(crate) fn row(series: &str, x: f64, r: &SimReport) -> Row {
     Row {
         series: series.to_string(),
         x,
@@ -161,7 +161,7 @@ fn sweep(
     Ok(rows)
 }
 
-fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
+pub(crate) fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for r in rows {
         let point = (r.x, y(r));
@@ -176,7 +176,7 @@ fn series_of(rows: &[Row], y: impl Fn(&Row) -> f64) -> Vec<Series> {
     out
 }
 
-const SERVICES: [Service; 3] = [Service::BestEffort, Service::Reliable, Service::Unordered];
+pub(crate) const SERVICES: [Service; 3] = [Service::BestEffort, Service::Reliable, Service::Unordered];
 
 /// The incarnations Fig. 9a compares (paper 6.2), with the switch CPU's delay.
 fn incarnations(cpu_delay: Duration) -> [Incarnation; 3] {
@@ -386,7 +386,7 @@ pub fn scale(hosts: &[u32], progress: &mut dyn FnMut(&Row)) -> Result<Figure, Si
 /// 100G cables as the hosts below need, 400G for 8 hosts a ToR and 2 uplinks. Our preset has
 /// one link per switch pair, 4:1 oversubscribed at 100G; saturated all-to-all traffic then
 /// overflows the ToR uplinks, which the paper's fabric never did.
-const TESTBED_FABRIC_BITS_PER_S: u64 = 400_000_000_000;
+pub(crate) const TESTBED_FABRIC_BITS_PER_S: u64 = 400_000_000_000;
 
 /// How many of its own broadcasts a process keeps in flight in Fig. 8 (the baselines' window,
 /// 1Pipe's send buffer): about 256 messages, enough to fill the pipe at 7 M msg/s per process

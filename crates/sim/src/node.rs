@@ -1,6 +1,7 @@
 //! What a simulated node is: a switch, a process, the controller, or a switch's host
 //! representative (host delegation, paper 6.2.3).
 
+use crate::dctcp::WithBackground;
 use crate::host::SimHost;
 use onepipe::control_node::{ControllerNode, Mgmt};
 use onepipe_fabric::{Hints, Node, PortId, Route};
@@ -8,9 +9,11 @@ use onepipe_proto::representative::Representative;
 use onepipe_proto::switch::{OnePipeProgram, Switch, SwitchNode};
 use onepipe_wire::Instant;
 
+/// Switches and hosts carry background traffic beside 1Pipe's in runs that have it
+/// ([`crate::dctcp`]).
 pub enum SimNode {
-    Switch(Box<Mgmt<SwitchNode>>),
-    Host(Box<Mgmt<SimHost>>),
+    Switch(Box<WithBackground<Mgmt<SwitchNode>>>),
+    Host(Box<WithBackground<Mgmt<SimHost>>>),
     Controller(Box<ControllerNode>),
     Representative(Box<Mgmt<Representative>>),
 }
@@ -18,7 +21,7 @@ pub enum SimNode {
 impl SimNode {
     pub fn switch(&self) -> Option<&Switch> {
         match self {
-            SimNode::Switch(s) => Some(s.node.onepipe()),
+            SimNode::Switch(s) => Some(s.inner.node.onepipe()),
             _ => None,
         }
     }
@@ -31,13 +34,20 @@ impl SimNode {
     }
     pub fn host(&self) -> Option<&SimHost> {
         match self {
-            SimNode::Host(h) => Some(&h.node),
+            SimNode::Host(h) => Some(&h.inner.node),
+            _ => None,
+        }
+    }
+    /// A host's background flows, if the run has them.
+    pub fn background_flows(&self) -> Option<&crate::dctcp::Flows> {
+        match self {
+            SimNode::Host(h) => h.flows(),
             _ => None,
         }
     }
     pub fn host_mut(&mut self) -> Option<&mut SimHost> {
         match self {
-            SimNode::Host(h) => Some(&mut h.node),
+            SimNode::Host(h) => Some(&mut h.inner.node),
             _ => None,
         }
     }
@@ -54,10 +64,13 @@ impl SimNode {
     pub fn invariants(&self) {
         match self {
             SimNode::Switch(s) => {
-                s.node.invariants();
-                s.node.onepipe().invariants();
+                s.inner.node.invariants();
+                s.inner.node.onepipe().invariants();
             }
-            SimNode::Host(h) => h.node.endpoint.invariants(),
+            SimNode::Host(h) => {
+                h.inner.node.endpoint.invariants();
+                h.invariants();
+            }
             SimNode::Controller(c) => c.controller().invariants(),
             SimNode::Representative(r) => r.node.invariants(),
         }

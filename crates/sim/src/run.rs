@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)] // wall-clock time only measures the simulator's own speed
 
 use crate::config::{ConfigError, FailTarget, ForgedBeacon, SimConfig};
+use crate::dctcp::{Flows, WithBackground};
 use crate::engine::{Budget, Engine, EngineError, Model, RestartFn, Role, Stats};
 use crate::fault::{Fault, FaultTarget};
 use crate::host::SimHost;
@@ -175,6 +176,8 @@ pub struct SimReport {
     pub peak_memory_bytes: u64,
     /// Runs with the controller: what it decided and how long recovery took.
     pub failure: Option<SimFailureOutcome>,
+    /// Runs with background flows: what they carried.
+    pub background: Option<crate::dctcp::BackgroundReport>,
 }
 
 /// Builds, runs and checks one simulation. `progress` is told the virtual time reached now and
@@ -303,7 +306,7 @@ fn restart_switch(wiring: &Wiring, config: &SwitchConfig) -> Result<RestartFn<Si
         if let SimNode::Switch(s) = node {
             let routes = tables[index as usize].clone();
             let fresh = Switch::new(index as usize, &wiring, routes, config.clone(), now).restarted();
-            s.replace_node(fresh.into_node());
+            s.inner.replace_node(fresh.into_node());
         }
     }))
 }
@@ -363,9 +366,17 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         }
     }
     let on = config.controller.then_some((&wiring, &routes_avoiding));
+    let background = &config.background;
     for (s, routes) in tables.into_iter().enumerate() {
+        let router = background
+            .enabled()
+            .then(|| crate::dctcp::Router::new(routes.clone(), config.seed));
         let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START).into_node();
         let node = manage(on, sw, Member::Switch(s), s);
+        let node = match router {
+            Some(r) => WithBackground::switch(node, r),
+            None => WithBackground::plain(node),
+        };
         nodes.push((SimNode::Switch(Box::new(node)), Role::Switch));
     }
     let count = wiring.process_count() as u32;
@@ -405,6 +416,13 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
         );
         let index = wiring.node_of_process(p);
         let node = manage(on, host, Member::Process(p), index);
+        let node = match background.enabled() {
+            true => {
+                let start = START + background.start_after;
+                WithBackground::host(node, Flows::new(p, count, background, config.seed, start))
+            }
+            false => WithBackground::plain(node),
+        };
         nodes.push((SimNode::Host(Box::new(node)), Role::Host));
     }
     let model = model_for(config, send_from);
@@ -601,6 +619,7 @@ pub(crate) fn model_for(config: &SimConfig, send_from: Instant) -> Model {
         faults_until: config
             .faults_for
             .map_or(Instant::from_nanos(u64::MAX), |d| send_from + d),
+        originate_behind_queues: config.background.enabled(),
     }
 }
 
@@ -838,6 +857,7 @@ fn report(
         engine: stats,
         peak_memory_bytes: crate::memory::peak_resident_bytes(),
         failure,
+        background: crate::dctcp::report(config, engine, wiring, engine.now() - START),
     }
 }
 

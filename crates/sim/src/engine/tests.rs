@@ -316,3 +316,93 @@ fn one_class_alone_is_served_first_in_first_out() {
         assert_eq!(stats.peak_switch_queue_bytes, peaks, "class {class}");
     }
 }
+
+/// Hosts send `frames` frames of 4,000 bytes tagged 1 at start; a switch forwards port 0 and
+/// port 2 out of port 1 and, from `originate_at`, has one 100-byte frame of its own, tagged 2;
+/// the far host records the tags in arrival order.
+struct Originator {
+    role: Role,
+    frames: usize,
+    originate_at: Option<Instant>,
+    /// Its timer fired: the frame waits for the port, and the timer is not due again.
+    due: bool,
+    arrived: Vec<u8>,
+}
+
+impl Node for Originator {
+    fn classify(&self, _now: Instant, _port: PortId, _frame: &[u8]) -> Route {
+        match self.role {
+            Role::Switch => Route::Forward(1),
+            _ => Route::Consume,
+        }
+    }
+    fn handle_frame(&mut self, _now: Instant, _port: PortId, frame: &mut [u8], _route: Route) {
+        if self.role == Role::Host {
+            self.arrived.push(frame[0]);
+        }
+    }
+    fn poll_transmit(&mut self, now: Instant, _port: PortId, buf: &mut [u8]) -> Option<usize> {
+        if self.role == Role::Switch {
+            if !self.due || self.originate_at.take_if(|at| *at <= now).is_none() {
+                return None;
+            }
+            buf[0] = 2;
+            return Some(100);
+        }
+        self.frames = self.frames.checked_sub(1)?;
+        buf[..4000].fill(1);
+        Some(4000)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.originate_at.filter(|_| !self.due)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.due |= self.originate_at.is_some_and(|at| at <= now);
+    }
+}
+
+impl Hints for Originator {}
+
+/// The order the far host sees, the switch originating at 5 us while its output port has a
+/// standing queue of the two hosts' frames.
+fn originated_behind(originate_behind_queues: bool) -> Vec<u8> {
+    let node = |role, frames, originate_at| {
+        let n = Originator {
+            role,
+            frames,
+            originate_at,
+            due: false,
+            arrived: Vec::new(),
+        };
+        (n, role)
+    };
+    let nodes = vec![
+        node(Role::Host, 3, None),
+        node(Role::Host, 3, None),
+        node(Role::Switch, 0, Some(Instant::from_nanos(5_000))),
+        node(Role::Host, 0, None),
+    ];
+    let link = |from: (usize, PortId), to: (usize, PortId)| DirectedLink {
+        from,
+        to,
+        delay: Duration::from_nanos(100),
+    };
+    let links = [link((0, 0), (2, 0)), link((1, 0), (2, 2)), link((2, 1), (3, 0))];
+    let model = Model {
+        link_bits_per_s: 8_000_000_000,
+        originate_behind_queues,
+        ..Model::default()
+    };
+    let mut e = Engine::new(nodes, &links, model, 1, Instant::ZERO).unwrap();
+    e.run_until(Instant::from_nanos(1_000_000), &Budget::default())
+        .unwrap();
+    e.node(3).arrived.clone()
+}
+
+/// A switch asked only when its port is idle sends its own frame after the whole backlog; one
+/// that may originate behind queues puts it behind what is queued when it is due.
+#[test]
+fn a_switch_originates_behind_a_standing_queue_only_when_allowed() {
+    assert_eq!(originated_behind(false), [1, 1, 1, 1, 1, 1, 2]);
+    assert_eq!(originated_behind(true), [1, 1, 2, 1, 1, 1, 1]);
+}
