@@ -414,43 +414,35 @@ fn figure(args: &FigureArgs, name: &str) -> Result<ExitCode, String> {
     }
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
-    let json = serde_json::to_string_pretty(&fig).expect("serializable");
-    let json_path = args.out.join(format!("{name}.json"));
-    std::fs::write(&json_path, &json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
-    let png_path = args.out.join(format!("{name}.png"));
-    onepipe_bench::plot::write_png(&fig.plots, &png_path)?;
-    if args.output.json {
-        println!("{json}");
-    } else {
-        println!(
-            "{:<10} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
-            "series",
-            fig.x_name,
-            "p50 us",
-            "mean us",
-            "p99 us",
-            "lag us",
-            "beacon %",
-            "events/s",
-            "violations"
-        );
-        for r in &fig.rows {
+    let json_path =
+        crate::sim_figures::publish_figure(&args.out, args.output.json, name, &fig, &fig.plots, || {
             println!(
-                "{:<10} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.3} {:>12.0} {:>10}",
-                r.series,
-                r.x,
-                r.latency_us.p50,
-                r.latency_us.mean,
-                r.latency_us.p99,
-                r.barrier_lag_us.mean,
-                100.0 * r.beacon_overhead,
-                r.events_per_s,
-                r.violations
+                "{:<14} {:>12} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>10}",
+                "series",
+                fig.x_name,
+                "p50 us",
+                "mean us",
+                "p99 us",
+                "lag us",
+                "beacon %",
+                "events/s",
+                "violations"
             );
-        }
-        println!("wrote {} and {}", json_path.display(), png_path.display());
-    }
+            for r in &fig.rows {
+                println!(
+                    "{:<14} {:>12} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.3} {:>12.0} {:>10}",
+                    r.series,
+                    r.x,
+                    r.latency_us.p50,
+                    r.latency_us.mean,
+                    r.latency_us.p99,
+                    r.barrier_lag_us.mean,
+                    100.0 * r.beacon_overhead,
+                    r.events_per_s,
+                    r.violations
+                );
+            }
+        })?;
     if fig.rows.iter().any(|r| r.violations > 0) {
         eprintln!("some runs had violations: see {}", json_path.display());
         return Ok(ExitCode::from(1));

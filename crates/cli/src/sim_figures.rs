@@ -76,14 +76,29 @@ pub struct LargeMessageArgs {
     output: JsonFlag,
 }
 
-/// Writes NAME.json and NAME.png under `out`; returns their paths.
-fn write_figure(out: &Path, name: &str, json: &str, plots: &[Plot]) -> Result<(PathBuf, PathBuf), String> {
+/// Writes `fig` as NAME.json and its plots as NAME.png under `out`, then prints the JSON
+/// (`json`) or the table `print` makes and where both went; returns the JSON's path.
+pub fn publish_figure<T: serde::Serialize>(
+    out: &Path,
+    json: bool,
+    name: &str,
+    fig: &T,
+    plots: &[Plot],
+    print: impl FnOnce(),
+) -> Result<PathBuf, String> {
     std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    let text = serde_json::to_string_pretty(fig).expect("serializable");
     let json_path = out.join(format!("{name}.json"));
-    std::fs::write(&json_path, json).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
+    std::fs::write(&json_path, &text).map_err(|e| format!("writing {}: {e}", json_path.display()))?;
     let png_path = out.join(format!("{name}.png"));
     onepipe_bench::plot::write_png(plots, &png_path)?;
-    Ok((json_path, png_path))
+    if json {
+        println!("{text}");
+    } else {
+        print();
+        println!("wrote {} and {}", json_path.display(), png_path.display());
+    }
+    Ok(json_path)
 }
 
 fn bar(hidden: bool, points: usize) -> indicatif::ProgressBar {
@@ -104,11 +119,7 @@ pub fn fig10(args: &Fig10Args) -> Result<ExitCode, String> {
     })
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&fig).expect("serializable");
-    let (json_path, png_path) = write_figure(&args.out, fig.name, &json, &fig.plots)?;
-    if args.output.json {
-        println!("{json}");
-    } else {
+    let json_path = publish_figure(&args.out, args.output.json, fig.name, &fig, &fig.plots, || {
         println!(
             "{:<12} {:>5} {:>8} {:>8} {:>8} {:>8} {:>6} {:>5}",
             "failure", "hosts", "mean us", "p5", "p95", "paper", "ratio", "viol"
@@ -126,8 +137,7 @@ pub fn fig10(args: &Fig10Args) -> Result<ExitCode, String> {
                 r.violations
             );
         }
-        println!("wrote {} and {}", json_path.display(), png_path.display());
-    }
+    })?;
     Ok(verdict(fig.rows.iter().map(|r| r.violations).sum(), &json_path))
 }
 
@@ -158,14 +168,9 @@ pub fn fig11(args: &Fig11Args) -> Result<ExitCode, String> {
         bar.inc(1);
     })?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&fig).expect("serializable");
-    let (json_path, png_path) = write_figure(&args.out, fig.name, &json, &fig.plots)?;
-    if args.output.json {
-        println!("{json}");
-    } else {
+    let json_path = publish_figure(&args.out, args.output.json, fig.name, &fig, &fig.plots, || {
         print_fig11(&fig);
-        println!("wrote {} and {}", json_path.display(), png_path.display());
-    }
+    })?;
     let late: u64 = fig.host.iter().map(|r| r.late + r.dropped_full).sum();
     if late > 0 {
         eprintln!("the CPU measurement dropped {late} messages (late or buffer full): its setup is wrong");
@@ -234,14 +239,9 @@ pub fn fig12(args: &Fig12Args) -> Result<ExitCode, String> {
     )
     .map_err(|e| e.to_string())?;
     bar.finish_and_clear();
-    let json = serde_json::to_string_pretty(&fig).expect("serializable");
-    let (json_path, png_path) = write_figure(&args.out, fig.name, &json, &fig.plots)?;
-    if args.output.json {
-        println!("{json}");
-    } else {
+    let json_path = publish_figure(&args.out, args.output.json, fig.name, &fig, &fig.plots, || {
         print_fig12(&fig);
-        println!("wrote {} and {}", json_path.display(), png_path.display());
-    }
+    })?;
     Ok(verdict(
         fig.rows.iter().map(|r| r.row.violations).sum(),
         &json_path,

@@ -15,13 +15,13 @@ fn cpu(delay_us: u64) -> Incarnation {
     }
 }
 
-#[test]
-fn switch_cpus_keep_every_ordering_check_best_effort_and_reliable() {
-    for (seed, reliable) in [(11, false), (12, true)] {
+/// Best effort (seed `seed`) and reliable (`seed + 1`) pass every check on `incarnation`.
+fn keeps_every_check(incarnation: Incarnation, seed: u64) {
+    for (seed, reliable) in [(seed, false), (seed + 1, true)] {
         let c = SimConfig {
             seed,
             reliable,
-            incarnation: cpu(5),
+            incarnation,
             ..SimConfig::default()
         };
         let r = run_clean(&c);
@@ -29,11 +29,11 @@ fn switch_cpus_keep_every_ordering_check_best_effort_and_reliable() {
     }
 }
 
-#[test]
-fn switch_cpus_with_faults_keep_order() {
+/// Lossy, duplicating links for a while, and still order on `incarnation`.
+fn keeps_order_with_faults(incarnation: Incarnation, seed: u64) {
     let c = SimConfig {
-        seed: 13,
-        incarnation: cpu(2),
+        seed,
+        incarnation,
         loss: 1e-3,
         duplicate: 1e-3,
         faults_for: Some(Duration::from_micros(300)),
@@ -42,6 +42,17 @@ fn switch_cpus_with_faults_keep_order() {
     let r = onepipe_sim::run(&c, &mut |_, _| {}).unwrap();
     assert_eq!(r.violations, 0, "{:?}", r.examples);
     assert!(r.checks.total_order && r.checks.fifo && r.checks.causality);
+    assert!(r.delivered > 1000, "{r:?}");
+}
+
+#[test]
+fn switch_cpus_keep_every_ordering_check_best_effort_and_reliable() {
+    keeps_every_check(cpu(5), 11);
+}
+
+#[test]
+fn switch_cpus_with_faults_keep_order() {
+    keeps_order_with_faults(cpu(2), 13);
 }
 
 /// Fig. 9a's shape: on a chip best effort costs half a beacon interval and the skew over
@@ -95,32 +106,12 @@ fn fig9a_latency_follows_the_model_per_incarnation() {
 /// aggregating the beacons its switch tunnels to it, and still every ordering check holds.
 #[test]
 fn host_representatives_keep_every_ordering_check_best_effort_and_reliable() {
-    for (seed, reliable) in [(21, false), (22, true)] {
-        let c = SimConfig {
-            seed,
-            reliable,
-            incarnation: Incarnation::Host,
-            ..SimConfig::default()
-        };
-        let r = run_clean(&c);
-        assert!(r.delivered > 1000, "reliable={reliable}: {r:?}");
-    }
+    keeps_every_check(Incarnation::Host, 21);
 }
 
 #[test]
 fn host_representatives_with_faults_keep_order() {
-    let c = SimConfig {
-        seed: 23,
-        incarnation: Incarnation::Host,
-        loss: 1e-3,
-        duplicate: 1e-3,
-        faults_for: Some(Duration::from_micros(300)),
-        ..SimConfig::default()
-    };
-    let r = onepipe_sim::run(&c, &mut |_, _| {}).unwrap();
-    assert_eq!(r.violations, 0, "{:?}", r.examples);
-    assert!(r.checks.total_order && r.checks.fifo && r.checks.causality);
-    assert!(r.delivered > 1000, "{r:?}");
+    keeps_order_with_faults(Incarnation::Host, 23);
 }
 
 /// Paper 6.2.3 under 5.2: a representative that stops is detected as its switch would be (its
