@@ -367,11 +367,11 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     let on = config.controller.then_some((&wiring, &routes_avoiding));
     let background = &config.background;
-    for (s, routes) in tables.into_iter().enumerate() {
+    for (s, routes) in tables.iter().enumerate() {
         let router = background
             .enabled()
             .then(|| crate::dctcp::Router::new(routes.clone(), config.seed));
-        let sw = Switch::new(s, &wiring, routes, switch_config.clone(), START).into_node();
+        let sw = Switch::new(s, &wiring, routes.clone(), switch_config.clone(), START).into_node();
         let node = manage(on, sw, Member::Switch(s), s);
         let node = match router {
             Some(r) => WithBackground::switch(node, r),
@@ -452,7 +452,15 @@ pub fn build(config: &SimConfig) -> Result<(Engine<SimNode>, Wiring, Times), Sim
     }
     if host {
         let on = config.controller.then_some(&routes_avoiding);
-        add_representatives(&wiring, config, &switch_config, on, &mut nodes, &mut links)?;
+        add_representatives(
+            &wiring,
+            &tables,
+            config,
+            &switch_config,
+            on,
+            &mut nodes,
+            &mut links,
+        )?;
     }
     // Host representatives, if any, are the last nodes, one per switch.
     let representatives_from = nodes.len().saturating_sub(wiring.switch_count());
@@ -528,20 +536,20 @@ const REPRESENTATIVE_PORTS_PER_CORE: usize = 32;
 /// from it as a process is from its ToR.
 fn add_representatives(
     wiring: &Wiring,
+    tables: &[onepipe_fabric::Routes],
     config: &SimConfig,
     switch_config: &SwitchConfig,
     managed: Option<&onepipe::control_node::SharedRoutes>,
     nodes: &mut Vec<(SimNode, Role)>,
     links: &mut Vec<onepipe_fabric::DirectedLink>,
 ) -> Result<(), SimError> {
-    let tables = routing::build(wiring).map_err(|e| SimError::Wiring(e.to_string()))?;
     let delay = config.link_delay + config.host_nic_delay;
-    for (s, routes) in tables.into_iter().enumerate() {
+    for (s, routes) in tables.iter().enumerate() {
         let port = onepipe_proto::representative_port(wiring.switch_ports[s].len()).ok_or_else(|| {
             SimError::Wiring(format!("switch {s} has no port number left for a representative"))
         })?;
         let index = nodes.len();
-        let rep = Representative::new(s, wiring, routes, switch_config.clone(), START);
+        let rep = Representative::new(s, wiring, routes.clone(), switch_config.clone(), START);
         let uplink = onepipe_proto::representative::UPLINK;
         let rep = match managed {
             Some(routes) => Mgmt::managed(rep, Member::Switch(s), uplink + 1, routes.clone()),
